@@ -1,0 +1,129 @@
+"""Django settings, read from the environment (see docs/configuration.md).
+
+Defaults suit one laptop: SQLite, the in-memory channel layer, the offline demo model.
+Set DATABASE_URL, REDIS_URL and OPENAI_API_KEY for more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from agents.models.registry import ModelConfig
+from project.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-set-DJANGO_SECRET_KEY-in-production")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.config(
+        env="DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1500}}
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:home"
+LOGOUT_REDIRECT_URL = "chat:home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Only for `collectstatic` in a deployment; `make run` serves static/ directly.
+STATIC_ROOT = env_str("DJANGO_STATIC_ROOT") or None
+# Serve static files straight from STATICFILES_DIRS: no collectstatic step for `make run`.
+WHITENOISE_USE_FINDERS = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")}},
+}
+
+# The agent. With OPENAI_API_KEY set, any OpenAI-compatible endpoint; else the offline demo.
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+AGENT_MODEL = ModelConfig(
+    provider=env_str("AGENT_PROVIDER", "openai" if OPENAI_API_KEY else "demo"),
+    model=env_str("OPENAI_MODEL", "gpt-4o-mini"),
+    base_url=env_str("OPENAI_BASE_URL"),
+    api_key=OPENAI_API_KEY,
+    temperature=env_float("OPENAI_TEMPERATURE", 0.0) if env_str("OPENAI_TEMPERATURE") else None,
+    timeout_s=env_float("OPENAI_TIMEOUT_S", 60.0, minimum=1.0),
+    max_retries=env_int("OPENAI_MAX_RETRIES", 2, minimum=0),
+    token_delay_s=env_float("DEMO_TOKEN_DELAY_MS", 15.0, minimum=0.0) / 1000,
+)
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 15, minimum=1)
+AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
+AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
+AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
+CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
