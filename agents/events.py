@@ -1,0 +1,140 @@
+"""Typed events the runtime yields while a run goes on.
+
+One run yields, in order: :class:`RunStarted`; per iteration a :class:`ModelTurnStarted`,
+any number of :class:`TextDelta`, a :class:`ModelTurnFinished`, then for each tool call a
+:class:`ToolCallStarted` and (in completion order, parallel calls interleave) a
+:class:`ToolCallFinished`; finally exactly one :class:`RunFinished`. Times are UTC
+``datetime`` values, durations are milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utcnow() -> datetime:
+    """Return the current time as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+class RunStatus(enum.StrEnum):
+    """How a run ended (or that it has not yet)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    MAX_ITERATIONS = "max_iterations"
+    INTERRUPTED = "interrupted"
+
+
+class StepStatus(enum.StrEnum):
+    """The outcome of one step (model turn or tool call)."""
+
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """The run began: ``model`` is the model's display name, ``tools`` the bound tool names."""
+
+    model: str
+    tools: tuple[str, ...]
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class ModelTurnStarted:
+    """The model is being asked, for the ``iteration``-th time (1-based)."""
+
+    iteration: int
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the model's streamed text in this iteration."""
+
+    iteration: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelTurnFinished:
+    """The model's turn is complete.
+
+    ``tool_calls`` are LangChain ``ToolCall`` dicts (``{"name", "args", "id"}``);
+    ``invalid_tool_calls`` are calls whose arguments did not parse; ``usage`` is the
+    model's ``usage_metadata`` (``input_tokens``, ``output_tokens``, ``total_tokens``) or
+    None when the provider does not report it; ``raw`` is the message as JSON-ready data;
+    ``error`` is set when the model call itself failed (the run then fails too).
+    """
+
+    iteration: int
+    text: str
+    tool_calls: tuple[dict[str, Any], ...]
+    invalid_tool_calls: tuple[dict[str, Any], ...]
+    usage: dict[str, Any] | None
+    duration_ms: int
+    raw: dict[str, Any]
+    error: str = ""
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    """A tool call is about to run (or, for an invalid call, to be reported)."""
+
+    iteration: int
+    tool_call_id: str
+    name: str
+    args: dict[str, Any] | str
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    """A tool call ended.
+
+    ``result`` is the full result text (JSON for structured output) on success, or the
+    error observation on failure; ``observation`` is what the model sees (clipped to the
+    runtime's limit); ``error`` is ``"ExceptionClass: message"`` when it failed.
+    """
+
+    iteration: int
+    tool_call_id: str
+    name: str
+    status: StepStatus
+    result: str
+    observation: str
+    error: str
+    duration_ms: int
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """The run ended with ``status``; ``output`` is the final answer text (may be empty)."""
+
+    status: RunStatus
+    output: str
+    iterations: int
+    error: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    at: datetime = field(default_factory=utcnow)
+
+
+Event = (
+    RunStarted
+    | ModelTurnStarted
+    | TextDelta
+    | ModelTurnFinished
+    | ToolCallStarted
+    | ToolCallFinished
+    | RunFinished
+)

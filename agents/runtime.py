@@ -1,0 +1,294 @@
+"""The agent loop: ask the model, run the tool calls it asks for, repeat, yield events.
+
+This is the native tool-calling strategy (``bind_tools`` and ``AIMessage.tool_calls``)
+described in LangChain's tool-calling agent docs, written as an async generator so a
+caller can stream every step. Tool failures are data (an error ToolMessage the model sees
+on its next turn, and an error event); failures of the loop itself raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from agents.events import (
+    Event,
+    ModelTurnFinished,
+    ModelTurnStarted,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    StepStatus,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+# Error observations: what the model reads on its next turn, so it can correct itself.
+UNKNOWN_TOOL = "Error: there is no tool named {name!r}. Available tools: {available}."
+INVALID_ARGUMENTS = (
+    "Error: the arguments for tool {name!r} are not valid JSON ({error}). "
+    "Call the tool again with a JSON object of arguments."
+)
+SCHEMA_MISMATCH = (
+    "Error: the arguments for tool {name!r} do not match its schema: {error}. "
+    "Fix the arguments and call the tool again."
+)
+TOOL_RAISED = "Error: tool {name!r} failed: {error}"
+TOOL_TIMED_OUT = "Error: tool {name!r} did not finish within {seconds:g} seconds."
+CLIPPED_NOTE = "\n[clipped: showing the first {shown:,} of {total:,} characters]"
+
+# Why a run ended without an answer, stored on the run and shown to the user.
+MODEL_FAILED = "The model call failed: {error}"
+MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
+EMPTY_ANSWER = "The model returned neither text nor tool calls."
+ITERATION_LIMIT = "Stopped after {limit} model turns without a final answer."
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Bounds on one run.
+
+    ``max_iterations``: model turns before the run ends as ``max_iterations``;
+    ``tool_timeout_s`` / ``model_timeout_s``: seconds one tool call / one model turn may
+    take; ``max_observation_chars``: longest tool result the model sees (longer ones are
+    clipped with a note; the full result stays on the event).
+    """
+
+    max_iterations: int = 15
+    tool_timeout_s: float = 30.0
+    model_timeout_s: float = 120.0
+    max_observation_chars: int = 8_000
+
+
+def _elapsed_ms(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _to_text(output: Any) -> str:
+    """Return tool output as text: strings as they are, anything else as JSON."""
+    if isinstance(output, ToolMessage):
+        output = output.content
+    if isinstance(output, str):
+        return output
+    try:
+        return json.dumps(output, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def clip(text: str, limit: int) -> str:
+    """Return ``text`` cut to ``limit`` characters plus a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + CLIPPED_NOTE.format(shown=limit, total=len(text))
+
+
+async def _call_tool(
+    tools: dict[str, BaseTool], call: dict[str, Any], limits: RunLimits
+) -> tuple[dict[str, Any], StepStatus, str, str, int]:
+    """Run one tool call; return ``(call, status, result_text, error, duration_ms)``.
+
+    Unknown names, schema failures, exceptions and time-outs come back as error results.
+    ``asyncio.CancelledError`` propagates so a cancelled run stops its tools.
+    """
+    name = call["name"]
+    start = time.monotonic()
+    tool = tools.get(name)
+    if tool is None:
+        message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(tools)))
+        return call, StepStatus.ERROR, message, f"UnknownTool: {name}", _elapsed_ms(start)
+    try:
+        async with asyncio.timeout(limits.tool_timeout_s):
+            output = await tool.ainvoke(call["args"])
+    except TimeoutError:
+        message = TOOL_TIMED_OUT.format(name=name, seconds=limits.tool_timeout_s)
+        return call, StepStatus.ERROR, message, "TimeoutError", _elapsed_ms(start)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        message = SCHEMA_MISMATCH.format(name=name, error=errors)
+        return call, StepStatus.ERROR, message, _error_text(exc), _elapsed_ms(start)
+    except Exception as exc:
+        message = TOOL_RAISED.format(name=name, error=_error_text(exc))
+        return call, StepStatus.ERROR, message, _error_text(exc), _elapsed_ms(start)
+    return call, StepStatus.OK, _to_text(output), "", _elapsed_ms(start)
+
+
+def _add_usage(total: dict[str, int], usage: dict[str, Any] | None) -> None:
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        if usage and isinstance(usage.get(key), int):
+            total[key] = total.get(key, 0) + usage[key]
+
+
+def model_display_name(model: BaseChatModel) -> str:
+    """Return a short name for ``model``: its ``model_name``/``model`` field or its type."""
+    for attr in ("model_name", "model"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+async def run(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    messages: Sequence[BaseMessage],
+    *,
+    limits: RunLimits | None = None,
+) -> AsyncIterator[Event]:
+    """Run the native tool-calling loop and yield :mod:`agents.events` as it goes.
+
+    ``messages`` is the whole prompt (system message, earlier turns, the new question);
+    it is not modified. The model is bound with ``model.bind_tools(tools)`` and streamed
+    with ``astream``; chunks are merged with ``+`` (LangChain's chunk merging) so tool
+    calls split over chunks come out whole. Every tool call of one model turn runs
+    concurrently and its result goes back as a ``ToolMessage`` paired by
+    ``tool_call_id``. The last event is always a :class:`RunFinished`; the run ends as
+    ``succeeded`` (an answer without tool calls), ``failed`` (the model raised, timed out
+    or returned nothing) or ``max_iterations``. Cancelling the consumer's task cancels
+    pending tool calls and propagates ``asyncio.CancelledError``.
+    """
+    limits = limits or RunLimits()
+    by_name = {tool.name: tool for tool in tools}
+    bound = model.bind_tools(list(tools)) if tools else model
+    history: list[BaseMessage] = list(messages)
+    usage_total: dict[str, int] = {}
+    last_text = ""
+    yield RunStarted(model=model_display_name(model), tools=tuple(by_name))
+
+    for iteration in range(1, limits.max_iterations + 1):
+        yield ModelTurnStarted(iteration=iteration)
+        start = time.monotonic()
+        merged: AIMessageChunk | None = None
+        try:
+            async with asyncio.timeout(limits.model_timeout_s):
+                async for chunk in bound.astream(history):
+                    merged = chunk if merged is None else merged + chunk
+                    delta = str(chunk.text)  # a plain str: .text is a callable str subclass
+                    if delta:
+                        yield TextDelta(iteration=iteration, text=delta)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError):
+                error = MODEL_TIMED_OUT.format(seconds=limits.model_timeout_s)
+            else:
+                error = MODEL_FAILED.format(error=_error_text(exc))
+            text = str(merged.text) if merged is not None else ""
+            yield ModelTurnFinished(
+                iteration=iteration, text=text, tool_calls=(), invalid_tool_calls=(),
+                usage=None, duration_ms=_elapsed_ms(start), raw={}, error=error,
+            )  # fmt: skip
+            yield RunFinished(
+                status=RunStatus.FAILED, output="", iterations=iteration, error=error,
+                usage=usage_total,
+            )  # fmt: skip
+            return
+
+        message = message_chunk_to_message(merged) if merged is not None else AIMessage("")
+        assert isinstance(message, AIMessage)
+        invalid = [dict(call) for call in message.invalid_tool_calls]
+        seen_ids: set[str] = set()
+        for call in [*message.tool_calls, *invalid]:
+            # Some servers omit or repeat ids; every call needs its own to pair its result.
+            if not call.get("id") or call["id"] in seen_ids:
+                call["id"] = f"call_{uuid.uuid4().hex[:24]}"
+            seen_ids.add(call["id"])
+        usage = dict(message.usage_metadata) if message.usage_metadata else None
+        _add_usage(usage_total, usage)
+        last_text = str(message.text)
+        yield ModelTurnFinished(
+            iteration=iteration,
+            text=last_text,
+            tool_calls=tuple(dict(call) for call in message.tool_calls),
+            invalid_tool_calls=tuple(invalid),
+            usage=usage,
+            duration_ms=_elapsed_ms(start),
+            raw=message.model_dump(mode="json"),
+        )
+        history.append(message)
+
+        if not message.tool_calls and not invalid:
+            if not last_text.strip():
+                yield RunFinished(
+                    status=RunStatus.FAILED, output="", iterations=iteration,
+                    error=EMPTY_ANSWER, usage=usage_total,
+                )  # fmt: skip
+            else:
+                yield RunFinished(
+                    status=RunStatus.SUCCEEDED, output=last_text, iterations=iteration,
+                    usage=usage_total,
+                )  # fmt: skip
+            return
+
+        observations: dict[str, ToolMessage] = {}
+        for call in invalid:
+            name = call.get("name") or ""
+            yield ToolCallStarted(
+                iteration=iteration, tool_call_id=call["id"], name=name,
+                args=call.get("args") or "",
+            )  # fmt: skip
+            text = INVALID_ARGUMENTS.format(name=name, error=call.get("error") or "unparseable")
+            yield ToolCallFinished(
+                iteration=iteration, tool_call_id=call["id"], name=name,
+                status=StepStatus.ERROR, result=text, observation=text,
+                error=f"InvalidToolCall: {call.get('error') or 'unparseable arguments'}",
+                duration_ms=0,
+            )  # fmt: skip
+            observations[call["id"]] = ToolMessage(
+                content=text, tool_call_id=call["id"], name=name, status="error"
+            )
+
+        for call in message.tool_calls:
+            yield ToolCallStarted(
+                iteration=iteration, tool_call_id=call["id"], name=call["name"],
+                args=call["args"],
+            )  # fmt: skip
+        tasks = [
+            asyncio.ensure_future(_call_tool(by_name, call, limits)) for call in message.tool_calls
+        ]
+        try:
+            for done in asyncio.as_completed(tasks):
+                call, status, result, error, duration_ms = await done
+                observation = clip(result, limits.max_observation_chars)
+                yield ToolCallFinished(
+                    iteration=iteration, tool_call_id=call["id"], name=call["name"],
+                    status=status, result=result, observation=observation, error=error,
+                    duration_ms=duration_ms,
+                )  # fmt: skip
+                observations[call["id"]] = ToolMessage(
+                    content=observation,
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error" if status is StepStatus.ERROR else "success",
+                )
+        finally:
+            for task in tasks:
+                task.cancel()
+        # Answer in the order the model asked, whatever order the calls finished in.
+        history.extend(observations[c["id"]] for c in [*invalid, *message.tool_calls])
+
+    yield RunFinished(
+        status=RunStatus.MAX_ITERATIONS, output=last_text, iterations=limits.max_iterations,
+        error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
+    )  # fmt: skip

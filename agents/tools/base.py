@@ -1,0 +1,49 @@
+"""Build the bundled tools: a typed function, a pydantic argument model, a description.
+
+A tool's description is its function's docstring, written for the model (when to use it,
+when not, what comes back, and the English and Chinese words a question might use). The
+offline demo model routes questions by matching their words against tool names and
+descriptions, so every tool that takes a town lists the same towns and none gains from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel
+
+from agents.tools.places import PLACES
+
+
+def known_towns() -> str:
+    """Return the gazetteer's towns as one line, e.g. "Hangzhou 杭州, Suzhou 苏州, ..."."""
+    return ", ".join(f"{place.name} {place.name_zh}" for place in PLACES)
+
+
+def make_tool(
+    func: Callable[..., Any],
+    *,
+    name: str,
+    args_schema: type[BaseModel],
+    notes: str = "",
+) -> BaseTool:
+    """Return ``func`` as a structured tool named ``name`` validating ``args_schema``.
+
+    The description is the cleaned docstring with ``notes`` appended as a last paragraph.
+    An ``async def`` becomes the tool's coroutine (run by ``ainvoke``). Arguments that fail
+    the schema raise pydantic's ValidationError from ``invoke``; the function's own
+    ValueErrors propagate unchanged.
+    """
+    description = inspect.cleandoc(func.__doc__ or "")
+    if notes:
+        description = f"{description}\n\n{notes}"
+    if inspect.iscoroutinefunction(func):
+        return StructuredTool.from_function(
+            coroutine=func, name=name, description=description, args_schema=args_schema
+        )
+    return StructuredTool.from_function(
+        func=func, name=name, description=description, args_schema=args_schema
+    )
