@@ -1,0 +1,13 @@
+"""The chat app: conversations, runs and steps, the live page and the admin."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ChatConfig(AppConfig):
+    """App config for ``chat``."""
+
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "chat"
+    verbose_name = "Chat and agent runs"

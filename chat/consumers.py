@@ -1,0 +1,118 @@
+"""The chat websocket: one socket per open conversation page.
+
+Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
+``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
+too); the server sends HTML fragments that htmx swaps in by id. Errors come back as an
+error fragment; the socket stays open. Close code 4404: no such conversation for you.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from agents.events import utcnow
+from chat import fragments, store
+from chat.live import GroupPublisher, group_name
+from chat.runs import model_config, start_run
+
+CLOSE_NOT_FOUND = 4404
+
+BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
+NOT_JSON = "That frame was not valid JSON."
+NOT_OBJECT = "Expected a JSON object with a 'content' field."
+UNKNOWN_TYPE = "Unknown message type {kind!r}: the only type is 'message'."
+NO_CONTENT = "The message needs a text 'content' field."
+EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
+TOO_LONG = "Your message is {length:,} characters long; the limit is {limit:,}. Nothing was sent."
+RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
+
+
+class FrameError(ValueError):
+    """A websocket frame the chat cannot use; the message is shown to the user."""
+
+
+def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> str:
+    """Return the message text of a frame, stripped.
+
+    Raises :class:`FrameError` for binary or non-JSON frames, non-objects, unknown types,
+    missing, empty or over-long (more than ``max_chars`` characters) content.
+    """
+    if text_data is None:
+        raise FrameError(BINARY_FRAME)
+    try:
+        payload: Any = json.loads(text_data)
+    except ValueError:
+        raise FrameError(NOT_JSON) from None
+    if not isinstance(payload, dict):
+        raise FrameError(NOT_OBJECT)
+    kind = payload.get("type", "message")
+    if kind != "message":
+        raise FrameError(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
+    content = payload.get("content")
+    if not isinstance(content, str):
+        raise FrameError(NO_CONTENT)
+    content = content.strip()
+    if not content:
+        raise FrameError(EMPTY_MESSAGE)
+    if len(content) > max_chars:
+        raise FrameError(TOO_LONG.format(length=len(content), limit=max_chars))
+    return content
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    """Join the conversation's group, start runs for new messages, relay fragments."""
+
+    conversation_id: int | None = None
+
+    async def connect(self) -> None:
+        session = self.scope.get("session")
+        owner = store.Owner.of(self.scope.get("user"), session.session_key if session else None)
+        conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        conversation = await database_sync_to_async(store.conversation_get)(
+            owner=owner, conversation_id=conversation_id
+        )
+        if conversation is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.conversation_id = conversation.pk
+        await self.channel_layer.group_add(group_name(conversation.pk), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.conversation_id is not None:
+            await self.channel_layer.group_discard(
+                group_name(self.conversation_id), self.channel_name
+            )
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation_id is None:
+            return
+        try:
+            content = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
+        except FrameError as exc:
+            await self.send(text_data=fragments.error(str(exc)))
+            return
+        config = model_config()
+        try:
+            run = await database_sync_to_async(store.run_start)(
+                conversation_id=self.conversation_id,
+                content=content,
+                provider=config.provider,
+                model_name=config.model_name,
+                started_at=utcnow(),
+            )
+        except store.RunAlreadyGoing:
+            await self.send(text_data=fragments.error(RUN_GOING))
+            return
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        await publisher.publish(fragments.run_started(run) + fragments.error(""))
+        start_run(run.pk, listeners=[publisher])
+
+    async def run_fragment(self, message: dict[str, Any]) -> None:
+        """Relay a fragment published to the conversation's group."""
+        await self.send(text_data=message["html"])

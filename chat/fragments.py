@@ -1,0 +1,78 @@
+"""HTML fragments sent over the websocket, rendered from rows with the page's templates.
+
+The htmx websocket extension swaps every top-level element it receives out-of-band:
+by its id (``hx-swap-oob="true"``, the default) or with an explicit strategy such as
+``beforeend:#run-7-steps``. A page reload renders the same templates from the same rows.
+"""
+
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+
+from agents.events import (
+    ModelTurnFinished,
+    ModelTurnStarted,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from chat.models import AgentRun, AgentStep
+from chat.recorder import Update
+
+
+def run_started(run: AgentRun) -> str:
+    """Return the user's message and the run's (empty) container, appended to the list.
+
+    The conversation's title (set from its first message) is refreshed in the header and
+    the sidebar too.
+    """
+    conversation = run.conversation
+    inner = render_to_string("chat/_run.html", {"run": run, "steps": []})
+    title = render_to_string("chat/_title.html", {"conversation": conversation, "oob": True})
+    link = render_to_string(
+        "chat/_conversation_link.html",
+        {"item": conversation, "active": conversation.pk, "oob": True},
+    )
+    return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>{title}{link}'
+
+
+def step_appended(step: AgentStep) -> str:
+    """Return a new step (model turn or tool card) appended to its run's steps."""
+    inner = render_to_string("chat/_step.html", {"step": step})
+    return f'<div hx-swap-oob="beforeend:#run-{step.run_id}-steps">{inner}</div>'
+
+
+def step_replaced(step: AgentStep) -> str:
+    """Return the step re-rendered, replacing its element by id."""
+    return render_to_string("chat/_step.html", {"step": step, "oob": True})
+
+
+def text_delta(step_id: int, text: str) -> str:
+    """Return streamed model text (escaped) appended to the model turn's text element."""
+    return format_html('<div hx-swap-oob="beforeend:#step-{}-text">{}</div>', step_id, text)
+
+
+def run_status(run: AgentRun) -> str:
+    """Return the run's status line, replacing it by id."""
+    return render_to_string("chat/_run_status.html", {"run": run, "oob": True})
+
+
+def error(message: str) -> str:
+    """Return an error notice for the chat page (escaped)."""
+    return render_to_string("chat/_error.html", {"message": message})
+
+
+def for_update(update: Update) -> str | None:
+    """Return the fragment for a recorded event, or None when the page needs none."""
+    event = update.event
+    if isinstance(event, ModelTurnStarted | ToolCallStarted) and update.step is not None:
+        return step_appended(update.step)
+    if isinstance(event, ModelTurnFinished | ToolCallFinished) and update.step is not None:
+        return step_replaced(update.step)
+    if isinstance(event, TextDelta) and update.step_id is not None:
+        return text_delta(update.step_id, event.text)
+    if isinstance(event, RunFinished) and update.run is not None:
+        return run_status(update.run)
+    return None

@@ -1,0 +1,134 @@
+"""``python manage.py ask "question"``: run the agent headless and print its trace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, TextIO
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+from agents.events import (
+    ModelTurnFinished,
+    RunFinished,
+    RunStatus,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    utcnow,
+)
+from chat import store
+from chat.models import Conversation
+from chat.recorder import Update
+from chat.runs import execute_run, model_config
+
+RESULT_PREVIEW_CHARS = 600
+
+
+class TracePrinter:
+    """A run listener that writes each step to a terminal as it happens."""
+
+    def __init__(self, out: TextIO, *, stream_text: bool = True) -> None:
+        self.out = out
+        self.stream_text = stream_text
+        self._midline = False
+
+    def _write(self, text: str) -> None:
+        if isinstance(self.out, OutputWrapper):
+            self.out.write(text, ending="")  # OutputWrapper would add a newline
+        else:
+            self.out.write(text)
+        self.out.flush()
+
+    def _line(self, text: str = "") -> None:
+        if self._midline:
+            self._write("\n")
+            self._midline = False
+        self._write(text + "\n")
+
+    async def __call__(self, update: Update) -> None:
+        event = update.event
+        if isinstance(event, TextDelta) and self.stream_text:
+            self._write(event.text)
+            self._midline = not event.text.endswith("\n")
+        elif isinstance(event, ModelTurnFinished):
+            if event.error:
+                self._line(f"[model turn {event.iteration}] error: {event.error}")
+            elif event.tool_calls or event.invalid_tool_calls:
+                count = len(event.tool_calls) + len(event.invalid_tool_calls)
+                self._line(f"[model turn {event.iteration}] asked for {count} tool call(s)")
+        elif isinstance(event, ToolCallStarted):
+            args = (
+                event.args
+                if isinstance(event.args, str)
+                else json.dumps(event.args, ensure_ascii=False)
+            )
+            self._line(f"→ {event.name}({args})  [{event.tool_call_id}]")
+        elif isinstance(event, ToolCallFinished):
+            result = event.result
+            if len(result) > RESULT_PREVIEW_CHARS:
+                result = result[:RESULT_PREVIEW_CHARS] + f"… ({len(event.result):,} chars)"
+            self._line(f"← {event.name} {event.status} in {event.duration_ms} ms: {result}")
+        elif isinstance(event, RunFinished):
+            self._line()
+            if not self.stream_text and event.output:
+                self._line(event.output)
+            run = update.run
+            took = f" in {run.duration_ms} ms" if run and run.duration_ms is not None else ""
+            self._line(f"Run {update.run_id} {event.status}{took}, {event.iterations} turn(s)")
+            if event.error:
+                self._line(f"Error: {event.error}")
+
+
+class Command(BaseCommand):
+    help = "Ask the agent a question from the terminal; prints the trace and stores the run."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("question", help="what to ask")
+        parser.add_argument(
+            "--conversation",
+            type=int,
+            help="continue conversation ID",
+        )
+        parser.add_argument("--user", help="owner of a new conversation (a username)")
+        parser.add_argument(
+            "--no-stream",
+            action="store_true",
+            help="print the answer at the end",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        question = options["question"].strip()
+        if not question:
+            raise CommandError("The question is empty.")
+        conversation = self._conversation(options)
+        config = model_config()
+        self.stdout.write(f"Model: {config.label} · conversation {conversation.pk}\n")
+        try:
+            run = store.run_start(
+                conversation_id=conversation.pk,
+                content=question,
+                provider=config.provider,
+                model_name=config.model_name,
+                started_at=utcnow(),
+            )
+        except store.RunAlreadyGoing:
+            raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
+        printer = TracePrinter(self.stdout, stream_text=not options["no_stream"])
+        finished = asyncio.run(execute_run(run.pk, listeners=[printer]))
+        if finished.status != RunStatus.SUCCEEDED:
+            raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
+
+    def _conversation(self, options: dict[str, Any]) -> Conversation:
+        if options["conversation"] is not None:
+            conversation = Conversation.objects.filter(pk=options["conversation"]).first()
+            if conversation is None:
+                raise CommandError(f"No conversation with id {options['conversation']}.")
+            return conversation
+        owner = None
+        if options["user"]:
+            owner = get_user_model().objects.filter(username=options["user"]).first()
+            if owner is None:
+                raise CommandError(f"No user named {options['user']!r}.")
+        return Conversation.objects.create(owner=owner)

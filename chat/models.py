@@ -1,0 +1,206 @@
+"""Rows for conversations and the audit trail of every agent run and step.
+
+Steps are stored the way simonw/llm and healthchecks store work: the row is inserted when
+the step starts and updated with its outcome; the raw payload (JSON) sits beside the tidy
+columns; durations are milliseconds and times are UTC.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import models
+
+from agents.events import RunStatus as RunStatusEnum
+from agents.events import StepStatus as StepStatusEnum
+
+
+class Strategy(models.TextChoices):
+    """How the model asks for tools (issue: four strategies; native calls for now)."""
+
+    TOOL_CALLING = "tool_calling", "Native tool calling"
+
+
+class RunStatus(models.TextChoices):
+    """How a run ended; mirrors :class:`agents.events.RunStatus`."""
+
+    RUNNING = RunStatusEnum.RUNNING.value, "Running"
+    SUCCEEDED = RunStatusEnum.SUCCEEDED.value, "Succeeded"
+    FAILED = RunStatusEnum.FAILED.value, "Failed"
+    CANCELLED = RunStatusEnum.CANCELLED.value, "Cancelled"
+    MAX_ITERATIONS = RunStatusEnum.MAX_ITERATIONS.value, "Iteration limit reached"
+    INTERRUPTED = RunStatusEnum.INTERRUPTED.value, "Interrupted"
+
+
+class StepStatus(models.TextChoices):
+    """The outcome of a step; mirrors :class:`agents.events.StepStatus`."""
+
+    RUNNING = StepStatusEnum.RUNNING.value, "Running"
+    OK = StepStatusEnum.OK.value, "OK"
+    ERROR = StepStatusEnum.ERROR.value, "Error"
+
+
+class StepKind(models.TextChoices):
+    """A step is either one model turn or one tool call."""
+
+    MODEL_TURN = "model_turn", "Model turn"
+    TOOL_CALL = "tool_call", "Tool call"
+
+
+class Conversation(models.Model):
+    """A chat, owned by a logged-in user or, for a visitor, by one browser session."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="conversations",
+    )
+    session_key = models.CharField(max_length=40, blank=True, db_index=True)
+    title = models.CharField(max_length=200, blank=True)
+    strategy = models.CharField(
+        max_length=32, choices=Strategy.choices, default=Strategy.TOOL_CALLING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conv_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Message(models.Model):
+    """One chat message; an assistant message points at the run that wrote it."""
+
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField()
+    run = models.ForeignKey(
+        "AgentRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class AgentRun(models.Model):
+    """One agent run: a user message in, steps, then a final status and output."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    user_message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, related_name="triggered_run"
+    )
+    strategy = models.CharField(max_length=32, choices=Strategy.choices)
+    provider = models.CharField(max_length=32)
+    model_name = models.CharField(max_length=200)
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING, db_index=True
+    )
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    iterations = models.PositiveIntegerField(default=0)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            models.Index(fields=["conversation", "started_at"], name="run_conv_started"),
+            models.Index(fields=["strategy", "started_at"], name="run_strategy_started"),
+            models.Index(fields=["model_name", "started_at"], name="run_model_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_running(self) -> bool:
+        """Return True while the run has not ended."""
+        return self.status == RunStatus.RUNNING
+
+
+class AgentStep(models.Model):
+    """One step of a run: a model turn, or a tool call that turn asked for.
+
+    Tool calls share their model turn's ``iteration``. ``arguments`` is the call's JSON
+    arguments (a JSON string when the model sent unparseable arguments); ``result`` is the
+    ToolMessage content (or the error observation); ``raw`` keeps the model's message.
+    """
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
+    ordinal = models.PositiveIntegerField()
+    iteration = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=StepKind.choices)
+    status = models.CharField(
+        max_length=16, choices=StepStatus.choices, default=StepStatus.RUNNING, db_index=True
+    )
+    tool_name = models.CharField(max_length=200, blank=True, db_index=True)
+    tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
+    arguments = models.JSONField(null=True, blank=True)
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    text = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "ordinal"], name="step_unique_ordinal")
+        ]
+
+    def __str__(self) -> str:
+        label = self.tool_name if self.kind == StepKind.TOOL_CALL else "model turn"
+        return f"Step {self.ordinal} of run {self.run_id}: {label}"
+
+    @property
+    def is_answer(self) -> bool:
+        """Return True for a model turn that asked for no tools (its text is the answer)."""
+        return (
+            self.kind == StepKind.MODEL_TURN
+            and self.status == StepStatus.OK
+            and not self.raw.get("tool_calls")
+            and not self.raw.get("invalid_tool_calls")
+        )
+
+    @property
+    def arguments_json(self) -> str:
+        """Return the arguments pretty-printed as JSON (Chinese kept readable)."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False, indent=2)
+
+    @property
+    def result_display(self) -> str:
+        """Return the result pretty-printed when it is JSON, else as stored."""
+        try:
+            value = json.loads(self.result)
+        except (TypeError, ValueError):
+            return self.result
+        if isinstance(value, dict | list):
+            return json.dumps(value, ensure_ascii=False, indent=2)
+        return self.result

@@ -1,0 +1,115 @@
+"""Turn runtime events into AgentRun / AgentStep rows, in one place.
+
+The recorder writes through :mod:`chat.store` (inside ``database_sync_to_async``) and
+returns an :class:`Update` naming the rows an event touched, so listeners (the live page,
+the ``ask`` command) render from the same rows a page reload reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from channels.db import database_sync_to_async
+
+from agents.events import (
+    Event,
+    ModelTurnFinished,
+    ModelTurnStarted,
+    RunFinished,
+    RunStarted,
+    StepStatus,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from chat import store
+from chat.models import AgentRun, AgentStep, StepKind
+
+
+@dataclass(frozen=True)
+class Update:
+    """What one event changed: ``step`` was ``created`` or updated; ``run`` when it ended.
+
+    For a :class:`TextDelta` nothing is written; ``step_id`` names the model turn it
+    belongs to.
+    """
+
+    event: Event
+    run_id: int
+    conversation_id: int
+    step_id: int | None = None
+    step: AgentStep | None = None
+    created: bool = False
+    run: AgentRun | None = None
+
+
+class RunRecorder:
+    """Record the events of one run (``run_id``) as rows; see the module docstring."""
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run_id = run.pk
+        self.conversation_id = run.conversation_id
+        self._turn_step_ids: dict[int, int] = {}
+        self._turn_text: dict[int, list[str]] = {}
+        self._call_step_ids: dict[tuple[int, str], int] = {}
+
+    def _update(self, event: Event, **kwargs: object) -> Update:
+        return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
+                      **kwargs)  # type: ignore[arg-type]  # fmt: skip
+
+    async def record(self, event: Event) -> Update:
+        """Write what ``event`` means to the database; return what changed."""
+        if isinstance(event, RunStarted):
+            return self._update(event)
+        if isinstance(event, ModelTurnStarted):
+            step = await database_sync_to_async(store.step_start)(
+                run_id=self.run_id, kind=StepKind.MODEL_TURN, iteration=event.iteration,
+                started_at=event.at,
+            )  # fmt: skip
+            self._turn_step_ids[event.iteration] = step.pk
+            self._turn_text[event.iteration] = []
+            return self._update(event, step_id=step.pk, step=step, created=True)
+        if isinstance(event, TextDelta):
+            self._turn_text.setdefault(event.iteration, []).append(event.text)
+            return self._update(event, step_id=self._turn_step_ids.get(event.iteration))
+        if isinstance(event, ModelTurnFinished):
+            usage = event.usage or {}
+            step = await database_sync_to_async(store.step_finish)(
+                step_id=self._turn_step_ids[event.iteration],
+                finished_at=event.at,
+                status=StepStatus.ERROR if event.error else StepStatus.OK,
+                text=event.text or "".join(self._turn_text.get(event.iteration, [])),
+                error=event.error,
+                raw=event.raw,
+                duration_ms=event.duration_ms,
+                input_tokens=usage.get("input_tokens"),
+                output_tokens=usage.get("output_tokens"),
+                total_tokens=usage.get("total_tokens"),
+            )
+            return self._update(event, step_id=step.pk, step=step)
+        if isinstance(event, ToolCallStarted):
+            step = await database_sync_to_async(store.step_start)(
+                run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
+                started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
+                arguments=event.args,
+            )  # fmt: skip
+            self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
+            return self._update(event, step_id=step.pk, step=step, created=True)
+        if isinstance(event, ToolCallFinished):
+            step = await database_sync_to_async(store.step_finish)(
+                step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
+                finished_at=event.at,
+                status=event.status,
+                result=event.result,
+                error=event.error,
+                duration_ms=event.duration_ms,
+            )
+            return self._update(event, step_id=step.pk, step=step)
+        if isinstance(event, RunFinished):
+            run = await database_sync_to_async(store.run_finish)(
+                run_id=self.run_id, status=event.status, output=event.output,
+                error=event.error, iterations=event.iterations, usage=event.usage,
+                finished_at=event.at,
+            )  # fmt: skip
+            return self._update(event, run=run)
+        raise TypeError(f"not a runtime event: {event!r}")

@@ -1,0 +1,11 @@
+"""Websocket URL routes."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/chat/<int:conversation_id>/", ChatConsumer.as_asgi()),
+]

@@ -1,0 +1,158 @@
+"""Drive one agent run: build the prompt, run the loop, record every event, notify.
+
+A run is a task of its own, not a part of any websocket: :func:`start_run` starts
+:func:`execute_run` in the background and keeps a reference to it, so closing the tab
+does not stop the run, and every socket of the conversation's group sees its events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+
+from agents.events import RunFinished, RunStatus
+from agents.models.registry import ModelConfig, build_model
+from agents.prompts import SYSTEM_PROMPT
+from agents.runtime import RunLimits, run
+from agents.tools import default_tools
+from chat import store
+from chat.models import AgentRun, Message
+from chat.recorder import RunRecorder, Update
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[Update], Awaitable[None]]
+
+CANCELLED = "The run was cancelled."
+INTERNAL_ERROR = "The run stopped because of an internal error ({error}). It has been logged."
+CONFIG_ERROR = "The model is not configured correctly: {error}"
+
+# Runs going on in this process; the set keeps their tasks from being garbage-collected.
+_TASKS: set[asyncio.Task[AgentRun | None]] = set()
+
+
+def model_config() -> ModelConfig:
+    """Return the configured model (``settings.AGENT_MODEL``)."""
+    return settings.AGENT_MODEL
+
+
+def get_model() -> BaseChatModel:
+    """Return the chat model runs use; tests replace this to script the model."""
+    return build_model(model_config())
+
+
+def get_tools() -> list[BaseTool]:
+    """Return the tools runs may call."""
+    return default_tools()
+
+
+def run_limits() -> RunLimits:
+    """Return the run limits from settings."""
+    return RunLimits(
+        max_iterations=settings.AGENT_MAX_ITERATIONS,
+        tool_timeout_s=settings.AGENT_TOOL_TIMEOUT_S,
+        model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
+        max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+    )
+
+
+def build_prompt(history: Sequence[tuple[str, str]], question: str) -> list[BaseMessage]:
+    """Return the messages for a run: system prompt, earlier turns, the new question."""
+    messages: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
+    for role, content in history:
+        if role == Message.Role.USER:
+            messages.append(HumanMessage(content))
+        else:
+            messages.append(AIMessage(content))
+    messages.append(HumanMessage(question))
+    return messages
+
+
+async def _notify(listeners: Sequence[Listener], update: Update) -> None:
+    for listener in listeners:
+        try:
+            await listener(update)
+        except Exception:
+            # A broken page or terminal must not stop the run or lose its rows.
+            logger.exception("run %s: listener %r failed", update.run_id, listener)
+
+
+async def execute_run(
+    run_id: int,
+    *,
+    listeners: Sequence[Listener] = (),
+    model: BaseChatModel | None = None,
+    tools: Sequence[BaseTool] | None = None,
+) -> AgentRun:
+    """Run the agent for the stored run ``run_id``; return the finished run row.
+
+    Every event is recorded (:class:`chat.recorder.RunRecorder`) and then passed to each
+    listener. The run always ends with a status: a cancelled task ends as ``cancelled``
+    (then re-raises ``CancelledError``), a bug in the loop as ``failed`` with the error
+    logged.
+    """
+    run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
+    recorder = RunRecorder(run_row)
+    history = await database_sync_to_async(store.conversation_history)(
+        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id
+    )
+    messages = build_prompt(history, run_row.user_message.content)
+    finished: AgentRun | None = None
+
+    async def finish(status: RunStatus, error: str, iterations: int) -> AgentRun:
+        event = RunFinished(status=status, output="", iterations=iterations, error=error)
+        update = await recorder.record(event)
+        await _notify(listeners, update)
+        assert update.run is not None
+        return update.run
+
+    iterations = 0
+    try:
+        try:
+            model = model or get_model()
+        except ValueError as exc:
+            return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc), 0)
+        tools = get_tools() if tools is None else tools
+        async for event in run(model, tools, messages, limits=run_limits()):
+            update = await recorder.record(event)
+            iterations = getattr(event, "iteration", iterations)
+            if update.run is not None:
+                finished = update.run
+            await _notify(listeners, update)
+    except asyncio.CancelledError:
+        await asyncio.shield(finish(RunStatus.CANCELLED, CANCELLED, iterations))
+        raise
+    except Exception as exc:
+        logger.exception("run %s failed inside the loop", run_id)
+        return await finish(
+            RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__), iterations
+        )
+    assert finished is not None
+    return finished
+
+
+def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[AgentRun | None]:
+    """Start :func:`execute_run` as a background task of this process; return the task."""
+
+    async def guarded() -> AgentRun | None:
+        try:
+            return await execute_run(run_id, listeners=listeners)
+        except asyncio.CancelledError:
+            return None
+
+    task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+    return task
+
+
+def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
+    """Return the run tasks this process is running (a copy)."""
+    return set(_TASKS)

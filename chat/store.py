@@ -1,0 +1,203 @@
+"""The ORM boundary: every database read and write the async code needs.
+
+Plain sync functions with keyword-only arguments and ``<noun>_<verb>`` names; async
+callers use them only through ``channels.db.database_sync_to_async``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.db.models import Max, Prefetch, QuerySet
+
+from chat.models import (
+    AgentRun,
+    AgentStep,
+    Conversation,
+    Message,
+    RunStatus,
+    StepKind,
+    StepStatus,
+)
+
+TITLE_LENGTH = 60
+
+
+class RunAlreadyGoing(Exception):
+    """Raised when a conversation already has a running run."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who is asking: a logged-in user, or an anonymous browser session's key."""
+
+    user_id: int | None
+    session_key: str
+
+    @classmethod
+    def of(cls, user: AbstractBaseUser | AnonymousUser | None, session_key: str | None) -> Owner:
+        """Return the owner for a request's or a websocket scope's user and session."""
+        if user is not None and user.is_authenticated:
+            return cls(user_id=user.pk, session_key="")
+        return cls(user_id=None, session_key=session_key or "")
+
+
+def conversations_for_owner(*, owner: Owner) -> QuerySet[Conversation]:
+    """Return the owner's conversations, newest first (none for a session-less visitor)."""
+    if owner.user_id is not None:
+        return Conversation.objects.filter(owner_id=owner.user_id)
+    if not owner.session_key:
+        return Conversation.objects.none()
+    return Conversation.objects.filter(owner__isnull=True, session_key=owner.session_key)
+
+
+def conversation_get(*, owner: Owner, conversation_id: int) -> Conversation | None:
+    """Return the conversation if ``owner`` owns it, else None."""
+    return conversations_for_owner(owner=owner).filter(pk=conversation_id).first()
+
+
+def conversation_get_or_create_empty(*, owner: Owner) -> Conversation:
+    """Return the owner's newest conversation if it has no messages yet, else a new one."""
+    latest = conversations_for_owner(owner=owner).first()
+    if latest is not None and not latest.messages.exists():
+        return latest
+    return Conversation.objects.create(owner_id=owner.user_id, session_key=owner.session_key)
+
+
+def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
+    """Return the conversation's runs, oldest first, with user message and steps loaded."""
+    return list(
+        AgentRun.objects.filter(conversation_id=conversation_id)
+        .select_related("user_message")
+        .prefetch_related(Prefetch("steps", queryset=AgentStep.objects.order_by("ordinal")))
+        .order_by("started_at", "id")
+    )
+
+
+def conversation_history(*, conversation_id: int, before_message_id: int) -> list[tuple[str, str]]:
+    """Return ``(role, content)`` of the conversation's messages before the given one."""
+    return list(
+        Message.objects.filter(conversation_id=conversation_id, id__lt=before_message_id)
+        .order_by("created_at", "id")
+        .values_list("role", "content")
+    )
+
+
+def run_start(
+    *,
+    conversation_id: int,
+    content: str,
+    provider: str,
+    model_name: str,
+    started_at: datetime,
+) -> AgentRun:
+    """Store the user's message and a new running run for it; return the run.
+
+    Raises :class:`RunAlreadyGoing` if the conversation has a running run already.
+    """
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if conversation.runs.filter(status=RunStatus.RUNNING).exists():
+            raise RunAlreadyGoing(conversation_id)
+        if not conversation.title:
+            title = " ".join(content.split())
+            if len(title) > TITLE_LENGTH:
+                title = title[: TITLE_LENGTH - 1] + "…"
+            conversation.title = title
+        conversation.save(update_fields=["title", "updated_at"])
+        message = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=content
+        )
+        return AgentRun.objects.create(
+            conversation=conversation,
+            user_message=message,
+            strategy=conversation.strategy,
+            provider=provider,
+            model_name=model_name,
+            started_at=started_at,
+        )
+
+
+def run_get(*, run_id: int) -> AgentRun:
+    """Return the run with its conversation and user message loaded."""
+    return AgentRun.objects.select_related("conversation", "user_message").get(pk=run_id)
+
+
+def run_finish(
+    *,
+    run_id: int,
+    status: str,
+    output: str,
+    error: str,
+    iterations: int,
+    usage: dict[str, int],
+    finished_at: datetime,
+) -> AgentRun:
+    """Store how the run ended, close any step still running, add the assistant message."""
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(pk=run_id)
+        run.status = status
+        run.output = output
+        run.error = error
+        run.iterations = iterations
+        run.finished_at = finished_at
+        run.duration_ms = max(0, int((finished_at - run.started_at).total_seconds() * 1000))
+        run.input_tokens = usage.get("input_tokens")
+        run.output_tokens = usage.get("output_tokens")
+        run.total_tokens = usage.get("total_tokens")
+        run.save()
+        run.steps.filter(status=StepStatus.RUNNING).update(
+            status=StepStatus.ERROR, error=error or f"run ended: {status}", finished_at=finished_at
+        )
+        if output:
+            Message.objects.create(
+                conversation_id=run.conversation_id,
+                role=Message.Role.ASSISTANT,
+                content=output,
+                run=run,
+            )
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
+    return run
+
+
+def step_start(
+    *,
+    run_id: int,
+    kind: StepKind,
+    iteration: int,
+    started_at: datetime,
+    tool_name: str = "",
+    tool_call_id: str = "",
+    arguments: Any = None,
+) -> AgentStep:
+    """Insert a running step with the next ordinal of its run; return it."""
+    with transaction.atomic():
+        # Lock the run row so concurrent writers cannot take the same ordinal.
+        AgentRun.objects.select_for_update().filter(pk=run_id).first()
+        last = AgentStep.objects.filter(run_id=run_id).aggregate(n=Max("ordinal"))["n"] or 0
+        return AgentStep.objects.create(
+            run_id=run_id,
+            ordinal=last + 1,
+            iteration=iteration,
+            kind=kind,
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            arguments=arguments,
+            started_at=started_at,
+        )
+
+
+def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentStep:
+    """Update a step with its outcome (``status``, ``result``, ``text``, ...); return it."""
+    step = AgentStep.objects.get(pk=step_id)
+    for name, value in fields.items():
+        setattr(step, name, value)
+    step.finished_at = finished_at
+    if "duration_ms" not in fields:
+        step.duration_ms = max(0, int((finished_at - step.started_at).total_seconds() * 1000))
+    step.save()
+    return step

@@ -1,0 +1,14 @@
+"""URLs of the chat pages."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("c/new/", views.new_conversation, name="new"),
+    path("c/<int:conversation_id>/", views.conversation_page, name="conversation"),
+]

@@ -1,0 +1,60 @@
+"""HTTP views: the chat page and "new chat"."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import store
+from chat.runs import model_config
+
+EXAMPLES = [
+    "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
+    "What's the weather in Hangzhou, and what is 17*23?",
+    "What time is it in Chengdu, and where can I see pandas?",
+]
+SIDEBAR_LENGTH = 50
+
+
+def _owner(request: HttpRequest) -> store.Owner:
+    """Return the request's owner, giving an anonymous visitor a session first."""
+    if not request.user.is_authenticated and not request.session.session_key:
+        request.session.save()
+    return store.Owner.of(request.user, request.session.session_key)
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Redirect to the owner's empty conversation, or to a new one."""
+    conversation = store.conversation_get_or_create_empty(owner=_owner(request))
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+@require_POST
+def new_conversation(request: HttpRequest) -> HttpResponse:
+    """Start a new chat (reusing an empty one) and open it."""
+    conversation = store.conversation_get_or_create_empty(owner=_owner(request))
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+@require_GET
+def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Render a conversation with every stored run and step; 404 unless it is yours."""
+    owner = _owner(request)
+    conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    config = model_config()
+    context = {
+        "conversation": conversation,
+        "conversations": store.conversations_for_owner(owner=owner)[:SIDEBAR_LENGTH],
+        "runs": store.conversation_runs(conversation_id=conversation.pk),
+        "ws_path": f"/ws/chat/{conversation.pk}/",
+        "model_label": config.label,
+        "model_is_demo": config.provider == "demo",
+        "examples": EXAMPLES,
+        "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
+    }
+    return render(request, "chat/page.html", context)

@@ -1,0 +1,49 @@
+"""``manage.py ask``: the same runtime from a terminal, stored like the browser's runs."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from langchain_core.messages import AIMessage
+
+from chat.models import AgentRun, AgentStep, Conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_prints_the_trace_and_the_answer_and_stores_the_run():
+    out = StringIO()
+    call_command("ask", "What's the weather in Hangzhou, and what is 17*23?", stdout=out)
+    text = out.getvalue()
+
+    assert "→ weather_forecast(" in text
+    assert "→ calculator(" in text
+    assert "← calculator ok" in text
+    assert "391" in text
+    assert "succeeded" in text
+    run = AgentRun.objects.get()
+    assert run.status == "succeeded"
+    assert AgentStep.objects.filter(run=run, kind="tool_call", status="ok").count() == 2
+
+
+def test_it_continues_a_conversation(scripted_model):
+    scripted_model.script = [AIMessage("one"), AIMessage("two")]
+    call_command("ask", "first", stdout=StringIO())
+    conversation = Conversation.objects.get()
+    call_command("ask", "second", "--conversation", str(conversation.pk), stdout=StringIO())
+    assert conversation.runs.count() == 2
+    assert [m.content for m in scripted_model.prompts[1][1:]] == ["first", "one", "second"]
+
+
+def test_a_failed_run_exits_non_zero(scripted_model):
+    scripted_model.script = [TimeoutError("model timed out")]
+    with pytest.raises(CommandError, match="ended as failed"):
+        call_command("ask", "hello", stdout=StringIO())
+    assert AgentRun.objects.get().status == "failed"
+
+
+def test_an_unknown_conversation_is_an_error():
+    with pytest.raises(CommandError, match="No conversation with id 999"):
+        call_command("ask", "hello", "--conversation", "999", stdout=StringIO())

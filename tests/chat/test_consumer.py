@@ -1,0 +1,275 @@
+"""The chat websocket through Channels' WebsocketCommunicator: fragments out, rows stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser, User
+from langchain_core.messages import AIMessage, ToolMessage
+
+from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.routing import websocket_urlpatterns
+from tests.chat.conftest import wait_for_runs
+from tests.fakes import tool_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TRAVEL_QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+
+
+@database_sync_to_async
+def make_conversation(username: str = "alice") -> tuple[User, Conversation]:
+    user = User.objects.create_user(username, password="pw")
+    return user, Conversation.objects.create(owner=user)
+
+
+async def connect(conversation_id: int, user) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
+    )
+    communicator.scope["user"] = user
+    communicator.scope["session"] = None
+    return communicator
+
+
+async def receive_until_finished(communicator, timeout: float = 10.0) -> list[str]:
+    """Collect frames until the run's final status line arrives."""
+    frames: list[str] = []
+    while True:
+        frame = await communicator.receive_from(timeout=timeout)
+        frames.append(frame)
+        if re.search(r'class="run-status status-(?!running)', frame):
+            return frames
+
+
+async def test_a_message_streams_fragments_with_tool_cards_and_stores_every_step():
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    connected, _ = await communicator.connect()
+    assert connected
+
+    await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION, "HEADERS": {}}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+    html = "\n".join(frames)
+
+    assert "beforeend:#messages" in frames[0]
+    assert TRAVEL_QUESTION in frames[0]
+    for name in ("search_travel_info", "weather_forecast", "check_bnb_availability"):
+        assert f'data-tool="{name}"' in html
+    assert 'data-status="ok"' in html
+    assert "status-succeeded" in frames[-1]
+
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    steps = await database_sync_to_async(list)(run.steps.order_by("ordinal"))
+    assert run.status == "succeeded"
+    assert run.output
+    assert [s.kind for s in steps] == [
+        "model_turn", "tool_call", "tool_call", "tool_call", "model_turn",
+    ]  # fmt: skip
+    calls = [s for s in steps if s.kind == "tool_call"]
+    assert {s.tool_name for s in calls} == {
+        "search_travel_info",
+        "weather_forecast",
+        "check_bnb_availability",
+    }
+    assert all(s.status == "ok" and s.result and s.tool_call_id for s in calls)
+    assert len({s.tool_call_id for s in calls}) == 3
+    assert all(s.iteration == 1 for s in calls)
+    weather = next(s for s in calls if s.tool_name == "weather_forecast")
+    assert weather.arguments["town"] == "Suzhou"
+    messages = await database_sync_to_async(list)(
+        Message.objects.filter(conversation=conversation).values_list("role", flat=True)
+    )
+    assert messages == ["user", "assistant"]
+
+
+async def test_the_model_sees_tool_errors_and_the_page_shows_an_error_card(scripted_model):
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("calculator", {"expression": "1/0"}, "call_a")]),
+        AIMessage("Division by zero is undefined."),
+    ]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "what is 1/0?"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    html = "\n".join(frames)
+    assert 'data-tool="calculator" data-status="error"' in html
+    step = await database_sync_to_async(AgentStep.objects.get)(kind="tool_call")
+    assert step.status == "error"
+    assert "division by zero" in step.error.lower()
+    fed_back = scripted_model.prompts[1][-1]
+    assert isinstance(fed_back, ToolMessage)
+    assert fed_back.status == "error"
+    assert fed_back.tool_call_id == "call_a"
+
+
+async def test_streamed_text_is_escaped(scripted_model):
+    scripted_model.script = [AIMessage("<script>alert(1)</script> done")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "<b>hi</b>"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    html = "\n".join(frames)
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;" in html
+    assert "<b>hi</b>" not in html
+
+
+async def test_two_sockets_on_one_conversation_both_see_the_run(scripted_model):
+    scripted_model.script = [AIMessage("shared answer")]
+    user, conversation = await make_conversation()
+    first = await connect(conversation.pk, user)
+    second = await connect(conversation.pk, user)
+    await first.connect()
+    await second.connect()
+    await first.send_to(text_data=json.dumps({"content": "hello"}))
+    for communicator in (first, second):
+        frames = await receive_until_finished(communicator)
+        assert "shared answer" in "\n".join(frames)
+    await wait_for_runs()
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_the_run_goes_on_after_the_socket_closes(scripted_model):
+    scripted_model.script = [AIMessage("finished without anyone watching")]
+    scripted_model.delay_s = 0.02
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    await communicator.receive_from()
+    await communicator.disconnect()
+    await wait_for_runs()
+
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    assert run.status == "succeeded"
+    assert run.output == "finished without anyone watching"
+
+
+async def test_a_multi_turn_conversation_sends_earlier_turns_to_the_model(scripted_model):
+    scripted_model.script = [AIMessage("first answer"), AIMessage("second answer")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    for question in ("first question", "follow-up"):
+        await communicator.send_to(text_data=json.dumps({"content": question}))
+        await receive_until_finished(communicator)
+        await wait_for_runs()
+    await communicator.disconnect()
+
+    contents = [m.content for m in scripted_model.prompts[1]]
+    assert contents[1:] == ["first question", "first answer", "follow-up"]
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "Expected a JSON object"),
+        ('{"type": "dance"}', "Unknown message type"),
+        ('{"content": 42}', "needs a text"),
+        ('{"content": "   "}', "empty message"),
+        (json.dumps({"content": "x" * 9000}), "the limit is 8,000"),
+    ],
+)
+async def test_bad_frames_get_a_clear_error_and_the_socket_stays_usable(
+    frame, expected, scripted_model
+):
+    scripted_model.script = [AIMessage("still works")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+
+    await communicator.send_to(text_data=frame)
+    error = await communicator.receive_from()
+    assert 'id="chat-error"' in error
+    assert expected in error
+    assert await database_sync_to_async(Message.objects.count)() == 0
+
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    frames = await receive_until_finished(communicator)
+    assert "still works" in "\n".join(frames)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+
+async def test_a_binary_frame_is_refused():
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(bytes_data=b"\x00\x01")
+    assert "Binary frames are not supported" in await communicator.receive_from()
+    await communicator.disconnect()
+
+
+async def test_someone_elses_conversation_closes_the_socket():
+    _, conversation = await make_conversation("owner")
+    intruder = await database_sync_to_async(User.objects.create_user)("intruder")
+    for user in (intruder, AnonymousUser()):
+        communicator = await connect(conversation.pk, user)
+        connected, code = await communicator.connect()
+        assert not connected
+        assert code == 4404
+
+
+async def test_a_second_message_while_a_run_is_going_is_refused(scripted_model):
+    scripted_model.script = [AIMessage("a long answer " * 20)]
+    scripted_model.delay_s = 0.01
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "first"}))
+    await communicator.send_to(text_data=json.dumps({"content": "second"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    assert any("still working on your last message" in f for f in frames)
+    assert await database_sync_to_async(AgentRun.objects.count)() == 1
+
+
+async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
+    response = await asyncio.to_thread(client.get, "/", follow=True)
+    assert response.status_code == 200
+    conversation = response.context["conversation"]
+    session_id = client.cookies["sessionid"].value
+
+    from project.asgi import application
+
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/chat/{conversation.pk}/",
+        headers=[
+            (b"cookie", f"sessionid={session_id}".encode()),
+            (b"origin", b"http://127.0.0.1:8000"),
+            (b"host", b"127.0.0.1:8000"),
+        ],
+    )
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.disconnect()
+
+    stranger = WebsocketCommunicator(
+        application,
+        f"/ws/chat/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")],
+    )
+    connected, code = await stranger.connect()
+    assert (connected, code) == (False, 4404)

@@ -1,0 +1,127 @@
+"""The chat page over HTTP: ownership, history rendering, escaping."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from chat.models import AgentRun, AgentStep, Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+
+def stored_run(conversation: Conversation, *, question: str, result: str, answer: str) -> AgentRun:
+    now = timezone.now()
+    message = Message.objects.create(conversation=conversation, role="user", content=question)
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=message, strategy="tool_calling",
+        provider="demo", model_name="demo-scripted", status="succeeded", started_at=now,
+        finished_at=now, duration_ms=1200, iterations=2, output=answer,
+    )  # fmt: skip
+    AgentStep.objects.create(
+        run=run, ordinal=1, iteration=1, kind="model_turn", status="ok", started_at=now,
+        raw={"tool_calls": [{"name": "weather_forecast"}]},
+    )  # fmt: skip
+    AgentStep.objects.create(
+        run=run, ordinal=2, iteration=1, kind="tool_call", status="ok", started_at=now,
+        tool_name="weather_forecast", tool_call_id="call_1", arguments={"town": "苏州"},
+        result=result, duration_ms=12,
+    )  # fmt: skip
+    AgentStep.objects.create(
+        run=run, ordinal=3, iteration=2, kind="model_turn", status="ok", started_at=now,
+        text=answer, raw={"tool_calls": []},
+    )  # fmt: skip
+    Message.objects.create(conversation=conversation, role="assistant", content=answer, run=run)
+    return run
+
+
+def test_home_gives_a_visitor_a_conversation_of_their_own(client):
+    response = client.get("/", follow=True)
+    assert response.status_code == 200
+    conversation = response.context["conversation"]
+    assert conversation.owner is None
+    assert conversation.session_key == client.session.session_key
+    # Visiting again reuses the still-empty conversation.
+    assert client.get("/").url == f"/c/{conversation.pk}/"
+
+
+def test_new_chat_needs_a_post(client):
+    assert client.get("/c/new/").status_code == 405
+    assert client.post("/c/new/").status_code == 302
+
+
+def test_the_page_renders_stored_tool_cards_and_the_answer(client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user, title="Suzhou")
+    stored_run(conversation, question="苏州天气?", result='{"town": "Suzhou"}', answer="**Sunny**")
+    client.force_login(user)
+
+    response = client.get(f"/c/{conversation.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-tool="weather_forecast" data-status="ok"' in html
+    assert "&quot;town&quot;: &quot;苏州&quot;" in html  # pretty JSON arguments, escaped
+    assert "<strong>Sunny</strong>" in html  # the answer rendered as Markdown
+    assert "Offline demo model" in html
+    assert 'ws-connect="/ws/chat/' in html
+
+
+def test_hostile_content_in_results_and_answers_is_shown_as_text(client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user)
+    stored_run(
+        conversation,
+        question="<script>alert('q')</script>",
+        result='<img src=x onerror="alert(1)">',
+        answer="[click](javascript:alert(1)) <img src=x onerror=alert(2)>",
+    )
+    client.force_login(user)
+    html = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "<script>alert('q')</script>" not in html
+    assert "<img src=x" not in html
+    assert 'href="javascript:' not in html
+    assert "&lt;img src=x onerror" in html
+
+
+@pytest.mark.parametrize("who", ["stranger", "anonymous"])
+def test_someone_elses_conversation_is_a_404(client, who):
+    owner = User.objects.create_user("owner")
+    conversation = Conversation.objects.create(owner=owner)
+    if who == "stranger":
+        client.force_login(User.objects.create_user("stranger"))
+    assert client.get(f"/c/{conversation.pk}/").status_code == 404
+
+
+def test_another_browser_sessions_conversation_is_a_404(client):
+    conversation = Conversation.objects.create(session_key="someone-elses-session")
+    assert client.get(f"/c/{conversation.pk}/").status_code == 404
+
+
+def test_the_sidebar_lists_only_your_conversations(client):
+    user = User.objects.create_user("alice")
+    Conversation.objects.create(owner=user, title="Mine")
+    Conversation.objects.create(owner=User.objects.create_user("bob"), title="Bob's secret")
+    client.force_login(user)
+    html = client.get("/", follow=True).content.decode()
+    assert "Mine" in html
+    assert "Bob&#x27;s secret" not in html and "Bob's secret" not in html
+
+
+def test_staff_can_open_a_run_and_see_its_steps_in_order(client):
+    admin = User.objects.create_superuser("admin", password="pw")
+    run = stored_run(Conversation.objects.create(owner=admin), question="q", result="r", answer="a")
+    client.force_login(admin)
+    response = client.get(f"/admin/chat/agentrun/{run.pk}/change/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.index("weather_forecast") < html.index("call_1")
+    assert client.get("/admin/chat/agentrun/").status_code == 200
+    assert client.get("/admin/chat/agentstep/").status_code == 200
+
+
+def test_non_staff_cannot_open_the_admin(client):
+    client.force_login(User.objects.create_user("alice"))
+    response = client.get("/admin/chat/agentrun/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response.url
