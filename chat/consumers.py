@@ -15,10 +15,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from agents.events import utcnow
 from chat import fragments, store
 from chat.live import GroupPublisher, group_name
-from chat.runs import model_config, start_run
+from chat.runs import create_run, start_run
 
 CLOSE_NOT_FOUND = 4404
 
@@ -97,14 +96,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except FrameError as exc:
             await self.send(text_data=fragments.error(str(exc)))
             return
-        config = model_config()
         try:
-            run = await database_sync_to_async(store.run_start)(
-                conversation_id=self.conversation_id,
-                content=content,
-                provider=config.provider,
-                model_name=config.model_name,
-                started_at=utcnow(),
+            run = await database_sync_to_async(create_run)(
+                conversation_id=self.conversation_id, content=content
             )
         except store.RunAlreadyGoing:
             await self.send(text_data=fragments.error(RUN_GOING))

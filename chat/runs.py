@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
-from agents.events import RunFinished, RunStatus
+from agents.events import RunFinished, RunStatus, utcnow
 from agents.models.registry import ModelConfig, build_model
 from agents.prompts import SYSTEM_PROMPT
 from agents.runtime import RunLimits, run
@@ -41,6 +41,21 @@ _TASKS: set[asyncio.Task[AgentRun | None]] = set()
 def model_config() -> ModelConfig:
     """Return the configured model (``settings.AGENT_MODEL``)."""
     return settings.AGENT_MODEL
+
+
+def create_run(*, conversation_id: int, content: str) -> AgentRun:
+    """Store the user's message and a running run with the configured model (sync).
+
+    Raises :class:`chat.store.RunAlreadyGoing` if the conversation has a run going.
+    """
+    config = model_config()
+    return store.run_start(
+        conversation_id=conversation_id,
+        content=content,
+        provider=config.provider,
+        model_name=config.model_name,
+        started_at=utcnow(),
+    )
 
 
 def get_model() -> BaseChatModel:

@@ -16,12 +16,11 @@ from agents.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
-    utcnow,
 )
 from chat import store
 from chat.models import Conversation
 from chat.recorder import Update
-from chat.runs import execute_run, model_config
+from chat.runs import create_run, execute_run, model_config
 
 RESULT_PREVIEW_CHARS = 600
 
@@ -106,13 +105,7 @@ class Command(BaseCommand):
         config = model_config()
         self.stdout.write(f"Model: {config.label} · conversation {conversation.pk}\n")
         try:
-            run = store.run_start(
-                conversation_id=conversation.pk,
-                content=question,
-                provider=config.provider,
-                model_name=config.model_name,
-                started_at=utcnow(),
-            )
+            run = create_run(conversation_id=conversation.pk, content=question)
         except store.RunAlreadyGoing:
             raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
         printer = TracePrinter(self.stdout, stream_text=not options["no_stream"])
