@@ -11,3 +11,6 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "chat"
     verbose_name = "Chat and agent runs"
+
+    def ready(self) -> None:
+        from chat import signals  # noqa: F401  (connects the receivers)

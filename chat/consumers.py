@@ -69,8 +69,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     conversation_id: int | None = None
 
     async def connect(self) -> None:
-        session = self.scope.get("session")
-        owner = store.Owner.of(self.scope.get("user"), session.session_key if session else None)
+        owner = await database_sync_to_async(store.Owner.of)(
+            self.scope.get("user"), self.scope.get("session")
+        )
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         conversation = await database_sync_to_async(store.conversation_get)(
             owner=owner, conversation_id=conversation_id

@@ -54,9 +54,18 @@ def text_delta(step_id: int, text: str) -> str:
     return format_html('<div hx-swap-oob="beforeend:#step-{}-text">{}</div>', step_id, text)
 
 
+def text_replaced(step_id: int, text: str) -> str:
+    """Return a model turn's whole text so far (escaped), replacing its text element."""
+    return format_html(
+        '<div class="turn-text streaming" id="step-{}-text" hx-swap-oob="true">{}</div>',
+        step_id,
+        text,
+    )
+
+
 def run_status(run: AgentRun) -> str:
-    """Return the run's status line, replacing it by id."""
-    return render_to_string("chat/_run_status.html", {"run": run, "oob": True})
+    """Return the run's status line, replacing it by id, and clear any error notice."""
+    return render_to_string("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
 def error(message: str) -> str:
@@ -72,6 +81,8 @@ def for_update(update: Update) -> str | None:
     if isinstance(event, ModelTurnFinished | ToolCallFinished) and update.step is not None:
         return step_replaced(update.step)
     if isinstance(event, TextDelta) and update.step_id is not None:
+        if update.text_snapshot is not None:
+            return text_replaced(update.step_id, update.text_snapshot)
         return text_delta(update.step_id, event.text)
     if isinstance(event, RunFinished) and update.run is not None:
         return run_status(update.run)

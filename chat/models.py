@@ -49,7 +49,11 @@ class StepKind(models.TextChoices):
 
 
 class Conversation(models.Model):
-    """A chat, owned by a logged-in user or, for a visitor, by one browser session."""
+    """A chat, owned by a logged-in user or, for a visitor, by one browser's guest key.
+
+    The guest key is a random token kept in the visitor's session data; it survives the
+    session key change at login, when the visitor's chats move to the user.
+    """
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -58,7 +62,7 @@ class Conversation(models.Model):
         on_delete=models.CASCADE,
         related_name="conversations",
     )
-    session_key = models.CharField(max_length=40, blank=True, db_index=True)
+    guest_key = models.CharField(max_length=64, blank=True, db_index=True)
     title = models.CharField(max_length=200, blank=True)
     strategy = models.CharField(
         max_length=32, choices=Strategy.choices, default=Strategy.TOOL_CALLING

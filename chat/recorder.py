@@ -7,6 +7,7 @@ the ``ask`` command) render from the same rows a page reload reads.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
@@ -25,13 +26,17 @@ from agents.events import (
 from chat import store
 from chat.models import AgentRun, AgentStep, StepKind
 
+# How often (seconds) a streaming model turn's text is saved and re-sent whole.
+TEXT_SYNC_INTERVAL_S = 0.75
+
 
 @dataclass(frozen=True)
 class Update:
     """What one event changed: ``step`` was ``created`` or updated; ``run`` when it ended.
 
-    For a :class:`TextDelta` nothing is written; ``step_id`` names the model turn it
-    belongs to.
+    For a :class:`TextDelta`, ``step_id`` names the model turn it belongs to; nothing is
+    written except every :data:`TEXT_SYNC_INTERVAL_S`, when the turn's text so far is
+    saved and given as ``text_snapshot`` (so a page opened mid-stream catches up).
     """
 
     event: Event
@@ -41,6 +46,7 @@ class Update:
     step: AgentStep | None = None
     created: bool = False
     run: AgentRun | None = None
+    text_snapshot: str | None = None
 
 
 class RunRecorder:
@@ -51,6 +57,7 @@ class RunRecorder:
         self.conversation_id = run.conversation_id
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
+        self._last_sync: dict[int, float] = {}
         self._call_step_ids: dict[tuple[int, str], int] = {}
 
     def _update(self, event: Event, **kwargs: object) -> Update:
@@ -68,10 +75,21 @@ class RunRecorder:
             )  # fmt: skip
             self._turn_step_ids[event.iteration] = step.pk
             self._turn_text[event.iteration] = []
+            self._last_sync[event.iteration] = time.monotonic()
             return self._update(event, step_id=step.pk, step=step, created=True)
         if isinstance(event, TextDelta):
-            self._turn_text.setdefault(event.iteration, []).append(event.text)
-            return self._update(event, step_id=self._turn_step_ids.get(event.iteration))
+            parts = self._turn_text.setdefault(event.iteration, [])
+            parts.append(event.text)
+            step_id = self._turn_step_ids.get(event.iteration)
+            now = time.monotonic()
+            if step_id is None or now - self._last_sync.get(event.iteration, 0) < (
+                TEXT_SYNC_INTERVAL_S
+            ):
+                return self._update(event, step_id=step_id)
+            self._last_sync[event.iteration] = now
+            text = "".join(parts)
+            await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
+            return self._update(event, step_id=step_id, text_snapshot=text)
         if isinstance(event, ModelTurnFinished):
             usage = event.usage or {}
             step = await database_sync_to_async(store.step_finish)(

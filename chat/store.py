@@ -6,11 +6,13 @@ callers use them only through ``channels.db.database_sync_to_async``.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
 from django.db.models import Max, Prefetch, QuerySet
 
@@ -31,28 +33,47 @@ class RunAlreadyGoing(Exception):
     """Raised when a conversation already has a running run."""
 
 
+GUEST_KEY = "chat_guest_key"
+
+
 @dataclass(frozen=True)
 class Owner:
-    """Who is asking: a logged-in user, or an anonymous browser session's key."""
+    """Who is asking: a logged-in user, or an anonymous browser's guest key."""
 
     user_id: int | None
-    session_key: str
+    guest_key: str
 
     @classmethod
-    def of(cls, user: AbstractBaseUser | AnonymousUser | None, session_key: str | None) -> Owner:
-        """Return the owner for a request's or a websocket scope's user and session."""
+    def of(
+        cls,
+        user: AbstractBaseUser | AnonymousUser | None,
+        session: SessionBase | None,
+        *,
+        create: bool = False,
+    ) -> Owner:
+        """Return the owner for a request's or a websocket scope's user and session.
+
+        An anonymous visitor is identified by a random guest key in the session data;
+        ``create=True`` gives a visitor without one a new key (the session is then saved
+        by the session middleware). Reads the session, so call it from sync code.
+        """
         if user is not None and user.is_authenticated:
-            return cls(user_id=user.pk, session_key="")
-        return cls(user_id=None, session_key=session_key or "")
+            return cls(user_id=user.pk, guest_key="")
+        if session is None:
+            return cls(user_id=None, guest_key="")
+        key = session.get(GUEST_KEY, "")
+        if not key and create:
+            key = session[GUEST_KEY] = secrets.token_urlsafe(24)
+        return cls(user_id=None, guest_key=key)
 
 
 def conversations_for_owner(*, owner: Owner) -> QuerySet[Conversation]:
     """Return the owner's conversations, newest first (none for a session-less visitor)."""
     if owner.user_id is not None:
         return Conversation.objects.filter(owner_id=owner.user_id)
-    if not owner.session_key:
+    if not owner.guest_key:
         return Conversation.objects.none()
-    return Conversation.objects.filter(owner__isnull=True, session_key=owner.session_key)
+    return Conversation.objects.filter(owner__isnull=True, guest_key=owner.guest_key)
 
 
 def conversation_get(*, owner: Owner, conversation_id: int) -> Conversation | None:
@@ -65,7 +86,16 @@ def conversation_get_or_create_empty(*, owner: Owner) -> Conversation:
     latest = conversations_for_owner(owner=owner).first()
     if latest is not None and not latest.messages.exists():
         return latest
-    return Conversation.objects.create(owner_id=owner.user_id, session_key=owner.session_key)
+    return Conversation.objects.create(owner_id=owner.user_id, guest_key=owner.guest_key)
+
+
+def conversations_adopt(*, guest_key: str, user_id: int) -> int:
+    """Give a guest's conversations to the user who just logged in; return how many."""
+    if not guest_key:
+        return 0
+    return Conversation.objects.filter(owner__isnull=True, guest_key=guest_key).update(
+        owner_id=user_id, guest_key=""
+    )
 
 
 def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
@@ -201,3 +231,8 @@ def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentS
         step.duration_ms = max(0, int((finished_at - step.started_at).total_seconds() * 1000))
     step.save()
     return step
+
+
+def step_save_text(*, step_id: int, text: str) -> None:
+    """Save a streaming model turn's text so far."""
+    AgentStep.objects.filter(pk=step_id).update(text=text)

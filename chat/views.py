@@ -18,24 +18,22 @@ EXAMPLES = [
 SIDEBAR_LENGTH = 50
 
 
-def _owner(request: HttpRequest) -> store.Owner:
-    """Return the request's owner, giving an anonymous visitor a session first."""
-    if not request.user.is_authenticated and not request.session.session_key:
-        request.session.save()
-    return store.Owner.of(request.user, request.session.session_key)
+def _owner(request: HttpRequest, *, create: bool = False) -> store.Owner:
+    """Return the request's owner; ``create`` gives a new visitor a guest key."""
+    return store.Owner.of(request.user, request.session, create=create)
 
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     """Redirect to the owner's empty conversation, or to a new one."""
-    conversation = store.conversation_get_or_create_empty(owner=_owner(request))
+    conversation = store.conversation_get_or_create_empty(owner=_owner(request, create=True))
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
 @require_POST
 def new_conversation(request: HttpRequest) -> HttpResponse:
     """Start a new chat (reusing an empty one) and open it."""
-    conversation = store.conversation_get_or_create_empty(owner=_owner(request))
+    conversation = store.conversation_get_or_create_empty(owner=_owner(request, create=True))
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 

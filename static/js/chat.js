@@ -8,6 +8,37 @@
   function messages() { return document.getElementById("messages"); }
 
   var stickToBottom = true;
+  var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
+
+  // A run of this conversation is going (its status line says so).
+  function busy() {
+    return !!document.querySelector('#messages .run-status[data-status="running"]');
+  }
+
+  function showError(text) {
+    var el = document.getElementById("chat-error");
+    if (!el) return;
+    el.textContent = text;
+    el.classList.toggle("visible", !!text);
+  }
+
+  function updateComposer() {
+    var form = composer();
+    if (!form) return;
+    var isBusy = busy();
+    form.classList.toggle("busy", isBusy);
+    var button = document.getElementById("send");
+    if (button) button.textContent = isBusy ? "Working…" : "Send";
+  }
+
+  // Keep the user's text instead of sending it into a refusal while a run is going.
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    if (!busy()) return;
+    var trigger = event.detail && event.detail.triggeringEvent;
+    if (trigger) trigger.preventDefault();  // no native form submit either
+    event.preventDefault();
+    showError(BUSY_MESSAGE);
+  });
 
   document.addEventListener("keydown", function (event) {
     if (event.target !== input()) return;
@@ -50,9 +81,13 @@
     input().value = "";
     stickToBottom = true;
   });
-  document.addEventListener("htmx:wsAfterMessage", scrollDown);
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    updateComposer();
+    scrollDown();
+  });
   document.addEventListener("DOMContentLoaded", function () {
     stickToBottom = true;
+    updateComposer();
     scrollDown();
     if (input()) input().focus();
   });

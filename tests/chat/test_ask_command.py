@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from langchain_core.messages import AIMessage
 
+from chat.management.commands.ask import TracePrinter
 from chat.models import AgentRun, AgentStep, Conversation
+from chat.runs import create_run, execute_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,3 +50,21 @@ def test_a_failed_run_exits_non_zero(scripted_model):
 def test_an_unknown_conversation_is_an_error():
     with pytest.raises(CommandError, match="No conversation with id 999"):
         call_command("ask", "hello", "--conversation", "999", stdout=StringIO())
+
+
+class ClosedPipe(StringIO):
+    def write(self, text):
+        raise BrokenPipeError
+
+
+def test_a_closed_pipe_stops_the_printing_but_not_the_run(scripted_model):
+    scripted_model.script = [AIMessage("an answer nobody reads")]
+    printer = TracePrinter(ClosedPipe())
+    conversation = Conversation.objects.create()
+    run = create_run(conversation_id=conversation.pk, content="hello")
+
+    finished = asyncio.run(execute_run(run.pk, listeners=[printer]))
+
+    assert printer.closed
+    assert finished.status == "succeeded"
+    assert finished.output == "an answer nobody reads"

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -273,3 +274,46 @@ async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
     )
     connected, code = await stranger.connect()
     assert (connected, code) == (False, 4404)
+
+
+async def test_streamed_text_is_saved_and_resent_whole_so_late_joiners_catch_up(
+    scripted_model, monkeypatch
+):
+    monkeypatch.setattr("chat.recorder.TEXT_SYNC_INTERVAL_S", 0.0)
+    scripted_model.script = [AIMessage("one two three four")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "count"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    snapshots = [f for f in frames if 'class="turn-text streaming"' in f and "-text" in f]
+    assert any("one two three" in f and 'hx-swap-oob="true"' in f for f in snapshots)
+    assert not any("beforeend:#step-" in f for f in frames)  # every delta was a snapshot
+
+
+async def test_a_page_opened_mid_stream_shows_the_text_so_far(scripted_model, client):
+    scripted_model.script = [AIMessage("early words and more words " * 12)]
+    scripted_model.delay_s = 0.05
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "stream please"}))
+    # Wait for the first snapshot (sent after TEXT_SYNC_INTERVAL_S of streaming).
+    while True:
+        frame = await communicator.receive_from(timeout=5)
+        if 'hx-swap-oob="true"' in frame and "turn-text streaming" in frame:
+            break
+    # sync_to_async (thread-sensitive) runs the view on the ORM's thread, as Daphne does.
+    await sync_to_async(client.force_login)(user)
+    response = await sync_to_async(client.get)(f"/c/{conversation.pk}/")
+    await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    html = response.content.decode()
+    assert 'class="turn-text streaming"' in html
+    assert "early words" in html
+    assert 'data-status="running"' in html

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
 from chat.models import AgentRun, AgentStep, Conversation, Message
@@ -41,7 +41,8 @@ def test_home_gives_a_visitor_a_conversation_of_their_own(client):
     assert response.status_code == 200
     conversation = response.context["conversation"]
     assert conversation.owner is None
-    assert conversation.session_key == client.session.session_key
+    assert conversation.guest_key
+    assert conversation.guest_key == client.session["chat_guest_key"]
     # Visiting again reuses the still-empty conversation.
     assert client.get("/").url == f"/c/{conversation.pk}/"
 
@@ -94,7 +95,7 @@ def test_someone_elses_conversation_is_a_404(client, who):
 
 
 def test_another_browser_sessions_conversation_is_a_404(client):
-    conversation = Conversation.objects.create(session_key="someone-elses-session")
+    conversation = Conversation.objects.create(guest_key="someone-elses-key")
     assert client.get(f"/c/{conversation.pk}/").status_code == 404
 
 
@@ -116,8 +117,32 @@ def test_staff_can_open_a_run_and_see_its_steps_in_order(client):
     html = response.content.decode()
     assert response.status_code == 200
     assert html.index("weather_forecast") < html.index("call_1")
-    assert client.get("/admin/chat/agentrun/").status_code == 200
-    assert client.get("/admin/chat/agentstep/").status_code == 200
+    assert "&quot;town&quot;: &quot;苏州&quot;" in html  # pretty-printed arguments
+    assert "<strong>Sunny</strong>" not in html  # answer "a" here; Markdown checked below
+    listing = client.get("/admin/chat/agentrun/")
+    assert listing.status_code == 200
+    assert "q" in listing.content.decode()
+
+
+def test_runs_cannot_be_edited_and_only_superusers_delete_whole_runs(client):
+    superuser = User.objects.create_superuser("admin", password="pw")
+    run = stored_run(
+        Conversation.objects.create(owner=superuser), question="q", result="r", answer="a"
+    )
+    staff = User.objects.create_user("staff", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
+    client.force_login(staff)
+    assert client.get(f"/admin/chat/agentrun/{run.pk}/change/").status_code == 200
+    assert client.post(f"/admin/chat/agentrun/{run.pk}/change/", {}).status_code == 403
+    assert client.get(f"/admin/chat/agentrun/{run.pk}/delete/").status_code == 403
+    # Steps have no admin of their own: they cannot be deleted one by one.
+    assert client.get("/admin/chat/agentstep/").status_code == 404
+
+    client.force_login(superuser)
+    response = client.post(f"/admin/chat/agentrun/{run.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not AgentRun.objects.exists()
+    assert not AgentStep.objects.exists()
 
 
 def test_non_staff_cannot_open_the_admin(client):
@@ -125,3 +150,20 @@ def test_non_staff_cannot_open_the_admin(client):
     response = client.get("/admin/chat/agentrun/")
     assert response.status_code == 302
     assert "/admin/login/" in response.url
+
+
+def test_a_guest_who_logs_in_keeps_their_chats(client):
+    User.objects.create_user("alice", password="secret-pw-123")
+    conversation = client.get("/", follow=True).context["conversation"]
+    Message.objects.create(conversation=conversation, role="user", content="hi")
+
+    response = client.post(
+        "/accounts/login/",
+        {"username": "alice", "password": "secret-pw-123", "next": f"/c/{conversation.pk}/"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert response.context["conversation"].pk == conversation.pk
+    conversation.refresh_from_db()
+    assert conversation.owner.username == "alice"
+    assert conversation.guest_key == ""

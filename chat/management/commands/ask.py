@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from typing import Any, TextIO
 
+from channels.layers import get_channel_layer
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
@@ -17,10 +21,11 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from chat import store
-from chat.models import Conversation
+from chat import fragments, store
+from chat.live import GroupPublisher
+from chat.models import AgentRun, Conversation
 from chat.recorder import Update
-from chat.runs import create_run, execute_run, model_config
+from chat.runs import Listener, create_run, execute_run, model_config
 
 RESULT_PREVIEW_CHARS = 600
 
@@ -31,14 +36,21 @@ class TracePrinter:
     def __init__(self, out: TextIO, *, stream_text: bool = True) -> None:
         self.out = out
         self.stream_text = stream_text
+        self.closed = False
         self._midline = False
 
     def _write(self, text: str) -> None:
-        if isinstance(self.out, OutputWrapper):
-            self.out.write(text, ending="")  # OutputWrapper would add a newline
-        else:
-            self.out.write(text)
-        self.out.flush()
+        if self.closed:
+            return
+        try:
+            if isinstance(self.out, OutputWrapper):
+                self.out.write(text, ending="")  # OutputWrapper would add a newline
+            else:
+                self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            # The reader went away (`ask ... | head`): stop printing, let the run finish.
+            self.closed = True
 
     def _line(self, text: str = "") -> None:
         if self._midline:
@@ -109,9 +121,22 @@ class Command(BaseCommand):
         except store.RunAlreadyGoing:
             raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
         printer = TracePrinter(self.stdout, stream_text=not options["no_stream"])
-        finished = asyncio.run(execute_run(run.pk, listeners=[printer]))
+        listeners: list[Listener] = [printer]
+        if settings.REDIS_URL:
+            # Browsers watching this conversation (through Redis) see the run live too.
+            listeners.append(GroupPublisher(get_channel_layer(), conversation.pk))
+        finished = asyncio.run(self._run(run, listeners))
+        if printer.closed:
+            # Python would report the broken pipe again when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         if finished.status != RunStatus.SUCCEEDED:
             raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
+
+    async def _run(self, run: AgentRun, listeners: list[Listener]) -> AgentRun:
+        for listener in listeners:
+            if isinstance(listener, GroupPublisher):
+                await listener.publish(fragments.run_started(run))
+        return await execute_run(run.pk, listeners=listeners)
 
     def _conversation(self, options: dict[str, Any]) -> Conversation:
         if options["conversation"] is not None:
