@@ -7,18 +7,22 @@ machine with no network, and it makes real tool calls against whatever tools are
   with their names and descriptions (see :mod:`agents.models.demo_routing`), arguments are
   filled from their JSON schemas by parameter-name heuristics (see
   :mod:`agents.models.demo_args`), and all chosen calls come back in ONE AIMessage (parallel
-  tool calls) after a one-line plan. A follow-up naming only a city ("And in Chengdu?",
+  tool calls) after a one-line plan ("Checking 2 things: weather_forecast (Hangzhou), ...").
+  A place the gazetteer does not know is passed on as written, so the tool's own error shows
+  (see :mod:`agents.models.demo_places`). A follow-up naming only a city ("And in Chengdu?",
   "那成都呢？") repeats the previous turn's place-bound calls for that city. A matched tool
-  missing a required argument: a reply asking for it. Nothing matched: a text reply listing
-  the bound tools.
-* Messages ending with ToolMessages: a Markdown answer summarising each result from its JSON
-  shape and saying plainly which tools failed (see :mod:`agents.models.demo_answer`); no new
-  tool calls. Chinese when the user's question contains CJK characters, else English.
+  missing a required argument: a reply asking for it ("Which town? I know: ..."). Nothing
+  matched: a text reply listing the bound tools.
+* Messages ending with ToolMessages: a Markdown answer that leads with what the results say
+  (a recommended city, the first day's weather, a calculation), then summarises each result
+  from its JSON shape and says plainly which tools failed and why (see
+  :mod:`agents.models.demo_answer`); no new tool calls. Chinese when the user's question
+  contains CJK characters, else English.
 * Anything else (no messages, only a system message, odd content): a polite text reply.
   Planning never raises; an unexpected error is logged and becomes a text reply.
 
-It gets things wrong the way keyword matching does: paraphrases with no shared word, cities
-outside :mod:`agents.tools.places`, several requests for one tool in one clause. Streaming
+It gets things wrong the way keyword matching does: paraphrases with no shared word, an
+unknown place written in lower case, several requests for one tool in one clause. Streaming
 and ``invoke`` build the same message from one plan: text in small pieces, then each tool
 call as ``tool_call_chunks`` (JSON ``args`` split across chunks), then a last chunk with a
 rough ``usage_metadata`` (characters / 4). Tool call ids are random, as a provider's are.
@@ -128,7 +132,7 @@ def _decide(
     if calls:
         return plan_line(calls, lang), calls
     if router.missing:
-        return missing_reply(router.missing, lang), []
+        return missing_reply(router.missing, infos, lang), []
     return capabilities_reply(question, [(t.name, t.description) for t in infos], lang), []
 
 

@@ -1,11 +1,13 @@
 """Fill a bound tool's arguments from a clause of the user's question (scripted demo model).
 
 Heuristics are keyed on parameter names and JSON-schema types, never on the tool's
-identity: a place-like string parameter (``town``, ``city``, ``location``...) gets a known
-city, ``query``-like ones the clause text, ``expression``-like ones the arithmetic found in
-the clause, ``timezone``-like ones an IANA name or the place's zone, integers a number written
-next to the parameter's word ("2 rooms", "两个房间", "住三晚"). ``fill_args`` also returns the
-required arguments it could not fill, so the tool is not called.
+identity: a place-like string parameter (``town``, ``city``, ``location``...) gets the place
+(a known city's English name, or an unknown name as the user wrote it), ``query``-like ones
+the clause text, ``expression``-like ones the arithmetic found in the clause,
+``timezone``-like ones an IANA name, the known place's zone or the unknown place's name (the
+time tool accepts city names), integers a number written next to the parameter's word
+("2 rooms", "两个房间", "住三晚"). ``fill_args`` also returns the required arguments it
+could not fill, so the tool is not called.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import zoneinfo
 from datetime import date
 from typing import Any
 
+from agents.models.demo_places import PlaceRef, place_name
 from agents.models.demo_text import CJK_CHARS, EN_NUMBERS, ZH_NUMBER, parse_number
 from agents.tools.places import Place
 
@@ -152,19 +155,21 @@ def _clamp(value: int, schema: dict[str, Any]) -> int:
 
 
 def _fill_one(
-    name: str, schema: dict[str, Any], clause: str, question: str, place: Place | None
+    name: str, schema: dict[str, Any], clause: str, question: str, place: PlaceRef | None
 ) -> Any:
     lowered, kind = name.lower(), param_type(schema)
     if kind == "string":
         if is_place_param(name):
-            return place.name if place else None
+            return place_name(place) if place else None
         if lowered in QUERY_PARAMS:
             return clause or None
         if lowered in EXPRESSION_PARAMS:
             return find_expression(clause) or find_expression(question)
         if lowered in TIMEZONE_PARAMS:
             explicit = find_timezone(clause) or find_timezone(question)
-            return explicit or (place.timezone if place else schema.get("default") or "UTC")
+            if explicit or place:
+                return explicit or (place.timezone if isinstance(place, Place) else place)
+            return schema.get("default") or "UTC"
         if _param_format(schema).startswith("date") or "date" in lowered:
             return _find_date(clause) or _find_date(question)
         for option in schema.get("enum") or ():
@@ -180,7 +185,7 @@ def _fill_one(
 
 
 def fill_args(
-    parameters: dict[str, Any], clause: str, question: str, place: Place | None
+    parameters: dict[str, Any], clause: str, question: str, place: PlaceRef | None
 ) -> tuple[dict[str, Any], list[str]]:
     """Return arguments for a tool's JSON-schema ``parameters`` and the required ones missing.
 

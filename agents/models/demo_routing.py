@@ -4,13 +4,19 @@ Not an LLM: the question is split into clauses, each clause is scored against ev
 tool by overlapping tokens (English words, Chinese character bigrams) with the tool's name
 (weight 2), description (1) and parameter names (0.5), each divided by how many bound tools
 share the token. Clues keyed on parameter names add a bonus: an arithmetic expression for an
-``expression`` parameter (+2), an IANA zone for a ``timezone`` one (+1), a known city for a
-place parameter (+0.5). City names themselves are not matching tokens (tools may all list
-the known towns). The best tool scoring at least 1 wins the clause; a separator (comma,
+``expression`` parameter (+2), an IANA zone for a ``timezone`` one (+1), a place for a place
+parameter (+0.5). A tool with a required ``expression`` parameter only matches a clause that
+holds arithmetic (numbers with an operator between them), so a stray "x" or "=" does not
+make a calculator question. City names themselves are not matching tokens (tools may all
+list the known towns). The best tool scoring at least 1 wins the clause; a separator (comma,
 "and", "并", "和"...) only splits the text when the pieces on both sides route on their own
-to different tools, or the right one brings its own city or expression. A clause naming
-several cities calls a place-bound tool once per city; one naming none takes the nearest
-city before it in the question, else the newest one in earlier messages.
+to different tools, or the right one brings its own place or expression.
+
+Places are the gazetteer's cities and names it does not know (see
+:mod:`agents.models.demo_places`), which are passed on as written so the tool reports the
+error. A clause naming several places calls a place-bound tool once per place; one naming
+none takes the nearest place before it in the question, else the newest one the user named
+in an earlier message (never one from the assistant's or a tool's text).
 
 ``Router.repeat`` handles follow-ups that name only a city ("And in Chengdu?"): the previous
 turn's calls whose tool takes a place or time zone are made again for the new city.
@@ -36,8 +42,9 @@ from agents.models.demo_args import (
     is_place_param,
     param_type,
 )
+from agents.models.demo_places import PlaceRef, find_place_refs
 from agents.models.demo_text import message_text, tokens
-from agents.tools.places import Place, find_places
+from agents.tools.places import find_places
 
 THRESHOLD = 1.0
 _SEPARATOR = re.compile(
@@ -73,6 +80,11 @@ class ToolInfo:
     def place_bound(self) -> bool:
         return any(is_place_param(p) for p in self.properties) or self.has_param(TIMEZONE_PARAMS)
 
+    @property
+    def needs_expression(self) -> bool:
+        required = self.parameters.get("required") or ()
+        return any(isinstance(r, str) and r.lower() in EXPRESSION_PARAMS for r in required)
+
 
 @dataclass(frozen=True)
 class Clause:
@@ -81,7 +93,7 @@ class Clause:
     raw: str
     text: str
     tokens: set[str]
-    places: list[Place]
+    places: list[PlaceRef]
     expression: str | None
     timezone: str | None
 
@@ -116,11 +128,11 @@ def clean_clause(text: str) -> str:
 
 def _clause(raw: str) -> Clause:
     text = clean_clause(raw)
-    places = find_places(text)
+    places = find_place_refs(text)
     # City names route nothing by themselves (every town tool may list them); the place
     # bonus in Router.score accounts for them.
     wordy = text
-    for place in places:
+    for place in find_places(text):
         for alias in sorted(place.aliases, key=len, reverse=True):
             pattern = rf"\b{re.escape(alias)}\b" if alias.isascii() else re.escape(alias)
             wordy = re.sub(pattern, " ", wordy, flags=re.IGNORECASE)
@@ -149,7 +161,11 @@ class Router:
         return total
 
     def best(self, clause: Clause) -> ToolInfo | None:
-        scored = [(self.score(clause, tool), -i, tool) for i, tool in enumerate(self.tools)]
+        scored = [
+            (self.score(clause, tool), -i, tool)
+            for i, tool in enumerate(self.tools)
+            if clause.expression or not tool.needs_expression
+        ]
         if not scored:
             return None
         score, _, tool = max(scored, key=lambda item: (item[0], item[1]))
@@ -232,7 +248,8 @@ class Router:
                     if isinstance(call.get("args"), dict)
                 ]
             if isinstance(message, HumanMessage):
-                routed = self.route(message_text(message), earlier[:i])
+                # A fresh router: what the old question lacked is not missing from this one.
+                routed = Router(self.tools).route(message_text(message), earlier[:i])
                 if routed:
                     return routed
         return []
@@ -247,25 +264,26 @@ def _add(calls: list[tuple[str, dict]], name: str, args: dict) -> None:
         calls.append((name, args))
 
 
-def _place_before(question: str, raw_clause: str) -> Place | None:
+def _place_before(question: str, raw_clause: str) -> PlaceRef | None:
     """Return the last place named before the clause in the question, else the first after."""
     start = max(question.find(raw_clause), 0)
-    before = find_places(question[:start])
+    before = find_place_refs(question[:start])
     if before:
         return before[-1]
-    anywhere = find_places(question)
+    anywhere = find_place_refs(question)
     return anywhere[0] if anywhere else None
 
 
-def earlier_place(messages: Sequence[BaseMessage]) -> Place | None:
-    """Return the first place named in the most recent earlier message that names one."""
+def earlier_place(messages: Sequence[BaseMessage]) -> PlaceRef | None:
+    """Return the first place named in the user's most recent earlier message naming one.
+
+    Only HumanMessages count: a zone such as "Asia/Shanghai" in a tool result or in the
+    assistant's text is not the user asking about Shanghai.
+    """
     for message in reversed(messages):
-        text = message_text(message)
-        if isinstance(message, AIMessage) and message.tool_calls:
-            text += " " + json.dumps(
-                [c.get("args") for c in message.tool_calls], ensure_ascii=False, default=str
-            )
-        found = find_places(text)
+        if not isinstance(message, HumanMessage):
+            continue
+        found = find_place_refs(message_text(message))
         if found:
             return found[0]
     return None

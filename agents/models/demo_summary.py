@@ -73,7 +73,8 @@ def _rank(key: str) -> int:
     return next((i for i, word in enumerate(_DETAIL_RANK) if word in parts), 99)
 
 
-def _temperatures(item: dict[str, Any]) -> tuple[str | None, set[str]]:
+def temperatures(item: dict[str, Any]) -> tuple[str | None, set[str]]:
+    """Return an item's low-high range ("17–24°C") and the keys it came from, else None."""
     numeric = {k: v for k, v in item.items() if isinstance(v, int | float)}
     high = next((k for k in numeric if re.search(r"max|high", k, re.I)), None)
     low = next((k for k in numeric if re.search(r"min|low", k, re.I)), None)
@@ -108,7 +109,7 @@ def item_line(raw: dict[str, Any], lang: str, known: frozenset[str] = frozenset(
     titles = [str(item[k]) for k in _TITLE_KEYS if k in used][:2]
     if len(titles) == 2 and titles[0] in titles[1]:  # "Suzhou — Gardens of Suzhou"
         titles = titles[1:]
-    temps, temp_keys = _temperatures(item)
+    temps, temp_keys = temperatures(item)
     details = [(_rank("temp"), f"{_label('temp', lang)} {temps}")] if temps else []
     for key, value in item.items():
         if key in used | temp_keys or key.lower() in _SKIP_KEYS or str(value) in known:

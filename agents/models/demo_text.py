@@ -1,7 +1,8 @@
 """Text helpers shared by the scripted demo model's routing and answering.
 
-Tokens for matching: English words lower-cased with a crude plural strip, Chinese as
-character bigrams of each run of CJK characters. Numbers in English and Chinese words.
+Tokens for matching: English words of two letters or more, lower-cased with a crude plural
+strip, and Chinese as character bigrams of each run of CJK characters. Numbers in English
+and Chinese words.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def tokens(text: str) -> set[str]:
     found: set[str] = set()
     lowered = text.lower()
     for word in _WORD.findall(lowered):
-        if word not in STOPWORDS:
+        if len(word) > 1 and word not in STOPWORDS:  # "x" in "src=x" says nothing
             stem = _stem(word)
             if stem and stem not in STOPWORDS:
                 found.add(stem)

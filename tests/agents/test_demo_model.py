@@ -19,9 +19,14 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, Field
 
+from agents.events import RunFinished, RunStatus, StepStatus, ToolCallFinished
 from agents.models.demo import DemoChatModel, make_plan
 from agents.models.demo_args import find_count, find_expression
+from agents.models.demo_places import find_place_refs
+from agents.runtime import run
+from agents.tools import default_tools
 
 GARDENS_QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
 MIXED_QUESTION = "What's the weather in Hangzhou, and what is 17*23?"
@@ -289,10 +294,10 @@ def test_a_failed_tool_is_reported_plainly(model):
     answer = model.invoke(messages)
 
     assert (
-        "**weather_forecast** (town=Hangzhou, days=3) failed: Error: weather service timed out"
-        in (answer.content)
+        "**weather_forecast** (town=Hangzhou, days=3) failed: weather service timed out"
+        in answer.content
     )
-    assert "391" in answer.content
+    assert answer.content.startswith("17*23 = 391. (1 of 2 tool calls failed; see below.)")
     assert answer.tool_calls == []
 
 
@@ -304,11 +309,197 @@ def test_an_unmatched_message_lists_the_bound_tools_without_calling_any(model):
         assert tool.name in message.content
 
 
-def test_a_matched_tool_missing_a_required_argument_is_not_called(model):
-    message = model.invoke([HumanMessage("What's the weather like?")])
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What's the weather like?", "Which town? I know: Hangzhou, Suzhou, Xi'an, Beijing,"),
+        ("天气怎么样？", "哪个城市？我知道这些：杭州、苏州、西安、北京"),
+    ],
+)
+def test_a_missing_town_is_asked_for_by_listing_the_known_towns(model, question, expected):
+    message = model.invoke([HumanMessage(question)])
 
     assert message.tool_calls == []
-    assert "`weather_forecast` (town)" in message.content
+    assert message.content.startswith(expected)
+    assert "bracket" not in message.content and "括号" not in message.content
+
+
+def test_a_missing_argument_other_than_a_place_is_asked_for_by_its_description():
+    class ConvertArgs(BaseModel):
+        amount: int = Field(description="How much money. Whole units only.")
+        currency: str = Field(description="Target currency as an ISO code, e.g. EUR. Not a name.")
+
+    def convert_currency(amount: int, currency: str) -> dict:
+        """Convert money 换算 between currencies."""
+        return {}
+
+    tool = StructuredTool.from_function(convert_currency, args_schema=ConvertArgs)
+    model = DemoChatModel().bind_tools([tool])
+
+    message = model.invoke([HumanMessage("Convert some money please")])
+
+    assert message.tool_calls == []
+    assert message.content == (
+        "What amount (How much money) should I use for convert_currency? "
+        "What currency (Target currency as an ISO code, e.g. EUR) should I use for "
+        "convert_currency?"
+    )
+
+
+@pytest.mark.parametrize(
+    "question", ["<img src=x onerror=alert(1)> **bold** hello", "calculator: x = 1"]
+)
+def test_a_message_without_arithmetic_gets_the_capabilities_reply_not_a_calculator_question(
+    question,
+):
+    model = DemoChatModel().bind_tools(default_tools())  # whose calculator mentions "x"
+
+    message = model.invoke([HumanMessage(question)])
+
+    assert message.tool_calls == []
+    assert message.content.startswith("I'm the offline demo model (a script, not an LLM) and")
+    assert "couldn't match your message to a tool" in message.content
+
+
+def test_the_calculator_is_called_for_numbers_with_an_operator_between_them():
+    model = DemoChatModel().bind_tools(default_tools())
+
+    message = model.invoke([HumanMessage("calculator: 2 + 3")])
+
+    assert calls_of(message) == [("calculator", {"expression": "2+3"})]
+
+
+TIME_TURN = [
+    HumanMessage("What time is it?"),
+    AIMessage(
+        "",
+        tool_calls=[{"name": "current_time", "args": {"timezone": "UTC"}, "id": "call_t"}],
+    ),
+    ToolMessage(
+        '{"timezone": "Asia/Shanghai", "time": "10:00:00"}',
+        tool_call_id="call_t",
+        name="current_time",
+    ),
+    AIMessage("It is 10:00 in Asia/Shanghai."),
+]
+
+
+def test_places_in_assistant_or_tool_text_are_not_taken_as_the_users_place(model):
+    message = model.invoke([*TIME_TURN, HumanMessage("What's the weather like?")])
+
+    assert message.tool_calls == []
+    assert message.content.startswith("Which town?")
+
+
+def test_an_unknown_town_after_a_time_turn_is_passed_on_not_replaced_by_shanghai(model):
+    message = model.invoke([*TIME_TURN, HumanMessage("What's the weather in Atlantis?")])
+
+    assert calls_of(message) == [("weather_forecast", {"town": "Atlantis", "days": 3})]
+
+
+@pytest.mark.parametrize(
+    ("question", "town"),
+    [
+        ("What's the weather in Atlantis?", "Atlantis"),
+        ("Weather for New York please", "New York"),
+        ("天气 in 巴黎", "巴黎"),
+        ("巴黎的天气怎么样？", "巴黎"),
+        ("查一下明天东京天气", "东京"),
+    ],
+)
+def test_a_town_the_gazetteer_does_not_know_is_passed_to_the_tool_as_written(model, question, town):
+    message = model.invoke([HumanMessage(question)])
+
+    assert calls_of(message) == [("weather_forecast", {"town": town, "days": 3})]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What time is it in Europe/London?",
+        "weather for Monday",
+        "未来三天的天气",
+        "现在几点",
+        "找一个民宿房间",
+        GARDENS_QUESTION,
+    ],
+)
+def test_words_that_are_not_places_are_not_taken_for_unknown_towns(text):
+    assert all(not isinstance(ref, str) for ref in find_place_refs(text))
+
+
+def test_a_user_named_unknown_town_is_the_fallback_for_a_later_question(model):
+    history = [
+        HumanMessage("Weather in Suzhou?"),
+        AIMessage("Rainy."),
+        HumanMessage("What's the weather in Atlantis?"),
+        AIMessage("The tool failed."),
+    ]
+
+    message = model.invoke([*history, HumanMessage("Any B&B rooms there?")])
+
+    assert calls_of(message) == [
+        ("check_bnb_availability", {"town": "Atlantis", "rooms": 1, "nights": 1})
+    ]
+
+
+def test_the_plan_line_is_short_and_names_the_calls_without_markdown(model):
+    english = model.invoke([HumanMessage(MIXED_QUESTION)]).content
+    chinese = model.invoke([HumanMessage(GARDENS_QUESTION)]).content
+
+    assert english == "Checking 2 things: weather_forecast (Hangzhou), calculator (17*23)."
+    assert chinese.startswith("我来查 3 项：search_travel_info（")
+    assert chinese.endswith("、weather_forecast（Suzhou）、check_bnb_availability（Suzhou）。")
+    assert "`" not in english + chinese and "\n" not in english + chinese
+
+
+def test_the_answer_leads_with_a_recommendation_and_the_first_days_weather(model):
+    answer = model.invoke(results_turn(GARDENS_QUESTION)).content
+
+    lead, rest = answer.split("\n\n", 1)
+    assert lead.startswith("推荐去**Suzhou**：Suzhou's classical gardens, such as")
+    assert "Suzhou 2025-05-01：light rain，17–24°C。" in lead
+    assert rest.startswith("以下是工具返回的结果：")
+    assert "Pingjiang Lane Inn" in rest
+    assert answer.endswith("_（演示模型：根据工具结果按脚本生成，并非大模型。）_")
+
+
+def test_the_english_answer_leads_with_the_weather_and_the_calculation(model):
+    answer = model.invoke(results_turn(MIXED_QUESTION)).content
+
+    lead, rest = answer.split("\n\n", 1)
+    assert lead == "Suzhou on 2025-05-01: light rain, 17–24°C. 17*23 = 391."
+    assert rest.startswith("Here is what the tools returned:")
+
+
+def test_a_search_for_a_named_city_introduces_it_rather_than_recommending_it(model):
+    answer = model.invoke(results_turn("Tell me about the gardens of Suzhou")).content
+
+    assert answer.startswith("**Suzhou**: Suzhou's classical gardens")
+
+
+async def test_with_the_bundled_tools_an_unknown_town_fails_in_the_tool_and_is_explained():
+    question = "What's the weather in Atlantis?"
+
+    events = [e async for e in run(DemoChatModel(), default_tools(), [HumanMessage(question)])]
+
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(e.name, e.status) for e in finished] == [("weather_forecast", StepStatus.ERROR)]
+    final = events[-1]
+    assert isinstance(final, RunFinished) and final.status is RunStatus.SUCCEEDED
+    assert final.output.startswith("Sorry, I can't answer that from data: the tool call failed.")
+    assert "failed: Unknown town 'Atlantis'. Known towns: Hangzhou 杭州" in final.output
+
+
+async def test_with_the_bundled_tools_the_gardens_answer_recommends_suzhou_in_chinese():
+    events = [
+        e async for e in run(DemoChatModel(), default_tools(), [HumanMessage(GARDENS_QUESTION)])
+    ]
+
+    final = events[-1]
+    assert isinstance(final, RunFinished) and final.status is RunStatus.SUCCEEDED
+    assert final.output.startswith("推荐去**苏州**：苏州古典园林")
+    assert "苏州 20" in final.output.split("\n\n", 1)[0]  # the first day's weather
 
 
 def test_without_tools_it_replies_in_text():
