@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 from chat.markdown import render_markdown
 from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.templatetags.chat_tags import reveal_hidden
 
 PRE = (
     '<pre style="white-space:pre-wrap;overflow-wrap:anywhere;max-height:18em;overflow:auto;'
@@ -63,14 +64,14 @@ class AgentStepInline(ReadOnlyInline):
     def arguments_pretty(self, step: AgentStep) -> SafeString:
         if step.kind != "tool_call":
             return format_html("{}", "")
-        return format_html(PRE, step.arguments_json)
+        return format_html(PRE, reveal_hidden(step.arguments_json))
 
     @admin.display(description="result / text / error")
     def outcome(self, step: AgentStep) -> SafeString:
         body = step.result_display if step.kind == "tool_call" else step.text
         if step.error:
             body = f"{body}\n\n{step.error}" if body else step.error
-        return format_html(PRE, body)
+        return format_html(PRE, reveal_hidden(body))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

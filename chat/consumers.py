@@ -15,8 +15,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from agents.events import utcnow
 from chat import fragments, store
 from chat.live import GroupPublisher, group_name
+from chat.models import AgentRun
 from chat.runs import create_run, start_run
 
 CLOSE_NOT_FOUND = 4404
@@ -29,6 +31,10 @@ NO_CONTENT = "The message needs a text 'content' field."
 EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
 TOO_LONG = "Your message is {length:,} characters long; the limit is {limit:,}. Nothing was sent."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
+BAD_CHARACTERS = "The message contains characters that cannot be stored ({what}). Nothing was sent."
+TOO_DEEP = "That frame is nested too deeply to read."
+# Characters that show nothing: a message made only of these counts as empty.
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 
 
 class FrameError(ValueError):
@@ -38,8 +44,10 @@ class FrameError(ValueError):
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> str:
     """Return the message text of a frame, stripped.
 
-    Raises :class:`FrameError` for binary or non-JSON frames, non-objects, unknown types,
-    missing, empty or over-long (more than ``max_chars`` characters) content.
+    Raises :class:`FrameError` for binary, non-JSON or too deeply nested frames,
+    non-objects, unknown types, missing, empty (or only invisible characters) or over-long
+    (more than ``max_chars`` characters) content, and for content no database can store
+    (a NUL character, an unpaired UTF-16 surrogate).
     """
     if text_data is None:
         raise FrameError(BINARY_FRAME)
@@ -47,6 +55,8 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         payload: Any = json.loads(text_data)
     except ValueError:
         raise FrameError(NOT_JSON) from None
+    except RecursionError:
+        raise FrameError(TOO_DEEP) from None
     if not isinstance(payload, dict):
         raise FrameError(NOT_OBJECT)
     kind = payload.get("type", "message")
@@ -56,8 +66,14 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
     if not isinstance(content, str):
         raise FrameError(NO_CONTENT)
     content = content.strip()
-    if not content:
+    if not content.strip(INVISIBLE).strip():
         raise FrameError(EMPTY_MESSAGE)
+    if "\x00" in content:
+        raise FrameError(BAD_CHARACTERS.format(what="a NUL character"))
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FrameError(BAD_CHARACTERS.format(what="an unpaired surrogate")) from None
     if len(content) > max_chars:
         raise FrameError(TOO_LONG.format(length=len(content), limit=max_chars))
     return content
@@ -77,11 +93,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
             owner=owner, conversation_id=conversation_id
         )
         if conversation is None:
+            # Accept, then close with our code: a refused handshake looks like a network
+            # failure (1006) to the browser, which would keep reconnecting.
+            await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation_id = conversation.pk
         await self.channel_layer.group_add(group_name(conversation.pk), self.channel_name)
         await self.accept()
+        # The page was rendered before this socket joined the group: send again what it
+        # may have missed in between (fragments published from now on follow in order).
+        runs = await database_sync_to_async(store.runs_to_catch_up)(conversation_id=conversation.pk)
+        for run in runs:
+            await self.send(text_data=fragments.run_caught_up(run))
+
+    @staticmethod
+    def _runs_to_catch_up(conversation_id: int) -> list[AgentRun]:
+        store.runs_interrupt_stale(conversation_id=conversation_id, now=utcnow())
+        return store.runs_to_catch_up(conversation_id=conversation_id)
 
     async def disconnect(self, code: int) -> None:
         if self.conversation_id is not None:
@@ -111,3 +140,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group."""
         await self.send(text_data=message["html"])
+
+
+class NotFoundConsumer(AsyncWebsocketConsumer):
+    """Close sockets opened on a path the chat does not serve, with code 4404."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)

@@ -38,6 +38,16 @@ def run_started(run: AgentRun) -> str:
     return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>{title}{link}'
 
 
+def run_caught_up(run: AgentRun) -> str:
+    """Return a stored run whole, for a page that connected after it started.
+
+    Sent as an append to the message list; the page's script swaps it in place of the
+    element with the same id when there is one (see ``static/js/chat.js``).
+    """
+    inner = render_to_string("chat/_run.html", {"run": run, "steps": list(run.steps.all())})
+    return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>'
+
+
 def step_appended(step: AgentStep) -> str:
     """Return a new step (model turn or tool card) appended to its run's steps."""
     inner = render_to_string("chat/_step.html", {"step": step})

@@ -117,6 +117,8 @@ class AgentRun(models.Model):
     )
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Updated by the process running the run; a stale heartbeat means that process died.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
     output = models.TextField(blank=True)

@@ -129,6 +129,7 @@ async def execute_run(
         return update.run
 
     iterations = 0
+    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id))
     try:
         try:
             model = model or get_model()
@@ -149,8 +150,20 @@ async def execute_run(
         return await finish(
             RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__), iterations
         )
+    finally:
+        heartbeat.cancel()
     assert finished is not None
     return finished
+
+
+async def _heartbeat(run_id: int) -> None:
+    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled."""
+    while True:
+        await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
+        try:
+            await database_sync_to_async(store.run_heartbeat)(run_id=run_id, at=utcnow())
+        except Exception:
+            logger.exception("run %s: heartbeat failed", run_id)
 
 
 def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[AgentRun | None]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
@@ -27,6 +28,10 @@ from chat.models import (
 )
 
 TITLE_LENGTH = 60
+INTERRUPTED = (
+    "The server stopped while this run was going (no sign of life since {since:%Y-%m-%d "
+    "%H:%M:%S} UTC). The steps up to then are kept."
+)
 
 
 class RunAlreadyGoing(Exception):
@@ -108,6 +113,26 @@ def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
     )
 
 
+def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
+    """Return the runs a newly connected page may have missed: running ones and the latest.
+
+    Loaded like :func:`conversation_runs` (user message and ordered steps), oldest first.
+    """
+    latest = (
+        AgentRun.objects.filter(conversation_id=conversation_id)
+        .order_by("-started_at", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if latest is None:
+        return []
+    return [
+        run
+        for run in conversation_runs(conversation_id=conversation_id)
+        if run.pk == latest or run.status == RunStatus.RUNNING
+    ]
+
+
 def conversation_history(*, conversation_id: int, before_message_id: int) -> list[tuple[str, str]]:
     """Return ``(role, content)`` of the conversation's messages before the given one."""
     return list(
@@ -131,6 +156,7 @@ def run_start(
     """
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        runs_interrupt_stale(conversation_id=conversation_id, now=started_at)
         if conversation.runs.filter(status=RunStatus.RUNNING).exists():
             raise RunAlreadyGoing(conversation_id)
         if not conversation.title:
@@ -149,7 +175,41 @@ def run_start(
             provider=provider,
             model_name=model_name,
             started_at=started_at,
+            heartbeat_at=started_at,
         )
+
+
+def run_heartbeat(*, run_id: int, at: datetime) -> None:
+    """Record that the process running ``run_id`` is alive at ``at``."""
+    AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=at)
+
+
+def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -> int:
+    """Mark running runs whose heartbeat is older than ``AGENT_STALE_AFTER_S`` interrupted.
+
+    Their process died (a crash, a kill -9, a restart): the run can never finish, so it
+    ends as ``interrupted`` with its steps kept, and steps left running are closed as
+    errors. Works across processes, as it needs only the database. Returns how many.
+    """
+    cutoff = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
+    stale = AgentRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
+    if conversation_id is not None:
+        stale = stale.filter(conversation_id=conversation_id)
+    count = 0
+    with transaction.atomic():
+        for run in stale.select_for_update():
+            since = run.heartbeat_at or run.started_at
+            error = INTERRUPTED.format(since=since)
+            run.status = RunStatus.INTERRUPTED
+            run.error = error
+            run.finished_at = since
+            run.duration_ms = max(0, int((since - run.started_at).total_seconds() * 1000))
+            run.save(update_fields=["status", "error", "finished_at", "duration_ms"])
+            run.steps.filter(status=StepStatus.RUNNING).update(
+                status=StepStatus.ERROR, error=error, finished_at=since
+            )
+            count += 1
+    return count
 
 
 def run_get(*, run_id: int) -> AgentRun:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import store
@@ -15,7 +16,7 @@ EXAMPLES = [
     "What's the weather in Hangzhou, and what is 17*23?",
     "What time is it in Chengdu, and where can I see pandas?",
 ]
-SIDEBAR_LENGTH = 50
+SIDEBAR_LENGTH = 200
 
 
 def _owner(request: HttpRequest, *, create: bool = False) -> store.Owner:
@@ -44,6 +45,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
+    store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
     config = model_config()
     context = {
         "conversation": conversation,

@@ -73,6 +73,21 @@
     el.textContent = text;
   }
 
+  // Appends are idempotent: an element whose id is already on the page replaces it
+  // (a page that connects mid-run is sent the run again, and may already have parts).
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var detail = event.detail;
+    var fragment = detail && detail.fragment;
+    if (!fragment || !fragment.firstElementChild) return;
+    var incoming = fragment.firstElementChild;
+    if (!incoming.id || incoming === fragment) return;
+    var existing = document.getElementById(incoming.id);
+    if (!existing || existing === detail.target) return;
+    existing.replaceWith(incoming);
+    if (window.htmx) window.htmx.process(incoming);
+    detail.shouldSwap = false;
+  });
+
   document.addEventListener("htmx:wsOpen", function () { setConnection("open", "live"); });
   document.addEventListener("htmx:wsClose", function () {
     setConnection("closed", "reconnecting…");

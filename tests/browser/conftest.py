@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,46 +44,59 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def live_app(tmp_path: Path) -> Iterator[LiveServer]:
-    """Start Daphne serving the app on a free port; yield its URL and database path."""
-    database = tmp_path / "browser.sqlite3"
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{database}",
-        "DEMO_TOKEN_DELAY_MS": "3",
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-    }
-    env.pop("OPENAI_API_KEY", None)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=env, check=True,
-    )  # fmt: skip
-    port = _free_port()
-    log = (tmp_path / "daphne.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "project.asgi:application"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"Daphne did not start: {(tmp_path / 'daphne.log').read_text()}")
-            time.sleep(0.1)
-    try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", database=database)
-    finally:
+def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Return a function that starts Daphne serving the app on a free port.
+
+    ``start_app(token_delay_ms=3)`` migrates a scratch SQLite file, starts the server and
+    returns its URL and database path; every server started is stopped after the test.
+    """
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(token_delay_ms: int = 3) -> LiveServer:
+        name = f"browser-{len(processes)}"
+        database = tmp_path / f"{name}.sqlite3"
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{database}",
+            "DEMO_TOKEN_DELAY_MS": str(token_delay_ms),
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+        }
+        env.pop("OPENAI_API_KEY", None)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT, env=env, check=True,
+        )  # fmt: skip
+        port = _free_port()
+        log_path = tmp_path / f"{name}.log"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+             "project.asgi:application"],
+            cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        processes.append(process)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return LiveServer(url=f"http://127.0.0.1:{port}", database=database)
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"Daphne did not start: {log_path.read_text()}")
+                time.sleep(0.1)
+
+    yield start
+    for process in processes:
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
-        log.close()
+
+
+@pytest.fixture
+def live_app(start_app: Callable[..., LiveServer]) -> LiveServer:
+    """The app served by Daphne with a fast demo model."""
+    return start_app(token_delay_ms=3)
 
 
 @pytest.fixture
@@ -97,7 +110,11 @@ def browser_page():
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        page = context.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.dialogs = dialogs  # tests assert no script ever opened one
         try:
             yield page
         finally:

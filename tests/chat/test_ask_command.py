@@ -68,3 +68,10 @@ def test_a_closed_pipe_stops_the_printing_but_not_the_run(scripted_model):
     assert printer.closed
     assert finished.status == "succeeded"
     assert finished.output == "an answer nobody reads"
+
+
+def test_a_question_over_the_message_limit_is_refused(settings):
+    settings.CHAT_MAX_MESSAGE_CHARS = 100
+    with pytest.raises(CommandError, match="limit"):
+        call_command("ask", "x" * 101, stdout=StringIO())
+    assert not AgentRun.objects.exists()

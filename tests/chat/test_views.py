@@ -167,3 +167,14 @@ def test_a_guest_who_logs_in_keeps_their_chats(client):
     conversation.refresh_from_db()
     assert conversation.owner.username == "alice"
     assert conversation.guest_key == ""
+
+
+def test_bidi_and_zero_width_characters_are_shown_not_obeyed(client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user)
+    stored_run(conversation, question="q", result="\u202eexe.txt\u202c <b>x</b>", answer="a")
+    client.force_login(user)
+    html = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "\u202e" not in html
+    assert '<span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html

@@ -113,6 +113,12 @@ class Command(BaseCommand):
         question = options["question"].strip()
         if not question:
             raise CommandError("The question is empty.")
+        limit = settings.CHAT_MAX_MESSAGE_CHARS
+        if len(question) > limit:
+            raise CommandError(
+                f"The question is {len(question):,} characters long; the limit "
+                f"(CHAT_MAX_MESSAGE_CHARS) is {limit:,}."
+            )
         conversation = self._conversation(options)
         config = model_config()
         self.stdout.write(f"Model: {config.label} · conversation {conversation.pk}\n")

@@ -1,0 +1,81 @@
+"""Runs whose process died are marked interrupted, so their conversation is not locked."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+from langchain_core.messages import AIMessage
+
+from chat import store
+from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.runs import create_run, execute_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def running_run(conversation: Conversation, *, heartbeat_age_s: float) -> AgentRun:
+    started = timezone.now() - timedelta(seconds=heartbeat_age_s + 5)
+    message = Message.objects.create(conversation=conversation, role="user", content="q")
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=message, strategy="tool_calling",
+        provider="demo", model_name="demo-scripted", started_at=started,
+        heartbeat_at=timezone.now() - timedelta(seconds=heartbeat_age_s),
+    )  # fmt: skip
+    AgentStep.objects.create(
+        run=run, ordinal=1, iteration=1, kind="tool_call", tool_name="weather_forecast",
+        tool_call_id="c1", arguments={"town": "Suzhou"}, started_at=started,
+    )  # fmt: skip
+    return run
+
+
+def test_a_run_without_a_heartbeat_is_interrupted_and_the_conversation_freed(settings):
+    settings.AGENT_STALE_AFTER_S = 60
+    conversation = Conversation.objects.create()
+    dead = running_run(conversation, heartbeat_age_s=120)
+
+    new = create_run(conversation_id=conversation.pk, content="hello again")
+
+    dead.refresh_from_db()
+    assert dead.status == "interrupted"
+    assert "server stopped" in dead.error
+    step = dead.steps.get()
+    assert (step.status, step.tool_name) == ("error", "weather_forecast")
+    assert new.status == "running"
+
+
+def test_a_run_with_a_fresh_heartbeat_still_blocks_a_second_message(settings):
+    settings.AGENT_STALE_AFTER_S = 60
+    conversation = Conversation.objects.create()
+    running_run(conversation, heartbeat_age_s=5)
+    with pytest.raises(store.RunAlreadyGoing):
+        create_run(conversation_id=conversation.pk, content="too soon")
+
+
+def test_opening_the_page_shows_a_dead_run_as_interrupted(client, settings):
+    settings.AGENT_STALE_AFTER_S = 60
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user)
+    running_run(conversation, heartbeat_age_s=300)
+    client.force_login(user)
+
+    html = client.get(f"/c/{conversation.pk}/").content.decode()
+
+    assert 'data-status="interrupted"' in html
+    assert "Working…" not in html
+
+
+def test_a_live_run_keeps_its_heartbeat_fresh(scripted_model, settings):
+    settings.AGENT_HEARTBEAT_S = 0.05
+    scripted_model.script = [AIMessage("slow " * 10)]
+    scripted_model.delay_s = 0.03
+    conversation = Conversation.objects.create()
+    run = create_run(conversation_id=conversation.pk, content="take your time")
+
+    finished = asyncio.run(execute_run(run.pk))
+
+    assert finished.status == "succeeded"
+    assert finished.heartbeat_at > run.started_at + timedelta(seconds=0.05)
