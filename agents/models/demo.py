@@ -8,11 +8,12 @@ machine with no network, and it makes real tool calls against whatever tools are
   filled from their JSON schemas by parameter-name heuristics (see
   :mod:`agents.models.demo_args`), and all chosen calls come back in ONE AIMessage (parallel
   tool calls) after a one-line plan ("Checking 2 things: weather_forecast (Hangzhou), ...").
-  A place the gazetteer does not know is passed on as written, so the tool's own error shows
-  (see :mod:`agents.models.demo_places`). A follow-up naming only a city ("And in Chengdu?",
-  "那成都呢？") repeats the previous turn's place-bound calls for that city. A matched tool
-  missing a required argument: a reply asking for it ("Which town? I know: ..."). Nothing
-  matched: a text reply listing the bound tools.
+  A value the tool may reject (a place the gazetteer does not know, a zone such as
+  "Mars/Olympus", "50 rooms" over the schema's maximum) is passed on as written, so the
+  tool's own error shows (see :mod:`agents.models.demo_places`). A follow-up naming only
+  a city ("And in Chengdu?", "那成都呢？") repeats the previous turn's place-bound calls for
+  that city. A matched tool missing a required argument: a reply asking for it ("Which
+  town? I know: ..."). Nothing matched: a text reply listing the bound tools.
 * Messages ending with ToolMessages: a Markdown answer that leads with what the results say
   (a recommended city, the first day's weather, a calculation), then summarises each result
   from its JSON shape and says plainly which tools failed and why (see

@@ -7,6 +7,9 @@ says so instead. Below, each ToolMessage is listed under its tool's name and arg
 error (``status="error"`` or an ``"error"`` key in the JSON) is said plainly with its reason,
 anything else is summarised from its JSON shape by :mod:`agents.models.demo_summary`.
 Replies are in Chinese when the user's question contains CJK characters, else English.
+Every value taken from the question, the arguments or the results goes through
+:func:`agents.models.demo_text.escape_markdown` (or ``code_span``), so "9**9" or a Markdown
+link the user typed shows as written instead of turning into bold text or a link.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from agents.models.demo_args import is_place_param
 from agents.models.demo_lead import lead_sentence
 from agents.models.demo_routing import ToolInfo
 from agents.models.demo_summary import TEXT, scalar, summarise
-from agents.models.demo_text import clip, content_text
+from agents.models.demo_text import clip, code_span, content_text, escape_markdown
 from agents.tools.places import PLACES
 
 _TEXT = {
@@ -69,7 +72,11 @@ def _parse(content: str) -> Any:
 def _args_hint(args: Any) -> str:
     if not isinstance(args, dict):
         return ""
-    values = [f"{k}={clip(str(v), 40)}" for k, v in args.items() if scalar(v)][:2]
+    values = [
+        f"{escape_markdown(k)}={escape_markdown(clip(str(v), 40))}"
+        for k, v in args.items()
+        if scalar(v)
+    ][:2]
     return f" ({', '.join(values)})" if values else ""
 
 
@@ -89,13 +96,13 @@ def answer_from_results(
     for message in results:
         call = calls.get(message.tool_call_id, {})
         name = message.name or call.get("name") or "tool"
-        label = f"**{name}**{_args_hint(call.get('args'))}"
+        label = f"**{escape_markdown(name)}**{_args_hint(call.get('args'))}"
         payload = _parse(content_text(message.content))
         error = payload.get("error") if isinstance(payload, dict) else None
         if message.status == "error" or error:
             failures += 1
             reason = _ERROR_PREFIX.sub("", str(error if error else payload)) or str(payload)
-            lines.append(f"- {label} {text['failed']}: {clip(reason, 300)}")
+            lines.append(f"- {label} {text['failed']}: {escape_markdown(clip(reason, 300))}")
             continue
         known = frozenset(str(v) for v in (call.get("args") or {}).values())
         lead = lead_sentence(payload, lang, known)
@@ -119,7 +126,7 @@ def answer_from_results(
 
 def capabilities_reply(question: str, tools: Sequence[tuple[str, str]], lang: str) -> str:
     """Return the reply for a message no tool matched: what the demo can do."""
-    said = clip(question, 80)
+    said = escape_markdown(clip(question, 80))
     if not tools:
         if lang == "zh":
             return (
@@ -130,7 +137,10 @@ def capabilities_reply(question: str, tools: Sequence[tuple[str, str]], lang: st
             "Hello! I'm the offline demo model (a script, not an LLM). No tools are available "
             f"in this run, so I can only reply in text. You said: “{said}”"
         )
-    listing = "\n".join(f"- `{name}`: {clip(desc.split('.')[0], 90)}" for name, desc in tools)
+    listing = "\n".join(
+        f"- {code_span(name)}: {escape_markdown(clip(desc.split('.')[0], 90))}"
+        for name, desc in tools
+    )
     if lang == "zh":
         return (
             "我是离线演示模型（脚本，不是大模型），没能把你的消息对应到某个工具。"
@@ -150,8 +160,8 @@ def _param_wording(param: str, schema: Any) -> str:
     description = schema.get("description") if isinstance(schema, dict) else None
     if isinstance(description, str) and description.strip():
         first = re.split(r"(?<=\w\w)\.\s", description.strip(), maxsplit=1)[0]
-        return f"{words} ({clip(first.rstrip('.'), 100)})"
-    return words
+        return f"{escape_markdown(words)} ({escape_markdown(clip(first.rstrip('.'), 100))})"
+    return escape_markdown(words)
 
 
 def missing_reply(missing: dict[str, list[str]], tools: Sequence[ToolInfo], lang: str) -> str:
@@ -171,14 +181,17 @@ def missing_reply(missing: dict[str, list[str]], tools: Sequence[ToolInfo], lang
                 ask = text["which_town"].format(towns=towns)
             else:
                 what = _param_wording(param, schemas.get(tool, {}).get(param))
-                ask = text["which_other"].format(what=what, tool=tool)
+                ask = text["which_other"].format(what=what, tool=escape_markdown(tool))
             if ask not in asks:
                 asks.append(ask)
     return ("" if lang == "zh" else " ").join(asks)
 
 
 def _call_text(name: str, args: dict, lang: str) -> str:
-    shown = [clip(str(v), 30) for v in args.values() if isinstance(v, str) and v.strip()][:2]
+    shown = [
+        escape_markdown(clip(v, 30)) for v in args.values() if isinstance(v, str) and v.strip()
+    ][:2]
+    name = escape_markdown(name)
     if not shown:
         return name
     return f"{name}（{'，'.join(shown)}）" if lang == "zh" else f"{name} ({', '.join(shown)})"

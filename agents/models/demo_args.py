@@ -4,10 +4,13 @@ Heuristics are keyed on parameter names and JSON-schema types, never on the tool
 identity: a place-like string parameter (``town``, ``city``, ``location``...) gets the place
 (a known city's English name, or an unknown name as the user wrote it), ``query``-like ones
 the clause text, ``expression``-like ones the arithmetic found in the clause,
-``timezone``-like ones an IANA name, the known place's zone or the unknown place's name (the
-time tool accepts city names), integers a number written next to the parameter's word
-("2 rooms", "两个房间", "住三晚"). ``fill_args`` also returns the required arguments it
-could not fill, so the tool is not called.
+``timezone``-like ones a zone the user wrote (an IANA name, or anything shaped like one,
+"Mars/Olympus", "UTC+8", passed as written), else the known place's zone or the unknown
+place's name (the time tool accepts city names), integers a number written next to the
+parameter's word ("2 rooms", "两个房间", "住三晚"). Values are passed as the user gave
+them, never clamped or swapped for a guess, so the tool's own validation error shows.
+``fill_args`` also returns the required arguments it could not fill, so the tool is not
+called.
 """
 
 from __future__ import annotations
@@ -44,13 +47,20 @@ _OPERATOR_WORDS: tuple[tuple[str, str], ...] = (
     (r"plus|加上|加|\+", "+"),
     (r"minus|减去|减|-", "-"),
 )
-_FUNCTIONS = ("sqrt", "sin", "cos", "tan", "log", "ln", "exp", "abs", "pi")
+_FUNCTIONS = ("sqrt", "sin", "cos", "tan", "log10", "log", "ln", "exp", "abs", "round", "pi")
 _EXPR_RUN = re.compile(
     r"(?:\b(?:" + "|".join(_FUNCTIONS) + r")\b|\d+(?:\.\d+)?|\*\*|[-+*/()^]|[ \t])+", re.I
 )
-_BINARY = re.compile(r"[\d)]\s*(?:\*\*|[-+*/^])\s*[\d(a-z]", re.I)
-_FUNCTION_CALL = re.compile(r"\b(?:" + "|".join(_FUNCTIONS) + r")\s*\(\s*[\d(]", re.I)
+# An operand may carry signs: "2*-3", "10**-1000", "sqrt(-1)".
+_BINARY = re.compile(r"[\d)]\s*(?:\*\*|[-+*/^])[-+\s]*[\d(a-z]", re.I)
+_FUNCTION_CALL = re.compile(r"\b(?:" + "|".join(_FUNCTIONS) + r")\s*\([-+\s]*(?:[\d(]|pi\b)", re.I)
 _TZ_CANDIDATE = re.compile(r"\b(?:[A-Za-z_]+/[A-Za-z_+\-0-9]+(?:/[A-Za-z_]+)?|UTC|GMT)\b")
+# Written like a zone, known or not: "Mars/Olympus", "America/Argentina/Buenos_Aires",
+# "UTC+8", "GMT-05:00". Lower-case "a/b" is too often "and/or" or "km/h" to count.
+_ZONE_LIKE = re.compile(
+    r"(?<![\w/])(?:[A-Z][a-z][A-Za-z_]*(?:/[A-Z][A-Za-z0-9_+\-]*){1,2}"
+    r"|(?i:UTC|GMT)\s*[+\-\u2212]\s*\d{1,2}(?::?\d{2})?)(?![\w/])"
+)
 
 
 def param_type(schema: dict[str, Any]) -> str:
@@ -82,7 +92,8 @@ def find_expression(text: str) -> str | None:
 
     Operator words (times, plus, 乘以, 除以...) between numbers become operators, ``^``
     becomes ``**`` and ISO dates are ignored. An expression needs a binary operator between
-    operands or a function call such as ``sqrt(2)``.
+    operands, which may carry a sign ("2*-3"), or a function call such as ``sqrt(-1)``; a
+    lone number such as "-5" is not one.
     """
     text = _ISO_DATE.sub(" ", text.replace("（", "(").replace("）", ")"))
     for words, symbol in _OPERATOR_WORDS:
@@ -120,6 +131,18 @@ def find_timezone(text: str) -> str | None:
     return None
 
 
+def find_zone(text: str) -> str | None:
+    """Return the time zone ``text`` asks for: an IANA name, else one shaped like a zone.
+
+    "asia/tokyo" -> "Asia/Tokyo"; "Mars/Olympus" and "UTC+8" come back as written, for the
+    tool to reject or accept, rather than being replaced by a guess.
+    """
+    shaped = _ZONE_LIKE.search(text)
+    if shaped and shaped.group(0).lower() not in _timezones():  # "UTC+8" is not UTC
+        return shaped.group(0)
+    return find_timezone(text)
+
+
 def find_count(text: str, param: str) -> int | None:
     """Return the number written next to ``param``'s word in ``text`` ("2 rooms" -> 2)."""
     word = param.lower().removesuffix("s")
@@ -145,15 +168,6 @@ def _find_date(text: str) -> str | None:
     return None
 
 
-def _clamp(value: int, schema: dict[str, Any]) -> int:
-    low, high = schema.get("minimum"), schema.get("maximum")
-    if isinstance(low, int | float) and value < low:
-        return int(low)
-    if isinstance(high, int | float) and value > high:
-        return int(high)
-    return value
-
-
 def _fill_one(
     name: str, schema: dict[str, Any], clause: str, question: str, place: PlaceRef | None
 ) -> Any:
@@ -166,7 +180,7 @@ def _fill_one(
         if lowered in EXPRESSION_PARAMS:
             return find_expression(clause) or find_expression(question)
         if lowered in TIMEZONE_PARAMS:
-            explicit = find_timezone(clause) or find_timezone(question)
+            explicit = find_zone(clause) or find_zone(question)
             if explicit or place:
                 return explicit or (place.timezone if isinstance(place, Place) else place)
             return schema.get("default") or "UTC"
@@ -177,10 +191,9 @@ def _fill_one(
                 return option
         return None
     if kind in ("integer", "number"):
+        # Out of the schema's range ("50 rooms") is passed on: the tool's error says why.
         count = find_count(clause, name)
-        if count is None:
-            count = find_count(question, name)
-        return _clamp(count, schema) if count is not None else None
+        return count if count is not None else find_count(question, name)
     return None
 
 

@@ -9,7 +9,8 @@ Nothing here knows which tool produced the data. Three shapes answer the questio
 * a list of days (``days``/``forecast``/``daily``) whose first item has a condition or a
   low and high temperature: a one-line summary of that first day.
 
-Anything else has no lead; the per-tool details below the lead still show it.
+Anything else has no lead; the per-tool details below the lead still show it. Values from
+the result are escaped (:func:`agents.models.demo_text.escape_markdown`) to show as written.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from typing import Any
 
 from agents.models.demo_summary import localise, scalar, temperatures
-from agents.models.demo_text import clip
+from agents.models.demo_text import clip, escape_markdown
 
 _HIT_KEYS = ("results", "hits", "matches")
 _DAY_KEYS = ("days", "forecast", "daily")
@@ -45,7 +46,7 @@ def _calculation(payload: dict[str, Any]) -> str | None:
     expression = payload.get("expression")
     result = payload.get("result", payload.get("value"))
     if scalar(expression) and scalar(result):
-        return f"{expression} = {result}."
+        return f"{escape_markdown(expression)} = {escape_markdown(result)}."
     return None
 
 
@@ -62,9 +63,10 @@ def _recommendation(payload: dict[str, Any], lang: str, known: frozenset[str]) -
     detail = sentence.group(0) if sentence else snippet
     if len(detail) > _LEAD_CHARS and " " in detail[:_LEAD_CHARS]:  # cut between words
         detail = detail[:_LEAD_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
-    detail = clip(detail, _LEAD_CHARS)
+    detail = escape_markdown(clip(detail, _LEAD_CHARS))
     names = {str(raw.get(k)) for k in ("city", "city_zh", "city_en") if scalar(raw.get(k))}
     asked = any(name.lower() in value.lower() for name in names for value in known)
+    city = escape_markdown(city)
     if lang == "zh":
         head = f"**{city}**" if asked else f"推荐去**{city}**"
         return f"{head}：{detail}" if detail else f"{head}。"
@@ -78,7 +80,7 @@ def _first_day(payload: dict[str, Any], lang: str) -> str | None:
         return None
     day = localise(raw, lang)
     condition = _first_of(day, _CONDITION_KEYS)
-    temps, _ = temperatures(day)
+    temps, _ = temperatures(day)  # made of numbers: nothing to escape
     if condition is None and temps is None:
         return None
     rain = next(
@@ -86,6 +88,10 @@ def _first_day(payload: dict[str, Any], lang: str) -> str | None:
     )
     top = localise(payload, lang)
     where, when = _first_of(top, _PLACE_KEYS), _first_of(day, ("date", "day"))
+    condition, rain, where, when = (
+        None if value is None else escape_markdown(value)
+        for value in (condition, rain, where, when)
+    )
     facts = [fact for fact in (condition, temps) if fact]
     if lang == "zh":
         facts += [f"降水概率 {rain}%"] if rain is not None else []

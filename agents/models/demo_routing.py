@@ -39,6 +39,7 @@ from agents.models.demo_args import (
     find_count,
     find_expression,
     find_timezone,
+    find_zone,
     is_place_param,
     param_type,
 )
@@ -231,7 +232,7 @@ class Router:
                     if is_place_param(param):
                         args[param] = place.name
                     elif param.lower() in TIMEZONE_PARAMS:
-                        args[param] = find_timezone(question) or place.timezone
+                        args[param] = find_zone(question) or place.timezone
                     elif isinstance(schema, dict) and param_type(schema) == "integer":
                         count = find_count(question, param)
                         args[param] = count if count is not None else args.get(param)

@@ -6,7 +6,7 @@ result (``results``, ``days``, ``available``, ``listings``...) is shown item by 
 title-like fields (city, name, title, date) in bold, then up to four details ranked by key
 (condition, snippet, low-high temperatures, prices, place, ...). Search-like lists (items
 with a snippet or score) show only the top hit. Bilingual pairs (``name`` / ``name_zh``) are
-folded into the answer's language.
+folded into the answer's language. Values are Markdown-escaped so they show as written.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from agents.models.demo_text import clip
+from agents.models.demo_text import clip, code_span, escape_markdown
 
 _TITLE_KEYS = ("city", "town", "name", "title", "date", "day")
 _LIST_KEYS = ("results", "hits", "matches", "items", "forecast", "daily", "days", "listings",
@@ -65,7 +65,7 @@ def localise(item: dict[str, Any], lang: str) -> dict[str, Any]:
 
 def _label(key: str, lang: str) -> str:
     label = _UNIT_SUFFIX.sub("", key.lower()).replace("_", " ").strip()
-    return _ZH_LABELS.get(label, label) if lang == "zh" else label
+    return escape_markdown(_ZH_LABELS.get(label, label) if lang == "zh" else label)
 
 
 def _rank(key: str) -> int:
@@ -91,12 +91,12 @@ def _detail(key: str, value: Any, lang: str) -> str | None:
     if not scalar(value):
         return None
     if re.search(r"cny|rmb|yuan", lowered):
-        return f"{label} ¥{value}"
+        return f"{label} ¥{escape_markdown(value)}"
     if lowered.endswith(("_pct", "_percent")):
-        return f"{label} {value}%"
+        return f"{label} {escape_markdown(value)}%"
     if lowered in _PLAIN_TEXT_KEYS or (isinstance(value, str) and len(value) > 40):
-        return clip(str(value), 140)
-    return f"{label} {value}"
+        return escape_markdown(clip(str(value), 140))
+    return f"{label} {escape_markdown(value)}"
 
 
 def item_line(raw: dict[str, Any], lang: str, known: frozenset[str] = frozenset()) -> str:
@@ -109,6 +109,7 @@ def item_line(raw: dict[str, Any], lang: str, known: frozenset[str] = frozenset(
     titles = [str(item[k]) for k in _TITLE_KEYS if k in used][:2]
     if len(titles) == 2 and titles[0] in titles[1]:  # "Suzhou — Gardens of Suzhou"
         titles = titles[1:]
+    titles = [escape_markdown(title) for title in titles]
     temps, temp_keys = temperatures(item)
     details = [(_rank("temp"), f"{_label('temp', lang)} {temps}")] if temps else []
     for key, value in item.items():
@@ -125,8 +126,8 @@ def item_line(raw: dict[str, Any], lang: str, known: frozenset[str] = frozenset(
 
 
 def dump(value: Any) -> str:
-    """Return ``value`` as compact JSON on one line, clipped."""
-    return clip(json.dumps(value, ensure_ascii=False, default=str), 200)
+    """Return ``value`` as compact JSON on one line, clipped, in a code span."""
+    return code_span(clip(json.dumps(value, ensure_ascii=False, default=str), 200))
 
 
 def summarise(payload: Any, lang: str, known: frozenset[str] = frozenset()) -> list[str]:
@@ -135,7 +136,7 @@ def summarise(payload: Any, lang: str, known: frozenset[str] = frozenset()) -> l
     ``known`` holds the call's argument values, left out of the header line.
     """
     if scalar(payload):
-        return [clip(str(payload), 300)]
+        return [escape_markdown(clip(str(payload), 300))]
     if isinstance(payload, list):
         return _list_lines(payload, lang)
     if not isinstance(payload, dict):
@@ -143,14 +144,15 @@ def summarise(payload: Any, lang: str, known: frozenset[str] = frozenset()) -> l
     for key in ("result", "value", "answer"):
         if scalar(payload.get(key)):
             expr = payload.get("expression")
-            return [f"`{expr}` = **{payload[key]}**" if scalar(expr) else str(payload[key])]
+            value = escape_markdown(payload[key])
+            return [f"{code_span(expr)} = **{value}**" if scalar(expr) else value]
     list_key = next((k for k in _LIST_KEYS if isinstance(payload.get(k), list)), None)
     list_key = list_key or next((k for k, v in payload.items() if isinstance(v, list)), None)
     if list_key is None:
         return [item_line(payload, lang, known) or dump(payload)]
     top = localise(payload, lang)
     head = [
-        f"{_label(k, lang)}: {clip(str(v), 80)}"
+        f"{_label(k, lang)}: {escape_markdown(clip(str(v), 80))}"
         for k, v in top.items()
         if (k in _HEADER_KEYS or k.endswith("_count"))
         and scalar(v)
@@ -165,7 +167,7 @@ def _list_lines(items: list[Any], lang: str) -> list[str]:
     if not items:
         return [text["none"]]
     if not dicts:
-        return [", ".join(clip(str(item), 60) for item in items[:5])]
+        return [", ".join(escape_markdown(clip(str(item), 60)) for item in items[:5])]
     search_like = any(k in dicts[0] for k in ("snippet", "score", "excerpt"))
     dicts.sort(key=lambda d: d.get("available") is False)  # available ones first
     shown = dicts[:1] if search_like else dicts[:3]

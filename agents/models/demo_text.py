@@ -2,7 +2,8 @@
 
 Tokens for matching: English words of two letters or more, lower-cased with a crude plural
 strip, and Chinese as character bigrams of each run of CJK characters. Numbers in English
-and Chinese words.
+and Chinese words. Escaping for any value (an argument, the question, a tool result) put
+into the Markdown the model writes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from langchain_core.messages import BaseMessage
 CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff"
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]+")
 _WORD = re.compile(r"[a-z][a-z0-9&']*")
+# CommonMark lets a backslash escape any ASCII punctuation. These act wherever they stand
+# ("~" strikes through, "|" makes tables, "&amp;" is an entity); "_" only outside a word.
+_MD_INLINE = re.compile(r"[\\`*\[\]()<>#|~]|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)")
+# Block markers only count at the start of a line: a list ("- ", "1. ") or a rule ("---").
+_MD_LINE_START = re.compile(r"^(?:([-+=])(?=\1|\s|$)|(\d{1,9})([.)])(?=\s|$))")
 
 # fmt: off
 STOPWORDS = frozenset([
@@ -111,3 +117,26 @@ def clip(text: str, limit: int = 160) -> str:
     """Return ``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def escape_markdown(value: Any) -> str:
+    """Return ``value`` as one line of Markdown that renders as exactly its text.
+
+    Used for every value (argument, question, tool result) put into the model's Markdown.
+    Significant characters get a backslash (an underscore inside a word is left alone, it
+    cannot emphasise), so does an ``&`` that would start an entity, and so does a leading
+    list or rule marker ("1. ", "- ", "---"), since the value may start a line. Clip
+    before escaping, never after: a cut could strand a backslash that escapes what follows.
+    """
+    escaped = _MD_INLINE.sub(r"\\\g<0>", " ".join(str(value).split()))
+    return _MD_LINE_START.sub(
+        lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escaped, count=1
+    )
+
+
+def code_span(value: Any) -> str:
+    """Return ``value`` as an inline code span, fenced with more backticks than it holds."""
+    flat = " ".join(str(value).split())
+    fence = "`" * (max((len(run) for run in re.findall("`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import operator
 import subprocess
@@ -19,12 +20,14 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.tools import StructuredTool
+from markdown_it import MarkdownIt
 from pydantic import BaseModel, Field
 
 from agents.events import RunFinished, RunStatus, StepStatus, ToolCallFinished
 from agents.models.demo import DemoChatModel, make_plan
 from agents.models.demo_args import find_count, find_expression
 from agents.models.demo_places import find_place_refs
+from agents.models.demo_text import code_span, escape_markdown
 from agents.runtime import run
 from agents.tools import default_tools
 
@@ -297,7 +300,7 @@ def test_a_failed_tool_is_reported_plainly(model):
         "**weather_forecast** (town=Hangzhou, days=3) failed: weather service timed out"
         in answer.content
     )
-    assert answer.content.startswith("17*23 = 391. (1 of 2 tool calls failed; see below.)")
+    assert answer.content.startswith(r"17\*23 = 391. (1 of 2 tool calls failed; see below.)")
     assert answer.tool_calls == []
 
 
@@ -447,7 +450,7 @@ def test_the_plan_line_is_short_and_names_the_calls_without_markdown(model):
     english = model.invoke([HumanMessage(MIXED_QUESTION)]).content
     chinese = model.invoke([HumanMessage(GARDENS_QUESTION)]).content
 
-    assert english == "Checking 2 things: weather_forecast (Hangzhou), calculator (17*23)."
+    assert english == r"Checking 2 things: weather_forecast (Hangzhou), calculator (17\*23)."
     assert chinese.startswith("我来查 3 项：search_travel_info（")
     assert chinese.endswith("、weather_forecast（Suzhou）、check_bnb_availability（Suzhou）。")
     assert "`" not in english + chinese and "\n" not in english + chinese
@@ -468,7 +471,7 @@ def test_the_english_answer_leads_with_the_weather_and_the_calculation(model):
     answer = model.invoke(results_turn(MIXED_QUESTION)).content
 
     lead, rest = answer.split("\n\n", 1)
-    assert lead == "Suzhou on 2025-05-01: light rain, 17–24°C. 17*23 = 391."
+    assert lead == r"Suzhou on 2025-05-01: light rain, 17–24°C. 17\*23 = 391."
     assert rest.startswith("Here is what the tools returned:")
 
 
@@ -601,3 +604,203 @@ def test_the_agents_package_does_not_import_django():
     root = Path(__file__).resolve().parents[2]
 
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
+
+
+# --- Markdown: values from arguments, questions and results render as written ----------
+
+# Configured as chat/markdown.py renders answers (tests/agents must not import chat/).
+PAGE_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True})
+PAGE_MARKDOWN.enable(["table", "strikethrough"])
+NASTY_TEXTS = [
+    "9**9**9**9",
+    "10**1000/10**-1000",
+    "[click](https://evil.example)",
+    "![pixel](https://evil.example/p.png)",
+    "<https://evil.example>",
+    "<img src=x onerror=alert(1)>",
+    "_a_ `code` ~~gone~~ a|b",
+    "back\\slash\\* and \\\\",
+    "&amp; &#60;b&#62; B&B",
+    "# heading",
+    "> quote",
+    "1. one",
+    "12) twelve",
+    "- item",
+    "+ item",
+    "---",
+    "===",
+    "snake_case_name and __dunder__",
+]
+
+
+def page_html(markdown: str) -> str:
+    return PAGE_MARKDOWN.render(markdown)
+
+
+def as_paragraph(text: str) -> str:
+    """Return the HTML markdown-it gives a paragraph of plain ``text``."""
+    escaped = html.escape(text, quote=False).replace('"', "&quot;")
+    return f"<p>{escaped}</p>\n"
+
+
+@pytest.mark.parametrize("text", NASTY_TEXTS)
+def test_escaped_markdown_renders_as_the_plain_text(text):
+    assert page_html(escape_markdown(text)) == as_paragraph(text)
+
+
+@pytest.mark.parametrize("text", ["9**9", "a`b", "`x`", "``"])
+def test_a_code_span_shows_backticks_inside_it(text):
+    assert page_html(code_span(text)) == f"<p><code>{html.escape(text)}</code></p>\n"
+
+
+@pytest.mark.parametrize("expression", ["9**9**9**9", "10**1000/10**-1000"])
+async def test_an_expression_is_shown_as_written_in_the_plan_and_the_answer(expression):
+    question = f"calculate {expression}"
+    plan = DemoChatModel().bind_tools(default_tools()).invoke([HumanMessage(question)])
+
+    events = [e async for e in run(DemoChatModel(), default_tools(), [HumanMessage(question)])]
+
+    assert plan.tool_calls[0]["args"] == {"expression": expression}
+    assert page_html(plan.content) == as_paragraph(f"Checking calculator ({expression}).")
+    answer = page_html(events[-1].output)
+    assert f"(expression={expression}) failed:" in answer
+    assert answer.count("<strong>") == 1  # the tool's name, nothing from the expression
+
+
+def test_a_calculation_leads_the_answer_as_written():
+    request = AIMessage(
+        "", tool_calls=[{"name": "calculator", "args": {"expression": "2**3*4**2"}, "id": "c1"}]
+    )
+    result = ToolMessage('{"expression": "2**3*4**2", "result": 128}', tool_call_id="c1")
+
+    answer = DemoChatModel().invoke([HumanMessage("2**3*4**2"), request, result]).content
+
+    rendered = page_html(answer)
+    assert rendered.startswith("<p>2**3*4**2 = 128.</p>")
+    assert "<code>2**3*4**2</code> = <strong>128</strong>" in rendered
+
+
+def test_a_markdown_link_in_the_question_comes_back_as_text_not_a_link(model):
+    question = "[x](https://e.vil) recommend a city for gardens"
+    plan = model.invoke([HumanMessage(question)])
+    query = plan.tool_calls[0]["args"]["query"]
+    result = ToolMessage(
+        json.dumps(SEARCH_RESULT), tool_call_id=plan.tool_calls[0]["id"], name="search_travel_info"
+    )
+
+    answer = model.invoke([HumanMessage(question), plan, result]).content
+    no_tools = DemoChatModel().invoke([HumanMessage(question)]).content
+
+    assert "[x](https://e.vil)" in query
+    for reply in (plan.content, answer, no_tools):
+        rendered = page_html(reply)
+        assert "<a " not in rendered
+        assert "[x](https://e.vil)" in rendered
+
+
+def test_markdown_in_tool_results_is_shown_as_text(model):
+    plan = model.invoke([HumanMessage("Recommend a city for gardens, and weather in Suzhou")])
+    search, weather = plan.tool_calls
+    evil_search = {
+        "results": [{"city": "[Evil](https://evil.example)", "snippet": "<b>hi</b> *x* _y_."}]
+    }
+    evil_weather = {
+        "town": "# Heading",
+        "forecast": [{"date": "1. first", "condition": "~~rain~~ | sun", "low_c": 1, "high_c": 9}],
+    }
+    results = [
+        ToolMessage(json.dumps(evil_search), tool_call_id=search["id"], name=search["name"]),
+        ToolMessage(json.dumps(evil_weather), tool_call_id=weather["id"], name=weather["name"]),
+    ]
+
+    answer = page_html(model.invoke([HumanMessage("gardens"), plan, *results]).content)
+
+    assert "<a " not in answer and "<h1>" not in answer and "<s>" not in answer
+    assert "<ol>" not in answer and "<table>" not in answer
+    assert answer.count("<em>") == 1  # the footer's
+    assert "<strong>[Evil](https://evil.example)</strong>" in answer
+    assert "&lt;b&gt;hi&lt;/b&gt; *x* _y_." in answer
+    assert "# Heading on 1. first: ~~rain~~ | sun, 1–9°C." in answer
+
+
+# --- Arguments: passed as the user gave them, so the tool's own error shows -------------
+
+
+async def test_a_number_over_the_schemas_maximum_is_passed_on_and_the_tool_error_reported():
+    question = "B&B in Suzhou for 50 rooms"
+    plan = DemoChatModel().bind_tools(default_tools()).invoke([HumanMessage(question)])
+
+    events = [e async for e in run(DemoChatModel(), default_tools(), [HumanMessage(question)])]
+
+    assert plan.tool_calls[0]["args"]["rooms"] == 50
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(e.name, e.status) for e in finished] == [("check_bnb_availability", StepStatus.ERROR)]
+    assert events[-1].output.startswith("Sorry, I can't answer that from data")
+    assert "rooms: Input should be less than or equal to 10" in events[-1].output
+
+
+def test_a_number_the_user_did_not_give_keeps_the_schema_default():
+    model = DemoChatModel().bind_tools(default_tools())
+
+    message = model.invoke([HumanMessage("B&B in Suzhou please")])
+
+    assert message.tool_calls[0]["args"]["rooms"] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("what is sqrt(-1)", "sqrt(-1)"),
+        ("log(-2) please", "log(-2)"),
+        ("sin(-pi/2)", "sin(-pi/2)"),
+        ("log10(1000)", "log10(1000)"),
+        ("2 * -3", "2*-3"),
+        ("what is -5", None),
+        ("sqrt(x)", None),
+    ],
+)
+def test_function_calls_and_unary_minus_count_as_arithmetic(text, expected):
+    assert find_expression(text) == expected
+
+
+async def test_sqrt_of_minus_one_is_calculated_and_its_error_reported():
+    question = "what is sqrt(-1)"
+
+    events = [e async for e in run(DemoChatModel(), default_tools(), [HumanMessage(question)])]
+
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(e.name, e.status) for e in finished] == [("calculator", StepStatus.ERROR)]
+    assert "sqrt() is undefined for -1" in page_html(events[-1].output)
+
+
+SUZHOU_TURN = [HumanMessage("Weather in Suzhou?"), AIMessage("Rainy in Suzhou.")]
+
+
+@pytest.mark.parametrize("history", [[], SUZHOU_TURN], ids=["fresh", "after-suzhou"])
+@pytest.mark.parametrize(
+    ("question", "zone"),
+    [
+        ("What time is it in Mars/Olympus?", "Mars/Olympus"),
+        ("What time is it in Europe/Londn?", "Europe/Londn"),
+        ("What time is it in UTC+8?", "UTC+8"),
+        ("What time is it in Narnia?", "Narnia"),
+        ("What time is it in europe/london?", "Europe/London"),
+    ],
+)
+def test_a_zone_the_user_wrote_is_passed_as_written_not_replaced(model, history, question, zone):
+    message = model.invoke([*history, HumanMessage(question)])
+
+    assert calls_of(message) == [("current_time", {"timezone": zone})]
+
+
+async def test_with_the_bundled_tools_an_unknown_zone_fails_in_the_tool_and_is_explained():
+    question = "what time is it in Mars/Olympus"
+    history = [HumanMessage("苏州天气"), AIMessage("小雨。")]
+
+    events = [
+        e async for e in run(DemoChatModel(), default_tools(), [*history, HumanMessage(question)])
+    ]
+
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(e.name, e.status) for e in finished] == [("current_time", StepStatus.ERROR)]
+    assert "Unknown time zone or city 'Mars/Olympus'" in events[-1].output
