@@ -1,0 +1,149 @@
+"""The loop against langchain-openai's ChatOpenAI and a fake OpenAI-compatible server.
+
+The server is a few lines of ``http.server`` on 127.0.0.1 that speaks the chat-completions
+streaming protocol (server-sent events, tool-call deltas, a final usage chunk), so the
+real client, chunk merging and ``tool_call_id`` pairing are exercised with no network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from agents.events import RunStatus, StepStatus, TextDelta, ToolCallFinished
+from agents.models.registry import ModelConfig, build_model
+from agents.runtime import run
+from agents.tools import default_tools
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+USAGE = {
+    "id": "chatcmpl-fake",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": "fake-model",
+    "choices": [],
+    "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48},
+}
+
+
+def tool_call_turn() -> list[dict[str, Any]]:
+    """Two parallel tool calls whose JSON arguments arrive in pieces."""
+    return [
+        chunk({"role": "assistant", "content": None, "tool_calls": [
+            {"index": 0, "id": "call_w", "type": "function",
+             "function": {"name": "weather_forecast", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"town": "Su'}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'zhou"}'}}]}),
+        chunk({"tool_calls": [
+            {"index": 1, "id": "call_c", "type": "function",
+             "function": {"name": "calculator", "arguments": '{"expression": "17*23"}'}}]}),
+        chunk({}, finish="tool_calls"),
+        USAGE,
+    ]  # fmt: skip
+
+
+def answer_turn() -> list[dict[str, Any]]:
+    return [
+        chunk({"role": "assistant", "content": "Suzhou looks "}),
+        chunk({"content": "fine; 17*23 = 391."}),
+        chunk({}, finish="stop"),
+        USAGE,
+    ]
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """Answer POST /v1/chat/completions from the server's ``script`` (a list of turns)."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", 0))
+        body = json.loads(self.rfile.read(length))
+        self.server.requests.append(body)  # type: ignore[attr-defined]
+        status, turn = self.server.script.pop(0)  # type: ignore[attr-defined]
+        if status != 200:
+            payload = json.dumps({"error": {"message": turn, "type": "invalid_request_error"}})
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload.encode())
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for event in turn:
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    httpd.requests = []  # type: ignore[attr-defined]
+    httpd.script = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def openai_model(server: ThreadingHTTPServer, **overrides: Any):
+    host, port = server.server_address
+    config = ModelConfig(
+        provider="openai", model="fake-model", base_url=f"http://{host}:{port}/v1",
+        api_key="sk-test", timeout_s=5, max_retries=0, **overrides,
+    )  # fmt: skip
+    return build_model(config)
+
+
+async def test_a_run_through_chat_openai_pairs_results_by_tool_call_id(server):
+    server.script = [(200, tool_call_turn()), (200, answer_turn())]
+    events = [e async for e in run(openai_model(server), default_tools(), [HumanMessage("hi")])]
+
+    finished = {e.tool_call_id: e for e in events if isinstance(e, ToolCallFinished)}
+    assert set(finished) == {"call_w", "call_c"}
+    assert all(e.status is StepStatus.OK for e in finished.values())
+    assert '"result": 391' in finished["call_c"].result
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+        "Suzhou looks fine; 17*23 = 391."
+    )
+    end = events[-1]
+    assert end.status is RunStatus.SUCCEEDED
+    assert end.usage == {"input_tokens": 80, "output_tokens": 16, "total_tokens": 96}
+
+    first, second = server.requests
+    assert first["stream"] is True
+    assert first["model"] == "fake-model"
+    assert {t["function"]["name"] for t in first["tools"]} >= {"weather_forecast", "calculator"}
+    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_w", "call_c"]
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_w", "call_c"]
+
+
+async def test_an_authentication_error_fails_the_run_with_the_providers_message(server):
+    server.script = [(401, "Incorrect API key provided")]
+    events = [e async for e in run(openai_model(server), default_tools(), [HumanMessage("hi")])]
+    end = events[-1]
+    assert end.status is RunStatus.FAILED
+    assert "AuthenticationError" in end.error
+    assert "Incorrect API key provided" in end.error
