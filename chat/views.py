@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -17,6 +18,7 @@ EXAMPLES = [
     "What time is it in Chengdu, and where can I see pandas?",
 ]
 SIDEBAR_LENGTH = 200
+COOKIE_CHECK = "welcome"
 
 
 def _owner(request: HttpRequest, *, create: bool = False) -> store.Owner:
@@ -26,8 +28,19 @@ def _owner(request: HttpRequest, *, create: bool = False) -> store.Owner:
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """Redirect to the owner's empty conversation, or to a new one."""
-    conversation = store.conversation_get_or_create_empty(owner=_owner(request, create=True))
+    """Redirect to the owner's empty conversation, or to a new one.
+
+    A first-time visitor is given a guest key and sent round once to check that the
+    browser keeps cookies: clients that do not (crawlers, scripts) get a page saying so,
+    and no conversation row is written for each of their requests.
+    """
+    owner = _owner(request)
+    if owner.user_id is None and not owner.guest_key:
+        if request.GET.get(COOKIE_CHECK):
+            return render(request, "chat/cookies_needed.html", status=403)
+        _owner(request, create=True)
+        return redirect(f"{reverse('chat:home')}?{COOKIE_CHECK}=1")
+    conversation = store.conversation_get_or_create_empty(owner=owner)
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 

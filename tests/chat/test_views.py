@@ -47,6 +47,17 @@ def test_home_gives_a_visitor_a_conversation_of_their_own(client):
     assert client.get("/").url == f"/c/{conversation.pk}/"
 
 
+def test_a_client_without_cookies_gets_told_and_creates_no_conversation(client):
+    first = client.get("/")
+    assert first.status_code == 302
+    assert first.url == "/?welcome=1"
+    client.cookies.clear()  # a client that does not keep cookies
+    second = client.get(first.url)
+    assert second.status_code == 403
+    assert "Cookies needed" in second.content.decode()
+    assert not Conversation.objects.exists()
+
+
 def test_new_chat_needs_a_post(client):
     assert client.get("/c/new/").status_code == 405
     assert client.post("/c/new/").status_code == 302
