@@ -59,9 +59,20 @@ def step_replaced(step: AgentStep) -> str:
     return render_to_string("chat/_step.html", {"step": step, "oob": True})
 
 
-def text_delta(step_id: int, text: str) -> str:
-    """Return streamed model text (escaped) appended to the model turn's text element."""
-    return format_html('<div hx-swap-oob="beforeend:#step-{}-text">{}</div>', step_id, text)
+def text_delta(step_id: int, text: str, offset: int | None = None) -> str:
+    """Return streamed model text (escaped) appended to the model turn's text element.
+
+    ``offset`` is where the text starts (UTF-16 code units); the page drops a delta that
+    does not start where its text ends and waits for the next whole-text snapshot.
+    """
+    if offset is None:
+        return format_html('<div hx-swap-oob="beforeend:#step-{}-text">{}</div>', step_id, text)
+    return format_html(
+        '<div hx-swap-oob="beforeend:#step-{}-text" data-offset="{}">{}</div>',
+        step_id,
+        offset,
+        text,
+    )
 
 
 def text_replaced(step_id: int, text: str) -> str:
@@ -93,7 +104,7 @@ def for_update(update: Update) -> str | None:
     if isinstance(event, TextDelta) and update.step_id is not None:
         if update.text_snapshot is not None:
             return text_replaced(update.step_id, update.text_snapshot)
-        return text_delta(update.step_id, event.text)
+        return text_delta(update.step_id, event.text, update.text_offset)
     if isinstance(event, RunFinished) and update.run is not None:
         return run_status(update.run)
     return None

@@ -121,6 +121,9 @@ class AgentRun(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
+    # Counted when the run ends, so lists and filters need no per-row query.
+    tool_call_count = models.PositiveIntegerField(default=0)
+    tool_error_count = models.PositiveIntegerField(default=0, db_index=True)
     output = models.TextField(blank=True)
     error = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)

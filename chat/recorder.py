@@ -47,6 +47,12 @@ class Update:
     created: bool = False
     run: AgentRun | None = None
     text_snapshot: str | None = None
+    text_offset: int | None = None
+
+
+def utf16_length(text: str) -> int:
+    """Return the length of ``text`` in UTF-16 code units (JavaScript's ``length``)."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 class RunRecorder:
@@ -58,6 +64,7 @@ class RunRecorder:
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
+        self._utf16_length: dict[int, int] = {}
         self._call_step_ids: dict[tuple[int, str], int] = {}
 
     def _update(self, event: Event, **kwargs: object) -> Update:
@@ -80,12 +87,16 @@ class RunRecorder:
         if isinstance(event, TextDelta):
             parts = self._turn_text.setdefault(event.iteration, [])
             parts.append(event.text)
+            # Where this delta starts, in UTF-16 code units as the browser counts text, so
+            # a page that is behind (opened mid-stream) can tell and wait for a snapshot.
+            offset = self._utf16_length.get(event.iteration, 0)
+            self._utf16_length[event.iteration] = offset + utf16_length(event.text)
             step_id = self._turn_step_ids.get(event.iteration)
             now = time.monotonic()
             if step_id is None or now - self._last_sync.get(event.iteration, 0) < (
                 TEXT_SYNC_INTERVAL_S
             ):
-                return self._update(event, step_id=step_id)
+                return self._update(event, step_id=step_id, text_offset=offset)
             self._last_sync[event.iteration] = now
             text = "".join(parts)
             await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)

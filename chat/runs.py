@@ -64,8 +64,8 @@ def get_model() -> BaseChatModel:
 
 
 def get_tools() -> list[BaseTool]:
-    """Return the tools runs may call."""
-    return default_tools()
+    """Return the tools runs may call (with the simulated latency of DEMO_TOOL_DELAY_MS)."""
+    return default_tools(latency_s=settings.DEMO_TOOL_DELAY_MS / 1000)
 
 
 def run_limits() -> RunLimits:

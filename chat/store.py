@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
-from django.db.models import Max, Prefetch, QuerySet
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from chat.models import (
     AgentRun,
@@ -179,6 +179,15 @@ def run_start(
         )
 
 
+def _count_tool_calls(run: AgentRun) -> None:
+    """Set the run's tool call and tool error counts from its steps (not saved)."""
+    counts = run.steps.filter(kind=StepKind.TOOL_CALL).aggregate(
+        calls=Count("pk"), errors=Count("pk", filter=Q(status=StepStatus.ERROR))
+    )
+    run.tool_call_count = counts["calls"]
+    run.tool_error_count = counts["errors"]
+
+
 def run_heartbeat(*, run_id: int, at: datetime) -> None:
     """Record that the process running ``run_id`` is alive at ``at``."""
     AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=at)
@@ -204,10 +213,11 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             run.error = error
             run.finished_at = since
             run.duration_ms = max(0, int((since - run.started_at).total_seconds() * 1000))
-            run.save(update_fields=["status", "error", "finished_at", "duration_ms"])
             run.steps.filter(status=StepStatus.RUNNING).update(
                 status=StepStatus.ERROR, error=error, finished_at=since
             )
+            _count_tool_calls(run)
+            run.save()
             count += 1
     return count
 
@@ -239,10 +249,11 @@ def run_finish(
         run.input_tokens = usage.get("input_tokens")
         run.output_tokens = usage.get("output_tokens")
         run.total_tokens = usage.get("total_tokens")
-        run.save()
         run.steps.filter(status=StepStatus.RUNNING).update(
             status=StepStatus.ERROR, error=error or f"run ended: {status}", finished_at=finished_at
         )
+        _count_tool_calls(run)
+        run.save()
         if output:
             Message.objects.create(
                 conversation_id=run.conversation_id,

@@ -122,6 +122,8 @@ AGENT_MODEL = ModelConfig(
     max_retries=env_int("OPENAI_MAX_RETRIES", 2, minimum=0),
     token_delay_s=env_float("DEMO_TOKEN_DELAY_MS", 15.0, minimum=0.0) / 1000,
 )
+# Simulated latency of each bundled (offline) tool call, so running tool cards are visible.
+DEMO_TOOL_DELAY_MS = env_float("DEMO_TOOL_DELAY_MS", 400.0, minimum=0.0)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 15, minimum=1)
 AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from langchain_core.tools import BaseTool
 
+from agents.tools.base import with_latency
 from agents.tools.calculator import calculator
 from agents.tools.clock import current_time
 from agents.tools.travel import check_bnb_availability, search_travel_info, weather_forecast
@@ -34,9 +35,12 @@ __all__ = [
 ]
 
 
-def default_tools() -> list[BaseTool]:
+def default_tools(*, latency_s: float = 0.0) -> list[BaseTool]:
     """Return the bundled tools, in a fixed order: travel search, weather, B&B, maths, time.
 
     The list is new on every call; the tools in it are shared, stateless instances.
+    ``latency_s`` > 0 makes each call wait that long first (a simulated API latency, see
+    :func:`agents.tools.base.with_latency`).
     """
-    return [search_travel_info, weather_forecast, check_bnb_availability, calculator, current_time]
+    tools = [search_travel_info, weather_forecast, check_bnb_availability, calculator, current_time]
+    return [with_latency(tool, latency_s) for tool in tools]

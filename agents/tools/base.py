@@ -8,6 +8,7 @@ descriptions, so every tool that takes a town lists the same towns and none gain
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -46,4 +47,32 @@ def make_tool(
         )
     return StructuredTool.from_function(
         func=func, name=name, description=description, args_schema=args_schema
+    )
+
+
+def with_latency(tool: BaseTool, seconds: float) -> BaseTool:
+    """Return a copy of a structured ``tool`` that waits ``seconds`` before it runs.
+
+    The offline tools answer in microseconds, too fast to see a tool card in its running
+    state; the demo (and the load benchmark) simulate a real API's latency with this. The
+    wait is an ``asyncio.sleep``, so parallel calls still overlap. ``seconds <= 0`` returns
+    ``tool`` itself.
+    """
+    if seconds <= 0:
+        return tool
+    if not isinstance(tool, StructuredTool):
+        raise TypeError(f"with_latency needs a StructuredTool, not {type(tool).__name__}")
+
+    async def delayed(**kwargs: Any) -> Any:
+        await asyncio.sleep(seconds)
+        if tool.coroutine is not None:
+            return await tool.coroutine(**kwargs)
+        return await asyncio.to_thread(tool.func, **kwargs)  # type: ignore[misc]
+
+    return StructuredTool.from_function(
+        func=tool.func,
+        coroutine=delayed,
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,  # type: ignore[arg-type]
     )

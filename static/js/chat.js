@@ -78,7 +78,15 @@
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var detail = event.detail;
     var fragment = detail && detail.fragment;
-    if (!fragment || !fragment.firstElementChild) return;
+    if (!fragment) return;
+    // A text delta carries where it starts; a page that is behind (it was rendered from
+    // an older snapshot) skips deltas until the next whole-text snapshot replaces it.
+    var offset = fragment.getAttribute && fragment.getAttribute("data-offset");
+    if (offset !== null && offset !== undefined && detail.target) {
+      if (detail.target.textContent.length !== Number(offset)) detail.shouldSwap = false;
+      return;
+    }
+    if (!fragment.firstElementChild) return;
     var incoming = fragment.firstElementChild;
     if (!incoming.id || incoming === fragment) return;
     var existing = document.getElementById(incoming.id);

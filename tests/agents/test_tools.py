@@ -447,3 +447,20 @@ def test_time_in_formats_a_fixed_instant():
         "weekday_zh": "星期六",
         "utc_offset": "+08:00",
     }
+
+
+async def test_simulated_latency_keeps_the_tool_and_its_result():
+    from agents.tools import default_tools
+    from agents.tools.base import with_latency
+
+    plain = {tool.name: tool for tool in default_tools()}
+    slow = {tool.name: tool for tool in default_tools(latency_s=0.01)}
+    assert slow.keys() == plain.keys()
+    assert slow["calculator"] is not plain["calculator"]
+    assert slow["calculator"].args_schema is plain["calculator"].args_schema
+    assert slow["calculator"].description == plain["calculator"].description
+    assert await slow["calculator"].ainvoke({"expression": "17*23"}) == {
+        "expression": "17*23",
+        "result": 391,
+    }
+    assert with_latency(plain["calculator"], 0) is plain["calculator"]

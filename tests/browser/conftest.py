@@ -52,13 +52,14 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     """
     processes: list[subprocess.Popen[bytes]] = []
 
-    def start(token_delay_ms: int = 3) -> LiveServer:
+    def start(token_delay_ms: int = 3, tool_delay_ms: int = 0) -> LiveServer:
         name = f"browser-{len(processes)}"
         database = tmp_path / f"{name}.sqlite3"
         env = {
             **os.environ,
             "DATABASE_URL": f"sqlite:///{database}",
             "DEMO_TOKEN_DELAY_MS": str(token_delay_ms),
+            "DEMO_TOOL_DELAY_MS": str(tool_delay_ms),
             "DJANGO_SETTINGS_MODULE": "project.settings",
         }
         env.pop("OPENAI_API_KEY", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -40,6 +41,16 @@ def snapshot(page) -> list[tuple]:
     return runs
 
 
+RECORD_STREAMING_TEXT = """() => {
+  window.__samples = [];
+  const sample = () => document.querySelectorAll('.turn-text.streaming').forEach(
+    el => window.__samples.push([el.id, el.textContent]));
+  sample();
+  new MutationObserver(sample).observe(document.body,
+    {subtree: true, childList: true, characterData: true});
+}"""
+
+
 def wait_finished(page, count: int = 1) -> None:
     page.wait_for_function(
         "n => document.querySelectorAll('.run-status:not([data-status=running])').length >= n",
@@ -49,7 +60,7 @@ def wait_finished(page, count: int = 1) -> None:
 
 
 def test_tabs_opened_mid_run_end_up_identical_to_a_fresh_load(start_app, browser_page):
-    app = start_app(token_delay_ms=25)
+    app = start_app(token_delay_ms=25, tool_delay_ms=300)
     first = browser_page
     first.goto(app.url + "/")
     first.wait_for_selector("#connection[data-state=open]")
@@ -63,9 +74,11 @@ def test_tabs_opened_mid_run_end_up_identical_to_a_fresh_load(start_app, browser
         time.sleep(delay - (late_tabs[-1][0] if late_tabs else 0))
         tab = first.context.new_page()
         tab.goto(conversation_url)
+        tab.evaluate(RECORD_STREAMING_TEXT)
         late_tabs.append((delay, tab))
     # One tab also reloads mid-run.
     late_tabs[0][1].reload()
+    late_tabs[0][1].evaluate(RECORD_STREAMING_TEXT)
 
     wait_finished(first)
     for _, tab in late_tabs:
@@ -82,6 +95,17 @@ def test_tabs_opened_mid_run_end_up_identical_to_a_fresh_load(start_app, browser
         if snapshot(tab) != expected:
             tab.screenshot(path=str(ARTIFACTS / f"browser-late-tab-{delay}.png"))
         assert snapshot(tab) == expected, f"tab opened {delay}s into the run differs"
+
+    # While it streamed, a late tab only ever showed a prefix of the turn's text: never a
+    # piece with a gap in it (deltas are dropped until a snapshot catches the page up).
+    with sqlite3.connect(app.database) as db:
+        texts = {f"step-{pk}-text": text for pk, text in db.execute(
+            "SELECT id, text FROM chat_agentstep WHERE kind = 'model_turn'")}  # fmt: skip
+    for delay, tab in late_tabs:
+        samples = tab.evaluate("() => window.__samples")
+        assert samples, f"tab opened {delay}s in saw no streaming text"
+        for element_id, shown in samples:
+            assert texts[element_id].startswith(shown), (delay, element_id, shown)
 
 
 def test_hostile_text_in_questions_and_tool_arguments_stays_inert(live_app, browser_page):

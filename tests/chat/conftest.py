@@ -12,7 +12,8 @@ from tests.fakes import ScriptedChatModel
 
 @pytest.fixture(autouse=True)
 def _fast_demo_model(settings):
-    """Let the demo model stream without pauses in tests."""
+    """Let the demo model stream, and the bundled tools answer, without pauses in tests."""
+    settings.DEMO_TOOL_DELAY_MS = 0
     settings.AGENT_MODEL = dataclasses.replace(settings.AGENT_MODEL, provider="demo",
                                                token_delay_s=0.0)  # fmt: skip
 

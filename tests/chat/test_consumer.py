@@ -385,3 +385,21 @@ async def test_a_socket_that_connects_mid_run_is_sent_the_run_so_far():
     assert f'id="run-{run.pk}"' in frame
     assert "call_missed" in frame
     assert 'data-status="running"' in frame
+
+
+async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_model):
+    scripted_model.script = [AIMessage("a😀 b c")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "emoji please"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    deltas = [
+        (int(m.group(1)), m.group(2))
+        for f in frames
+        if (m := re.search(r'data-offset="(\d+)">(.*)</div>$', f, re.S))
+    ]
+    assert deltas == [(0, "a😀 "), (4, "b "), (6, "c")]  # the emoji is two UTF-16 units
