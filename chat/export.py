@@ -1,0 +1,225 @@
+"""Export agent traces as CSV: one row per step, the run's fields repeated on each row.
+
+The column order is stable and documented in ``docs/csv-format.md``. Rows come from
+:func:`trace_rows`, a generator over database cursors (``QuerySet.iterator``), so an
+export streams in constant memory whatever its size. Quoting is the stdlib ``csv``
+module's RFC 4180 dialect. Cells a spreadsheet would run as a formula are neutralised as
+OWASP's "CSV Injection" page describes: a leading ``=``, ``+``, ``-``, ``@``, tab or
+carriage return gets a ``'`` in front.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import heapq
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+
+from chat.models import AgentRun, AgentStep
+
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "run_started_at",
+    "run_finished_at",
+    "user",
+    "conversation_id",
+    "question",
+    "strategy",
+    "provider",
+    "model",
+    "run_status",
+    "run_duration_ms",
+    "run_iterations",
+    "run_output",
+    "run_error",
+    "step_ordinal",
+    "step_iteration",
+    "step_kind",
+    "tool_name",
+    "tool_call_id",
+    "arguments",
+    "result",
+    "model_text",
+    "step_status",
+    "step_error",
+    "step_started_at",
+    "step_finished_at",
+    "step_duration_ms",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+)
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+CHUNK_SIZE = 2000
+GUEST = "(guest)"
+
+
+def neutralise(cell: str) -> str:
+    """Return ``cell`` with a ``'`` in front if a spreadsheet would run it as a formula."""
+    if cell.startswith(FORMULA_PREFIXES):
+        return "'" + cell
+    return cell
+
+
+def _iso(value: datetime | None) -> str:
+    """Return a datetime as ISO 8601 in UTC (``2026-11-29T20:43:05.120Z``), or ``""``."""
+    if value is None:
+        return ""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return str(value)
+
+
+def _run_cells(run: AgentRun) -> list[str]:
+    owner = run.conversation.owner
+    return [
+        str(run.pk),
+        _iso(run.started_at),
+        _iso(run.finished_at),
+        owner.get_username() if owner is not None else GUEST,
+        str(run.conversation_id),
+        run.user_message.content,
+        run.strategy,
+        run.provider,
+        run.model_name,
+        run.status,
+        _text(run.duration_ms),
+        str(run.iterations),
+        run.output,
+        run.error,
+    ]
+
+
+def _step_cells(step: AgentStep | None) -> list[str]:
+    if step is None:
+        return [""] * 16
+    if step.arguments is None:
+        arguments = ""
+    elif isinstance(step.arguments, str):
+        arguments = step.arguments
+    else:
+        arguments = json.dumps(step.arguments, ensure_ascii=False, sort_keys=True)
+    return [
+        str(step.ordinal),
+        str(step.iteration),
+        step.kind,
+        step.tool_name,
+        step.tool_call_id,
+        arguments,
+        step.result,
+        step.text,
+        step.status,
+        step.error,
+        _iso(step.started_at),
+        _iso(step.finished_at),
+        _text(step.duration_ms),
+        _text(step.input_tokens),
+        _text(step.output_tokens),
+        _text(step.total_tokens),
+    ]
+
+
+def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
+    """Yield one list of cells (in :data:`COLUMNS` order) per step of ``runs``.
+
+    Rows are ordered by run id, then step ordinal; a run without steps (it failed before
+    the model was asked) still gets one row with empty step cells. Memory stays constant:
+    two cursors are read in chunks of :data:`CHUNK_SIZE` and merged. Cells are plain text,
+    not yet neutralised (:func:`write_csv` and :func:`stream_csv` do that).
+    """
+    run_ids = runs.order_by().values("pk")
+    steps = (
+        AgentStep.objects.filter(run__in=run_ids)
+        .select_related("run__conversation__owner", "run__user_message")
+        .order_by("run_id", "ordinal")
+        .iterator(chunk_size=CHUNK_SIZE)
+    )
+    bare_runs = (
+        AgentRun.objects.filter(pk__in=run_ids, steps__isnull=True)
+        .select_related("conversation__owner", "user_message")
+        .order_by("pk")
+        .iterator(chunk_size=CHUNK_SIZE)
+    )
+    step_rows = ((step.run_id, step.ordinal, step.run, step) for step in steps)
+    run_rows = ((run.pk, 0, run, None) for run in bare_runs)
+    for _run_id, _ordinal, run, step in heapq.merge(
+        step_rows, run_rows, key=lambda row: (row[0], row[1])
+    ):
+        yield _run_cells(run) + _step_cells(step)
+
+
+class _Echo:
+    """A file-like object whose ``write`` returns what it was given (Django's CSV recipe)."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[str]:
+    """Yield the CSV text of a header and ``rows``, line by line, cells neutralised.
+
+    With ``bom``, the first chunk starts with a UTF-8 byte-order mark (as text, U+FEFF) so
+    Excel reads the file as UTF-8. Lines end with CRLF (RFC 4180).
+    """
+    writer = csv.writer(_Echo(), lineterminator="\r\n")
+    yield ("\ufeff" if bom else "") + writer.writerow(COLUMNS)
+    for row in rows:
+        yield writer.writerow([neutralise(cell) for cell in row])
+
+
+def stream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[bytes]:
+    """Yield the CSV as UTF-8 bytes in chunks of about 64 KiB (for a streaming response)."""
+    buffer: list[str] = []
+    size = 0
+    encoder = codecs.getincrementalencoder("utf-8")()
+    for line in csv_lines(rows, bom=bom):
+        buffer.append(line)
+        size += len(line)
+        if size >= 65536:
+            yield encoder.encode("".join(buffer))
+            buffer, size = [], 0
+    yield encoder.encode("".join(buffer), final=True)
+
+
+def write_csv(rows: Iterable[list[str]], out: Any, *, bom: bool = False) -> int:
+    """Write the CSV to the text stream ``out``; return the number of data rows."""
+    count = -1
+    for line in csv_lines(rows, bom=bom):
+        out.write(line)
+        count += 1
+    return count
+
+
+def export_filename(prefix: str = "agent-traces") -> str:
+    """Return a download file name stamped with the current UTC time."""
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.csv"
+
+
+def export_response(
+    runs: QuerySet[AgentRun], *, bom: bool = False, filename: str | None = None
+) -> StreamingHttpResponse:
+    """Return a streaming CSV download of ``runs``' steps (see :func:`trace_rows`).
+
+    ``bom`` prefixes a UTF-8 byte-order mark for Excel. The caller checks permissions
+    (:func:`can_export`).
+    """
+    response = StreamingHttpResponse(
+        stream_csv(trace_rows(runs), bom=bom), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename or export_filename()}"'
+    return response
+
+
+def can_export(user: Any) -> bool:
+    """Return True if ``user`` may export traces: active staff with view permission on runs."""
+    return bool(user.is_active and user.is_staff and user.has_perm("chat.view_agentrun"))

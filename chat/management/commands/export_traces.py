@@ -1,0 +1,73 @@
+"""``python manage.py export_traces``: write agent traces as CSV (docs/csv-format.md)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from chat.export import trace_rows, write_csv
+from chat.models import AgentRun, RunStatus
+
+
+def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
+    """Return an aware UTC datetime from ``YYYY-MM-DD`` or an ISO 8601 date-time.
+
+    A bare date means its start (or, with ``end_of_day``, the start of the next day, for
+    an exclusive upper bound); a date-time without an offset is taken as UTC. Raises
+    ``CommandError`` for anything else.
+    """
+    moment = parse_datetime(value)
+    if moment is None:
+        day = parse_date(value)
+        if day is None:
+            raise CommandError(f"Not a date or ISO 8601 date-time: {value!r}")
+        moment = datetime.combine(day, time.min)
+        if end_of_day:
+            moment += timedelta(days=1)
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, UTC)
+    return moment
+
+
+class Command(BaseCommand):
+    help = "Export agent runs as CSV, one row per step (columns: docs/csv-format.md)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--since", help="runs started at or after (YYYY-MM-DD or ISO 8601)")
+        parser.add_argument(
+            "--until", help="runs started before (a bare date includes that whole day)"
+        )
+        parser.add_argument(
+            "--status",
+            action="append",
+            choices=RunStatus.values,
+            help="only runs with this status (repeatable)",
+        )
+        parser.add_argument("--output", "-o", help="file to write (default: standard output)")
+        parser.add_argument(
+            "--bom", action="store_true", help="start with a UTF-8 byte-order mark (for Excel)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        runs = AgentRun.objects.all()
+        if options["since"]:
+            runs = runs.filter(started_at__gte=parse_moment(options["since"]))
+        if options["until"]:
+            runs = runs.filter(started_at__lt=parse_moment(options["until"], end_of_day=True))
+        if options["status"]:
+            runs = runs.filter(status__in=options["status"])
+        rows = trace_rows(runs)
+        if options["output"]:
+            # newline="" so the csv module's CRLF line ends reach the file unchanged.
+            with open(options["output"], "w", encoding="utf-8", newline="") as out:
+                count = write_csv(rows, out, bom=options["bom"])
+            self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
+        else:
+            count = write_csv(rows, sys.stdout, bom=options["bom"])
+            sys.stdout.flush()
+            self.stderr.write(f"Wrote {count:,} rows.")

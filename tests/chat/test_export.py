@@ -1,0 +1,189 @@
+"""CSV export of traces, and the export_traces / purge_runs commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+
+from chat.export import COLUMNS, csv_lines, export_response, neutralise, stream_csv, trace_rows
+from chat.models import AgentRun, AgentStep, Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+NASTY = '=HYPERLINK("http://x"), "quoted", line\nbreak, 苏州园林'
+
+
+def make_run(*, question="q", status="succeeded", age=timedelta(0), steps=2, owner=None,
+             result="{}", arguments=None) -> AgentRun:  # fmt: skip
+    started = timezone.now() - age
+    conversation = Conversation.objects.create(owner=owner)
+    message = Message.objects.create(conversation=conversation, role="user", content=question)
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=message, strategy="tool_calling",
+        provider="demo", model_name="demo-scripted", status=status, started_at=started,
+        finished_at=started + timedelta(seconds=2), duration_ms=2000, iterations=2,
+        output="answer",
+    )  # fmt: skip
+    for ordinal in range(1, steps + 1):
+        AgentStep.objects.create(
+            run=run, ordinal=ordinal, iteration=1,
+            kind="model_turn" if ordinal == 1 else "tool_call",
+            tool_name="" if ordinal == 1 else "weather_forecast",
+            tool_call_id="" if ordinal == 1 else f"call_{run.pk}_{ordinal}",
+            arguments=None if ordinal == 1 else (arguments or {"town": "苏州"}),
+            result="" if ordinal == 1 else result, status="ok", started_at=started,
+            finished_at=started + timedelta(milliseconds=15), duration_ms=15,
+        )  # fmt: skip
+    Message.objects.create(conversation=conversation, role="assistant", content="a", run=run)
+    return run
+
+
+def read(text: str) -> list[dict[str, str]]:
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert tuple(rows[0]) == COLUMNS
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows[1:]]
+
+
+def export_text(runs=None, **kwargs) -> str:
+    return "".join(csv_lines(trace_rows(runs or AgentRun.objects.all()), **kwargs))
+
+
+def test_there_is_one_row_per_step_with_the_runs_fields_repeated():
+    alice = User.objects.create_user("alice")
+    first = make_run(question="first", owner=alice, steps=3)
+    second = make_run(question="second", steps=2)
+
+    rows = read(export_text())
+
+    assert [(r["run_id"], r["step_ordinal"]) for r in rows] == [
+        (str(first.pk), "1"), (str(first.pk), "2"), (str(first.pk), "3"),
+        (str(second.pk), "1"), (str(second.pk), "2"),
+    ]  # fmt: skip
+    assert {r["question"] for r in rows[:3]} == {"first"}
+    assert rows[0]["user"] == "alice"
+    assert rows[3]["user"] == "(guest)"
+    tool_row = rows[1]
+    assert tool_row["step_kind"] == "tool_call"
+    assert tool_row["tool_name"] == "weather_forecast"
+    assert tool_row["tool_call_id"] == f"call_{first.pk}_2"
+    assert tool_row["arguments"] == '{"town": "苏州"}'
+    assert tool_row["step_duration_ms"] == "15"
+    assert tool_row["run_started_at"].endswith("Z")
+    assert "T" in tool_row["run_started_at"]
+
+
+def test_a_run_without_steps_still_gets_a_row():
+    bare = make_run(steps=0, status="failed")
+    rows = read(export_text())
+    assert [(r["run_id"], r["step_ordinal"], r["run_status"]) for r in rows] == [
+        (str(bare.pk), "", "failed")
+    ]
+
+
+def test_commas_quotes_newlines_and_chinese_survive_a_round_trip():
+    make_run(question=NASTY, result='{"note": "a, \\"b\\"\\nc 杭州"}')
+    row = read(export_text())[1]
+    assert row["question"] == "'" + NASTY  # neutralised: it starts with "="
+    assert row["result"] == '{"note": "a, \\"b\\"\\nc 杭州"}'
+
+
+@pytest.mark.parametrize("prefix", ["=", "+", "-", "@", "\t", "\r"])
+def test_cells_a_spreadsheet_would_run_as_formulas_are_neutralised(prefix):
+    payload = f"{prefix}cmd|' /C calc'!A0"
+    make_run(question=payload, arguments={"x": 1}, result=payload)
+    row = read(export_text())[1]
+    assert row["question"] == "'" + payload
+    assert row["result"] == "'" + payload
+    assert neutralise("plain") == "plain"
+    assert neutralise("") == ""
+
+
+def test_the_bom_option_starts_the_file_with_a_utf8_byte_order_mark():
+    make_run()
+    with_bom = b"".join(stream_csv(trace_rows(AgentRun.objects.all()), bom=True))
+    without = b"".join(stream_csv(trace_rows(AgentRun.objects.all())))
+    assert with_bom.startswith(b"\xef\xbb\xbfrun_id,")
+    assert without.startswith(b"run_id,")
+    assert with_bom.decode("utf-8-sig") == without.decode("utf-8")
+
+
+def test_lines_end_with_crlf_as_rfc_4180_says():
+    make_run(steps=1)
+    assert export_text().count("\r\n") == 2
+
+
+def test_the_http_export_streams():
+    for _ in range(3):
+        make_run(steps=40, result="x" * 1000)
+    response = export_response(AgentRun.objects.all(), filename="t.csv")
+    assert isinstance(response, StreamingHttpResponse)
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"] == 'attachment; filename="t.csv"'
+    chunks = list(response.streaming_content)
+    assert len(chunks) > 1  # about 64 KiB each, not one big string
+    assert len(read(b"".join(chunks).decode())) == 120
+
+
+def test_the_export_only_covers_the_runs_it_is_given():
+    keep = make_run(status="failed")
+    make_run(status="succeeded")
+    rows = read(export_text(AgentRun.objects.filter(status="failed")))
+    assert {r["run_id"] for r in rows} == {str(keep.pk)}
+
+
+def test_export_traces_filters_by_date_and_status_and_writes_a_file(tmp_path):
+    old = make_run(age=timedelta(days=10), status="failed")
+    make_run(age=timedelta(days=10), status="succeeded")
+    make_run(age=timedelta(days=1), status="failed")
+    since = (timezone.now() - timedelta(days=11)).date().isoformat()
+    until = (timezone.now() - timedelta(days=9)).date().isoformat()
+    target = tmp_path / "traces.csv"
+    err = io.StringIO()
+
+    call_command(
+        "export_traces", "--since", since, "--until", until, "--status", "failed",
+        "--output", str(target), "--bom", stderr=err,
+    )  # fmt: skip
+
+    data = target.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf")
+    rows = read(data.decode("utf-8-sig"))
+    assert {r["run_id"] for r in rows} == {str(old.pk)}
+    assert "Wrote 2 rows" in err.getvalue()
+
+
+def test_export_traces_refuses_a_bad_date():
+    with pytest.raises(CommandError, match="Not a date"):
+        call_command("export_traces", "--since", "last tuesday", stderr=io.StringIO())
+
+
+def test_purge_runs_deletes_old_finished_runs_with_their_steps_and_messages():
+    old = make_run(age=timedelta(days=100))
+    stuck = make_run(age=timedelta(days=100), status="running")
+    recent = make_run(age=timedelta(days=5))
+    dry = io.StringIO()
+    call_command("purge_runs", "--older-than", "90d", "--dry-run", stdout=dry)
+    assert "Would delete 1 runs and 2 steps" in dry.getvalue()
+    assert AgentRun.objects.count() == 3
+
+    out = io.StringIO()
+    call_command("purge_runs", "--older-than", "90d", stdout=out)
+
+    assert "Deleted 1 runs and 2 steps" in out.getvalue()
+    assert set(AgentRun.objects.values_list("pk", flat=True)) == {stuck.pk, recent.pk}
+    assert not AgentStep.objects.filter(run_id=old.pk).exists()
+    assert not Message.objects.filter(conversation_id=old.conversation_id).exists()
+    assert not Conversation.objects.filter(pk=old.conversation_id).exists()
+
+
+@pytest.mark.parametrize("age", ["90", "d", "-5d", "0d", "3y"])
+def test_purge_runs_refuses_an_unclear_age(age):
+    with pytest.raises(CommandError, match="older-than"):
+        call_command("purge_runs", "--older-than", age, stdout=io.StringIO())
