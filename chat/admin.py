@@ -1,33 +1,77 @@
-"""Admin for conversations and runs. Runs are evidence: nothing can be added or edited.
+"""Admin for conversations and the audit trail of runs. Runs are evidence: nothing can be
+added or edited, and only a superuser may delete (whole runs or conversations; steps go
+with their run and have no admin of their own).
 
-Staff open a run and read its steps in order, with pretty-printed arguments and results.
-Only a superuser may delete, and only whole runs or conversations (steps go with their
-run), so no run loses a step. The full audit admin and CSV export come with issue 3.
+Staff filter and search run history, open a run to read its steps in order, open the
+conversation as its user saw it, and export traces as CSV through :mod:`chat.export`:
+the selected runs (actions), everything the list shows (``export/`` with the list's
+querystring) or one run (``<pk>/export/``); ``?bom=1`` adds a byte-order mark for Excel.
+Every export checks :func:`chat.export.can_export` and answers 403 otherwise.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from chat import store
+from chat.export import GUEST, can_export, export_filename, export_response
 from chat.markdown import render_markdown
 from chat.models import AgentRun, AgentStep, Conversation, Message
-from chat.templatetags.chat_tags import reveal_hidden
+from chat.runs import model_config
+from chat.templatetags.chat_tags import duration, reveal_hidden
 
-PRE = (
-    '<pre style="white-space:pre-wrap;overflow-wrap:anywhere;max-height:18em;overflow:auto;'
-    'max-width:48em;margin:0">{}</pre>'
-)
+BOM_PARAM = "bom"
+PRE = '<pre class="trace-pre">{}</pre>'
+
+
+def _owner_name(conversation: Conversation) -> str:
+    owner = conversation.owner
+    return owner.get_username() if owner is not None else GUEST
+
+
+def _wants_bom(request: HttpRequest) -> bool:
+    return request.GET.get(BOM_PARAM) == "1"
+
+
+def _when(value: datetime | None, pattern: str = "Y-m-d H:i:s T") -> str:
+    """Return a time in the site's zone, by default to the second and named."""
+    return "–" if value is None else date_format(timezone.localtime(value), pattern)
+
+
+def _tokens(value: int | None) -> str:
+    return "–" if value is None else str(value)
 
 
 class ReadOnlyInline(admin.TabularInline):
-    """An inline that shows rows and allows no change."""
+    """An inline that shows rows and allows no change.
+
+    Its rows are part of the parent (a run's steps, a conversation's messages): whoever may
+    view the parent sees them, with no permission of their own needed.
+    """
 
     extra = 0
     can_delete = False
+
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        opts = self.parent_model._meta
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('view', opts)}")
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
@@ -46,32 +90,13 @@ class MessageInline(ReadOnlyInline):
 
 
 class AgentStepInline(ReadOnlyInline):
+    """The run's steps in order, drawn as cards by a template: no form fields at all."""
+
     model = AgentStep
-    fields = (
-        "ordinal", "iteration", "kind", "call", "status", "arguments_pretty", "outcome",
-        "duration_ms", "total_tokens",
-    )  # fmt: skip
+    template = "admin/chat/agentrun/steps.html"
+    fields = ("ordinal",)
     readonly_fields = fields
     ordering = ("ordinal",)
-
-    @admin.display(description="tool call")
-    def call(self, step: AgentStep) -> SafeString:
-        if step.kind != "tool_call":
-            return format_html("{}", "model turn")
-        return format_html("<b>{}</b><br><code>{}</code>", step.tool_name, step.tool_call_id)
-
-    @admin.display(description="arguments")
-    def arguments_pretty(self, step: AgentStep) -> SafeString:
-        if step.kind != "tool_call":
-            return format_html("{}", "")
-        return format_html(PRE, reveal_hidden(step.arguments_json))
-
-    @admin.display(description="result / text / error")
-    def outcome(self, step: AgentStep) -> SafeString:
-        body = step.result_display if step.kind == "tool_call" else step.text
-        if step.error:
-            body = f"{body}\n\n{step.error}" if body else step.error
-        return format_html(PRE, reveal_hidden(body))
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -96,36 +121,266 @@ class ConversationAdmin(ReadOnlyAdmin):
     inlines = (MessageInline,)
 
 
+class HasToolErrorsFilter(admin.SimpleListFilter):
+    """Runs where at least one tool call failed (the run's stored count, no join)."""
+
+    title = "has tool errors"
+    parameter_name = "has_tool_errors"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        if self.value() == "yes":
+            return queryset.filter(tool_error_count__gt=0)
+        if self.value() == "no":
+            return queryset.filter(tool_error_count=0)
+        return queryset
+
+
+class ToolNameFilter(admin.SimpleListFilter):
+    """Runs that called a tool, by name (an EXISTS subquery, so one row per run)."""
+
+    title = "tool name"
+    parameter_name = "tool"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = AgentStep.objects.exclude(tool_name="").values_list("tool_name", flat=True)
+        return [(name, name) for name in names.order_by("tool_name").distinct()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        if not self.value():
+            return queryset
+        steps = AgentStep.objects.filter(run=OuterRef("pk"), tool_name=self.value())
+        return queryset.filter(Exists(steps))
+
+
+@admin.action(description="Export selected runs as CSV", permissions=["export"])
+def export_selected(
+    modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
+) -> HttpResponse:
+    return export_response(queryset, filename=export_filename("agent-runs"))
+
+
+@admin.action(
+    description="Export selected runs as CSV (UTF-8 with BOM, for Excel)", permissions=["export"]
+)
+def export_selected_bom(
+    modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
+) -> HttpResponse:
+    return export_response(queryset, bom=True, filename=export_filename("agent-runs"))
+
+
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "started_at", "question", "status", "iterations", "duration_ms", "total_tokens",
-        "model_name", "strategy",
+        "started", "user", "conversation_link", "question", "strategy", "model_name",
+        "status", "iterations", "tool_calls", "errors", "run_duration", "tokens",
     )  # fmt: skip
-    list_display_links = ("id", "question")
-    list_filter = ("status", "strategy", "model_name")
-    list_select_related = ("user_message",)
-    search_fields = ("user_message__content", "output", "steps__tool_name")
+    list_display_links = ("started", "question")
+    list_filter = (
+        "status", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
+    )  # fmt: skip
+    list_select_related = ("conversation__owner", "user_message")
+    search_fields = (
+        "user_message__content", "output", "steps__tool_name", "steps__arguments",
+        "steps__result", "steps__tool_call_id",
+    )  # fmt: skip
+    search_help_text = "Question, answer, tool names, arguments, results and tool_call_id."
     date_hierarchy = "started_at"
-    readonly_fields = ("conversation", "question_text", "answer", "error")
-    fields = (
-        "conversation", "question_text", "status", "strategy", "provider", "model_name",
-        "started_at", "finished_at", "duration_ms", "iterations", "input_tokens",
-        "output_tokens", "total_tokens", "answer", "error",
+    show_full_result_count = False  # one COUNT(*) fewer on a filtered list of 100,000 runs
+    actions = (export_selected, export_selected_bom)
+    readonly_fields = (
+        "conversation_link", "user", "question_text", "started_time", "finished_time",
+        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
+        "run_error",
+    )  # fmt: skip
+    fieldsets = (
+        (None, {"fields": ("conversation_link", "user", "question_text")}),
+        ("Run", {"fields": (
+            ("status", "strategy"),
+            ("provider", "model_name"),
+            ("started_time", "finished_time"),
+            ("heartbeat_time", "run_duration"),
+            ("iterations", "tool_calls", "errors"),
+            "token_counts",
+        )}),
+        ("Outcome", {"fields": ("answer", "run_error")}),
     )  # fmt: skip
     inlines = (AgentStepInline,)
 
+    # The list and the run page
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, run: AgentRun) -> str:
+        return _when(run.started_at, "Y-m-d H:i")
+
+    @admin.display(description="started at")
+    def started_time(self, run: AgentRun) -> str:
+        return _when(run.started_at)
+
+    @admin.display(description="finished at")
+    def finished_time(self, run: AgentRun) -> str:
+        return _when(run.finished_at)
+
+    @admin.display(description="last heartbeat")
+    def heartbeat_time(self, run: AgentRun) -> str:
+        return _when(run.heartbeat_at)
+
+    @admin.display(description="user", ordering="conversation__owner__username")
+    def user(self, run: AgentRun) -> str:
+        return _owner_name(run.conversation)
+
+    @admin.display(description="conversation", ordering="conversation_id")
+    def conversation_link(self, run: AgentRun) -> SafeString:
+        url = reverse("admin:chat_conversation_change", args=[run.conversation_id])
+        title = truncatechars(run.conversation.title, 32) or "(untitled)"
+        return format_html('<a href="{}">#{} {}</a>', url, run.conversation_id, title)
+
     @admin.display(description="question")
-    def question(self, run: AgentRun) -> str:
-        return truncatechars(run.user_message.content, 80)
+    def question(self, run: AgentRun) -> SafeString:
+        return reveal_hidden(truncatechars(run.user_message.content, 80))
+
+    @admin.display(description="tool calls", ordering="tool_call_count")
+    def tool_calls(self, run: AgentRun) -> int:
+        return run.tool_call_count
+
+    @admin.display(description="errors", ordering="tool_error_count")
+    def errors(self, run: AgentRun) -> SafeString:
+        if run.tool_error_count:
+            return format_html('<strong class="trace-errors">{}</strong>', run.tool_error_count)
+        return format_html("{}", 0)
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def run_duration(self, run: AgentRun) -> str:
+        return duration(run.duration_ms) or "–"
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, run: AgentRun) -> str:
+        return _tokens(run.total_tokens)
+
+    @admin.display(description="tokens")
+    def token_counts(self, run: AgentRun) -> str:
+        counts = (
+            f"{_tokens(run.input_tokens)} in · {_tokens(run.output_tokens)} out · "
+            f"{_tokens(run.total_tokens)} total"
+        )
+        return f"{counts} (estimated by the demo model)" if run.provider == "demo" else counts
 
     @admin.display(description="question")
     def question_text(self, run: AgentRun) -> SafeString:
-        return format_html(PRE, run.user_message.content)
+        return format_html(PRE, reveal_hidden(run.user_message.content))
 
     @admin.display(description="answer")
     def answer(self, run: AgentRun) -> SafeString:
         # Sanitized by nh3 inside render_markdown, like the chat page.
         return format_html(
-            '<div style="max-width:48em">{}</div>', SafeString(render_markdown(run.output))
+            '<div class="trace-answer">{}</div>', SafeString(render_markdown(run.output))
         )
+
+    @admin.display(description="error")
+    def run_error(self, run: AgentRun) -> SafeString | str:
+        return format_html(PRE, reveal_hidden(run.error)) if run.error else "–"
+
+    # Search
+
+    # Exports and the conversation page
+
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        return can_export(request.user)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path("export/", view(self.export_matching_view), name=f"{name}_export"),
+            path(
+                "<path:object_id>/export/",
+                view(self.export_run_view),
+                name=f"{name}_export_run",
+            ),
+            path(
+                "<path:object_id>/conversation/",
+                view(self.conversation_view),
+                name=f"{name}_conversation",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        if can_export(request.user):
+            params = request.GET.copy()
+            for name in (PAGE_VAR, ERROR_FLAG, BOM_PARAM):
+                params.pop(name, None)
+            url = reverse("admin:chat_agentrun_export")
+            context["export_url"] = f"{url}?{params.urlencode()}"
+            params[BOM_PARAM] = "1"
+            context["export_bom_url"] = f"{url}?{params.urlencode()}"
+        return super().changelist_view(request, context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = {**(extra_context or {}), "can_export": can_export(request.user)}
+        return super().change_view(request, object_id, form_url, context)
+
+    def export_matching_view(self, request: HttpRequest) -> HttpResponse:
+        """Export every run the list shows with this querystring's filters and search."""
+        if not can_export(request.user):
+            raise PermissionDenied
+        bom = _wants_bom(request)
+        request.GET = request.GET.copy()  # the changelist would take "bom" for a filter
+        request.GET.pop(BOM_PARAM, None)
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            return HttpResponseBadRequest("Unknown filter in the querystring.")
+        return export_response(
+            changelist.get_queryset(request), bom=bom, filename=export_filename("agent-runs")
+        )
+
+    def export_run_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Export one run's steps."""
+        if not can_export(request.user):
+            raise PermissionDenied
+        run = self.get_object(request, unquote(object_id))
+        if run is None:
+            raise Http404("No such run.")
+        return export_response(
+            AgentRun.objects.filter(pk=run.pk),
+            bom=_wants_bom(request),
+            filename=export_filename(f"agent-run-{run.pk}"),
+        )
+
+    def conversation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Render the run's conversation with the user's own page, read-only and not live.
+
+        Nothing is written (unlike the user's page, stale runs are not marked interrupted).
+        """
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run = self.get_object(request, unquote(object_id))
+        if run is None:
+            raise Http404("No such run.")
+        conversation = run.conversation
+        config = model_config()
+        same_model = (run.provider, run.model_name) == (config.provider, config.model_name)
+        context = {
+            "read_only": True,
+            "opened_run": run,
+            "run_url": reverse("admin:chat_agentrun_change", args=[run.pk]),
+            "owner_name": _owner_name(conversation),
+            "conversation": conversation,
+            "conversations": [],
+            "runs": store.conversation_runs(conversation_id=conversation.pk),
+            "model_label": config.label if same_model else f"{run.model_name} ({run.provider})",
+            "model_is_demo": run.provider == "demo",
+        }
+        return render(request, "chat/page.html", context)

@@ -16,6 +16,18 @@ from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 
 
+class UnicodeJSONEncoder(json.JSONEncoder):
+    """Write JSON with non-ASCII text as it is, so "苏州" stays searchable in the column.
+
+    Django's JSONField stores ``json.dumps`` output, which escapes it (``\\u82cf``) by
+    default; on SQLite a LIKE search for the Chinese text would then miss it.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs["ensure_ascii"] = False
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 class Strategy(models.TextChoices):
     """How the model asks for tools (issue: four strategies; native calls for now)."""
 
@@ -164,14 +176,14 @@ class AgentStep(models.Model):
     )
     tool_name = models.CharField(max_length=200, blank=True, db_index=True)
     tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
-    arguments = models.JSONField(null=True, blank=True)
+    arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     result = models.TextField(blank=True)
     error = models.TextField(blank=True)
     text = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    raw = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(default=dict, blank=True, encoder=UnicodeJSONEncoder)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
