@@ -17,8 +17,7 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, store
-from chat.live import GroupPublisher, group_name
-from chat.models import AgentRun
+from chat.live import GroupPublisher, group_name, publish_run_statuses
 from chat.runs import create_run, start_run
 
 CLOSE_NOT_FOUND = 4404
@@ -103,14 +102,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
+        await self._interrupt_stale_runs()
         runs = await database_sync_to_async(store.runs_to_catch_up)(conversation_id=conversation.pk)
         for run in runs:
             await self.send(text_data=fragments.run_caught_up(run))
 
-    @staticmethod
-    def _runs_to_catch_up(conversation_id: int) -> list[AgentRun]:
-        store.runs_interrupt_stale(conversation_id=conversation_id, now=utcnow())
-        return store.runs_to_catch_up(conversation_id=conversation_id)
+    async def _interrupt_stale_runs(self) -> None:
+        """Mark runs of a dead process interrupted and tell every tab of the conversation."""
+        interrupted = await database_sync_to_async(store.runs_interrupt_stale)(
+            conversation_id=self.conversation_id, now=utcnow()
+        )
+        await publish_run_statuses(self.channel_layer, interrupted)
 
     async def disconnect(self, code: int) -> None:
         if self.conversation_id is not None:
@@ -126,6 +128,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except FrameError as exc:
             await self.send(text_data=fragments.error(str(exc)))
             return
+        await self._interrupt_stale_runs()
         try:
             run = await database_sync_to_async(create_run)(
                 conversation_id=self.conversation_id, content=content

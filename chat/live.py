@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
 from chat import fragments
+from chat.models import AgentRun
 from chat.recorder import Update
 
 FRAGMENT_MESSAGE_TYPE = "run.fragment"
@@ -32,3 +37,15 @@ class GroupPublisher:
         html = fragments.for_update(update)
         if html:
             await self.publish(html)
+
+
+async def publish_run_statuses(channel_layer: Any, runs: Iterable[AgentRun]) -> None:
+    """Send each run's status line to its conversation's sockets (e.g. once interrupted)."""
+    for run in runs:
+        await GroupPublisher(channel_layer, run.conversation_id).publish(fragments.run_status(run))
+
+
+def publish_run_statuses_sync(runs: list[AgentRun]) -> None:
+    """Like :func:`publish_run_statuses`, from sync code (views), on the default layer."""
+    if runs:
+        async_to_sync(publish_run_statuses)(get_channel_layer(), runs)

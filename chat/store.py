@@ -193,18 +193,18 @@ def run_heartbeat(*, run_id: int, at: datetime) -> None:
     AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=at)
 
 
-def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -> int:
+def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -> list[AgentRun]:
     """Mark running runs whose heartbeat is older than ``AGENT_STALE_AFTER_S`` interrupted.
 
     Their process died (a crash, a kill -9, a restart): the run can never finish, so it
     ends as ``interrupted`` with its steps kept, and steps left running are closed as
-    errors. Works across processes, as it needs only the database. Returns how many.
+    errors. Works across processes, as it needs only the database. Returns those runs.
     """
     cutoff = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
     stale = AgentRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
     if conversation_id is not None:
         stale = stale.filter(conversation_id=conversation_id)
-    count = 0
+    interrupted: list[AgentRun] = []
     with transaction.atomic():
         for run in stale.select_for_update():
             since = run.heartbeat_at or run.started_at
@@ -218,8 +218,8 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             )
             _count_tool_calls(run)
             run.save()
-            count += 1
-    return count
+            interrupted.append(run)
+    return interrupted
 
 
 def run_get(*, run_id: int) -> AgentRun:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import store
+from chat.live import publish_run_statuses_sync
 from chat.runs import model_config
 
 EXAMPLES = [
@@ -58,7 +59,9 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
-    store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
+    publish_run_statuses_sync(
+        store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
+    )
     config = model_config()
     context = {
         "conversation": conversation,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from agents.models.registry import ModelConfig
 from project.env import env_bool, env_float, env_int, env_list, env_str
@@ -66,6 +67,17 @@ DATABASES = {
         env="DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The server, `manage.py ask` and a second process may write at once: take the write
+    # lock when a transaction starts (no failing lock upgrade), wait up to 20 s for it,
+    # and let readers go on while someone writes (WAL).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
@@ -73,7 +85,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500},
+            # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read
+            # (BRPOP, 5 s), so an idle socket's read would time out and kill it.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500},
         }
     }
 else:
@@ -133,3 +147,8 @@ CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 # than AGENT_STALE_AFTER_S is taken for dead (its process crashed) and marked interrupted.
 AGENT_HEARTBEAT_S = env_float("AGENT_HEARTBEAT_S", 10.0, minimum=0.05)
 AGENT_STALE_AFTER_S = env_float("AGENT_STALE_AFTER_S", 60.0, minimum=1.0)
+if AGENT_STALE_AFTER_S < 3 * AGENT_HEARTBEAT_S:
+    raise ImproperlyConfigured(
+        f"AGENT_STALE_AFTER_S ({AGENT_STALE_AFTER_S:g}) must be at least three times "
+        f"AGENT_HEARTBEAT_S ({AGENT_HEARTBEAT_S:g}), or live runs would be taken for dead."
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pytest
@@ -403,3 +404,20 @@ async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_mode
         if (m := re.search(r'data-offset="(\d+)">(.*)</div>$', f, re.S))
     ]
     assert deltas == [(0, "a😀 "), (4, "b "), (6, "c")]  # the emoji is two UTF-16 units
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"), reason="the Redis channel layer is tested in CI's second pass"
+)
+async def test_an_idle_socket_survives_the_redis_layers_blocking_read(scripted_model):
+    """channels-redis blocks 5 s per read; a 5 s socket timeout used to kill idle sockets."""
+    scripted_model.script = [AIMessage("still here")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    assert await communicator.receive_nothing(timeout=6.5)  # idle past the 5 s read
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    frames = await receive_until_finished(communicator)
+    assert "still here" in "\n".join(frames)
+    await wait_for_runs()
+    await communicator.disconnect()

@@ -79,3 +79,41 @@ def test_a_live_run_keeps_its_heartbeat_fresh(scripted_model, settings):
 
     assert finished.status == "succeeded"
     assert finished.heartbeat_at > run.started_at + timedelta(seconds=0.05)
+
+
+async def test_tabs_already_open_are_told_when_a_dead_run_is_marked_interrupted(settings):
+    from channels.db import database_sync_to_async
+
+    from tests.chat.test_consumer import connect
+
+    settings.AGENT_STALE_AFTER_S = 60
+
+    @database_sync_to_async
+    def setup():
+        user = User.objects.create_user("alice")
+        conversation = Conversation.objects.create(owner=user)
+        return user, conversation, running_run(conversation, heartbeat_age_s=5)
+
+    @database_sync_to_async
+    def age_heartbeat(run):
+        AgentRun.objects.filter(pk=run.pk).update(
+            heartbeat_at=timezone.now() - timedelta(seconds=300)
+        )
+
+    user, conversation, run = await setup()
+    open_tab = await connect(conversation.pk, user)
+    await open_tab.connect()
+    assert 'data-status="running"' in await open_tab.receive_from()  # catch-up: still alive
+
+    await age_heartbeat(run)  # its process died and time passed
+    new_tab = await connect(conversation.pk, user)
+    await new_tab.connect()
+
+    told = await open_tab.receive_from()
+    assert f'id="run-{run.pk}-status"' in told
+    assert 'data-status="interrupted"' in told
+    caught_up = await new_tab.receive_from()
+    caught_up += await new_tab.receive_from()
+    assert 'data-status="interrupted"' in caught_up
+    await open_tab.disconnect()
+    await new_tab.disconnect()

@@ -1,0 +1,68 @@
+"""Settings and multi-process behaviour: what a deployment runs into, not one request."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AGENT_STALE_AFTER_S": "5"}, "at least three times AGENT_HEARTBEAT_S"),
+        ({"AGENT_MAX_ITERATIONS": "many"}, "AGENT_MAX_ITERATIONS must be an integer"),
+        ({"DJANGO_DEBUG": "perhaps"}, "DJANGO_DEBUG must be true or false"),
+    ],
+)
+def test_a_bad_setting_stops_start_up_with_a_clear_message(env, message):
+    result = run_python("import django; django.setup()", **env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert message in result.stderr
+
+
+def test_concurrent_ask_commands_share_one_sqlite_file_without_lock_errors(tmp_path):
+    """The server and `manage.py ask` may write to the default SQLite file at once."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'shared.sqlite3'}",
+        "DEMO_TOKEN_DELAY_MS": "0",
+        "DEMO_TOOL_DELAY_MS": "0",
+    }
+    env.pop("REDIS_URL", None)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=120)
+    question = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+    processes = [
+        subprocess.Popen(
+            [*manage, "ask", question, "--no-stream"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outcomes = [process.communicate(timeout=120) for process in processes]
+    for process, (out, err) in zip(processes, outcomes, strict=True):
+        assert process.returncode == 0, err
+        assert "succeeded" in out
+        assert "locked" not in err
