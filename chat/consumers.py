@@ -3,12 +3,14 @@
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
 too); the server sends HTML fragments that htmx swaps in by id. Errors come back as an
-error fragment; the socket stays open. Close code 4404: no such conversation for you.
+error fragment; the socket stays open. Close codes: 4404, no such conversation for you;
+4401, the session the socket was opened with has ended (logout, or login changed it).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -21,6 +23,9 @@ from chat.live import GroupPublisher, group_name, publish_run_statuses
 from chat.runs import create_run, start_run
 
 CLOSE_NOT_FOUND = 4404
+CLOSE_SESSION_ENDED = 4401
+# How often (seconds) a socket that only listens re-checks that its session still exists.
+SESSION_RECHECK_S = 5.0
 
 BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
@@ -82,6 +87,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
     """Join the conversation's group, start runs for new messages, relay fragments."""
 
     conversation_id: int | None = None
+    _session_checked_at: float = 0.0
+
+    async def _session_ended(self) -> bool:
+        """Return True if the socket's session is gone (logout, or the key changed at login).
+
+        Ownership was checked at connect; a socket opened with a session that has since
+        ended must not keep reading or writing the conversation.
+        """
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        if session is None or key is None:
+            return False  # no cookie session (e.g. tests that set the user directly)
+        self._session_checked_at = time.monotonic()
+        return not await database_sync_to_async(session.exists)(key)
+
+    async def _close_ended_session(self) -> None:
+        if self.conversation_id is not None:
+            await self.channel_layer.group_discard(
+                group_name(self.conversation_id), self.channel_name
+            )
+            self.conversation_id = None
+        await self.close(code=CLOSE_SESSION_ENDED)
 
     async def connect(self) -> None:
         owner = await database_sync_to_async(store.Owner.of)(
@@ -123,6 +150,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation_id is None:
             return
+        if await self._session_ended():
+            await self._close_ended_session()
+            return
         try:
             content = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
         except FrameError as exc:
@@ -142,6 +172,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group."""
+        if self.conversation_id is None:
+            return
+        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
+        if due and await self._session_ended():
+            await self._close_ended_session()
+            return
         await self.send(text_data=message["html"])
 
 

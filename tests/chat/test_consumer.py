@@ -421,3 +421,21 @@ async def test_an_idle_socket_survives_the_redis_layers_blocking_read(scripted_m
     assert "still here" in "\n".join(frames)
     await wait_for_runs()
     await communicator.disconnect()
+
+
+async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client, scripted_model):
+    """Logging out (or in: the key changes) ends the old session; its open socket goes too."""
+    scripted_model.script = [AIMessage("never sent")]
+    await sync_to_async(client.get)("/", follow=True)
+    conversation = await database_sync_to_async(Conversation.objects.get)()
+    session_id = client.cookies["sessionid"].value
+    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", b"http://127.0.0.1:8000")
+    communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
+    connected, _ = await communicator.connect()
+    assert connected
+
+    await sync_to_async(client.session.flush)()  # what logout does
+    await communicator.send_to(text_data=json.dumps({"content": "after logout"}))
+
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+    assert not await database_sync_to_async(AgentRun.objects.exists)()
