@@ -21,6 +21,7 @@ from agents.events import utcnow
 from chat import fragments, store
 from chat.live import GroupPublisher, group_name, publish_run_statuses
 from chat.runs import create_run, start_run
+from chat.validation import MessageError, clean_message
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_SESSION_ENDED = 4401
@@ -32,16 +33,11 @@ NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = "Unknown message type {kind!r}: the only type is 'message'."
 NO_CONTENT = "The message needs a text 'content' field."
-EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
-TOO_LONG = "Your message is {length:,} characters long; the limit is {limit:,}. Nothing was sent."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
-BAD_CHARACTERS = "The message contains characters that cannot be stored ({what}). Nothing was sent."
 TOO_DEEP = "That frame is nested too deeply to read."
-# Characters that show nothing: a message made only of these counts as empty.
-INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 
 
-class FrameError(ValueError):
+class FrameError(MessageError):
     """A websocket frame the chat cannot use; the message is shown to the user."""
 
 
@@ -69,18 +65,10 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
     content = payload.get("content")
     if not isinstance(content, str):
         raise FrameError(NO_CONTENT)
-    content = content.strip()
-    if not content.strip(INVISIBLE).strip():
-        raise FrameError(EMPTY_MESSAGE)
-    if "\x00" in content:
-        raise FrameError(BAD_CHARACTERS.format(what="a NUL character"))
     try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise FrameError(BAD_CHARACTERS.format(what="an unpaired surrogate")) from None
-    if len(content) > max_chars:
-        raise FrameError(TOO_LONG.format(length=len(content), limit=max_chars))
-    return content
+        return clean_message(content, max_chars=max_chars)
+    except MessageError as exc:
+        raise FrameError(str(exc)) from None
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

@@ -7,6 +7,8 @@ schemes, so ``javascript:`` links and event-handler attributes never reach the p
 
 from __future__ import annotations
 
+import re
+
 import nh3
 from markdown_it import MarkdownIt
 
@@ -23,9 +25,17 @@ ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"style"}, "td": {"style"}, 
 URL_SCHEMES = {"http", "https", "mailto"}
 
 
+# Bidi controls would reorder the rendered text ("Trojan Source"); they are shown instead.
+_BIDI_CONTROLS = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def render_markdown(text: str) -> str:
-    """Return ``text`` rendered from Markdown to sanitized HTML (a str, safe to mark safe)."""
-    html = _md.render(text or "")
+    """Return ``text`` rendered from Markdown to sanitized HTML (a str, safe to mark safe).
+
+    Bidi control characters become visible ``<U+202E>`` text before rendering.
+    """
+    text = _BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m.group(0)):04X}>", text or "")
+    html = _md.render(text)
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,

@@ -75,3 +75,18 @@ def test_a_question_over_the_message_limit_is_refused(settings):
     with pytest.raises(CommandError, match="limit"):
         call_command("ask", "x" * 101, stdout=StringIO())
     assert not AgentRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("   ", "empty message"),
+        ("\u200b\u200b", "empty message"),
+        ("\u202e\u00ad\u3164", "empty message"),
+        ("\udcff\udcfe gardens", "unpaired surrogate"),  # undecodable bytes in argv
+    ],
+)
+def test_ask_refuses_what_the_chat_refuses(question, reason):
+    with pytest.raises(CommandError, match=reason):
+        call_command("ask", question, stdout=StringIO())
+    assert not Conversation.objects.exists()

@@ -189,3 +189,25 @@ def test_bidi_and_zero_width_characters_are_shown_not_obeyed(client):
     assert "\u202e" not in html
     assert '<span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_bidi_controls_in_questions_titles_and_answers_are_shown_as_markers(client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user, title="\u202egnp.exe")
+    stored_run(conversation, question="see \u202eexe.txt", result="{}", answer="**\u202eok**")
+    client.force_login(user)
+    html = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "\u202e" not in html
+    assert 'see <span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
+    assert '<span class="ctl">&lt;U+202E&gt;</span>gnp.exe</h1>' in html
+    assert "<strong>&lt;U+202E&gt;ok</strong>" in html
+
+
+def test_zero_width_joiners_in_chat_text_are_left_alone(client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user)
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    stored_run(conversation, question=f"a {family}", result="{}", answer=family)
+    client.force_login(user)
+    html = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert f"a {family}" in html

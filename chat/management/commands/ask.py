@@ -26,6 +26,7 @@ from chat.live import GroupPublisher
 from chat.models import AgentRun, Conversation
 from chat.recorder import Update
 from chat.runs import Listener, create_run, execute_run, model_config
+from chat.validation import MessageError, clean_message
 
 RESULT_PREVIEW_CHARS = 600
 
@@ -110,15 +111,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        question = options["question"].strip()
-        if not question:
-            raise CommandError("The question is empty.")
-        limit = settings.CHAT_MAX_MESSAGE_CHARS
-        if len(question) > limit:
-            raise CommandError(
-                f"The question is {len(question):,} characters long; the limit "
-                f"(CHAT_MAX_MESSAGE_CHARS) is {limit:,}."
-            )
+        try:
+            question = clean_message(options["question"], max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
+        except MessageError as exc:
+            raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
         config = model_config()
         self.stdout.write(f"Model: {config.label} · conversation {conversation.pk}\n")
@@ -131,7 +127,11 @@ class Command(BaseCommand):
         if settings.REDIS_URL:
             # Browsers watching this conversation (through Redis) see the run live too.
             listeners.append(GroupPublisher(get_channel_layer(), conversation.pk))
-        finished = asyncio.run(self._run(run, listeners))
+        try:
+            finished = asyncio.run(self._run(run, listeners))
+        except KeyboardInterrupt:
+            # asyncio.run cancelled the run's task, which stored the run as cancelled.
+            raise CommandError(f"Interrupted: run {run.pk} was stored as cancelled.") from None
         if printer.closed:
             # Python would report the broken pipe again when it flushes stdout at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

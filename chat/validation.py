@@ -1,0 +1,43 @@
+"""What a user message must be, wherever it comes from (the websocket, ``manage.py ask``)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
+TOO_LONG = "Your message is {length:,} characters long; the limit is {limit:,}. Nothing was sent."
+BAD_CHARACTERS = "The message contains characters that cannot be stored ({what}). Nothing was sent."
+# Letters and symbols that draw nothing (fillers, a blank braille cell), beside the
+# format, control, mark and separator categories that draw nothing either.
+BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+class MessageError(ValueError):
+    """A message the chat will not send to the agent; the text says why, for the user."""
+
+
+def _visible(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category[0] not in "CZM" and char not in BLANK_LOOKING
+
+
+def clean_message(content: str, *, max_chars: int) -> str:
+    """Return ``content`` stripped of surrounding white space.
+
+    Raises :class:`MessageError` when nothing visible is left (white space, zero-width,
+    bidi controls, combining marks, fillers), when it holds characters no database stores
+    (NUL, an unpaired UTF-16 surrogate, as from undecodable command-line bytes), or when it
+    is longer than ``max_chars`` characters.
+    """
+    content = content.strip()
+    if "\x00" in content:
+        raise MessageError(BAD_CHARACTERS.format(what="a NUL character"))
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MessageError(BAD_CHARACTERS.format(what="an unpaired surrogate")) from None
+    if not any(_visible(char) for char in content):
+        raise MessageError(EMPTY_MESSAGE)
+    if len(content) > max_chars:
+        raise MessageError(TOO_LONG.format(length=len(content), limit=max_chars))
+    return content
