@@ -40,6 +40,17 @@ async def connect(conversation_id: int, user) -> WebsocketCommunicator:
     return communicator
 
 
+async def ask_over_socket(conversation, user, content: str) -> list[str]:
+    """Connect, send one message, collect the frames until the run ends, disconnect."""
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": content}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+    return frames
+
+
 async def receive_until_finished(communicator, timeout: float = 10.0) -> list[str]:
     """Collect frames until the run's final status line arrives."""
     frames: list[str] = []
@@ -99,12 +110,7 @@ async def test_the_model_sees_tool_errors_and_the_page_shows_an_error_card(scrip
         AIMessage("Division by zero is undefined."),
     ]
     user, conversation = await make_conversation()
-    communicator = await connect(conversation.pk, user)
-    await communicator.connect()
-    await communicator.send_to(text_data=json.dumps({"content": "what is 1/0?"}))
-    frames = await receive_until_finished(communicator)
-    await wait_for_runs()
-    await communicator.disconnect()
+    frames = await ask_over_socket(conversation, user, "what is 1/0?")
 
     html = "\n".join(frames)
     assert 'data-tool="calculator" data-status="error"' in html
@@ -120,12 +126,7 @@ async def test_the_model_sees_tool_errors_and_the_page_shows_an_error_card(scrip
 async def test_streamed_text_is_escaped(scripted_model):
     scripted_model.script = [AIMessage("<script>alert(1)</script> done")]
     user, conversation = await make_conversation()
-    communicator = await connect(conversation.pk, user)
-    await communicator.connect()
-    await communicator.send_to(text_data=json.dumps({"content": "<b>hi</b>"}))
-    frames = await receive_until_finished(communicator)
-    await wait_for_runs()
-    await communicator.disconnect()
+    frames = await ask_over_socket(conversation, user, "<b>hi</b>")
 
     html = "\n".join(frames)
     assert "<script>alert(1)</script>" not in html
@@ -318,12 +319,7 @@ async def test_streamed_text_is_saved_and_resent_whole_so_late_joiners_catch_up(
     monkeypatch.setattr("chat.recorder.TEXT_SYNC_INTERVAL_S", 0.0)
     scripted_model.script = [AIMessage("one two three four")]
     user, conversation = await make_conversation()
-    communicator = await connect(conversation.pk, user)
-    await communicator.connect()
-    await communicator.send_to(text_data=json.dumps({"content": "count"}))
-    frames = await receive_until_finished(communicator)
-    await wait_for_runs()
-    await communicator.disconnect()
+    frames = await ask_over_socket(conversation, user, "count")
 
     snapshots = [f for f in frames if 'class="turn-text streaming"' in f and "-text" in f]
     assert any("one two three" in f and 'hx-swap-oob="true"' in f for f in snapshots)
@@ -391,12 +387,7 @@ async def test_a_socket_that_connects_mid_run_is_sent_the_run_so_far():
 async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_model):
     scripted_model.script = [AIMessage("a😀 b c")]
     user, conversation = await make_conversation()
-    communicator = await connect(conversation.pk, user)
-    await communicator.connect()
-    await communicator.send_to(text_data=json.dumps({"content": "emoji please"}))
-    frames = await receive_until_finished(communicator)
-    await wait_for_runs()
-    await communicator.disconnect()
+    frames = await ask_over_socket(conversation, user, "emoji please")
 
     deltas = [
         (int(m.group(1)), m.group(2))
