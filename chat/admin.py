@@ -31,7 +31,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat import store
-from chat.export import GUEST, can_export, export_filename, export_response
+from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from chat.runs import model_config
@@ -42,8 +42,7 @@ PRE = '<pre class="trace-pre">{}</pre>'
 
 
 def _owner_name(conversation: Conversation) -> str:
-    owner = conversation.owner
-    return owner.get_username() if owner is not None else GUEST
+    return owner_label(conversation)
 
 
 def _wants_bom(request: HttpRequest) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 
-from chat.models import AgentRun, AgentStep
+from chat.models import AgentRun, AgentStep, Conversation
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -58,6 +58,15 @@ COLUMNS: tuple[str, ...] = (
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 CHUNK_SIZE = 2000
 GUEST = "(guest)"
+NO_OWNER = "(no owner)"
+
+
+def owner_label(conversation: Conversation) -> str:
+    """Return who a conversation belongs to: a username, ``(guest)`` for an anonymous
+    browser, or ``(no owner)`` (started by ``manage.py ask`` without ``--user``)."""
+    if conversation.owner is not None:
+        return conversation.owner.get_username()
+    return GUEST if conversation.guest_key else NO_OWNER
 
 
 def neutralise(cell: str) -> str:
@@ -81,12 +90,11 @@ def _text(value: Any) -> str:
 
 
 def _run_cells(run: AgentRun) -> list[str]:
-    owner = run.conversation.owner
     return [
         str(run.pk),
         _iso(run.started_at),
         _iso(run.finished_at),
-        owner.get_username() if owner is not None else GUEST,
+        owner_label(run.conversation),
         str(run.conversation_id),
         run.user_message.content,
         run.strategy,

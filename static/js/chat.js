@@ -109,9 +109,16 @@
     scrollDown();
   });
   document.addEventListener("DOMContentLoaded", function () {
-    stickToBottom = true;
     updateComposer();
-    scrollDown();
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target) {
+      // Opened on one run (the admin's "as the user saw it" link): show that run.
+      stickToBottom = false;
+      target.scrollIntoView({block: "start"});
+    } else {
+      stickToBottom = true;
+      scrollDown();
+    }
     if (input()) input().focus();
   });
 })();

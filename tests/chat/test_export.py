@@ -68,7 +68,7 @@ def test_there_is_one_row_per_step_with_the_runs_fields_repeated():
     ]  # fmt: skip
     assert {r["question"] for r in rows[:3]} == {"first"}
     assert rows[0]["user"] == "alice"
-    assert rows[3]["user"] == "(guest)"
+    assert rows[3]["user"] == "(no owner)"  # started from the terminal
     tool_row = rows[1]
     assert tool_row["step_kind"] == "tool_call"
     assert tool_row["tool_name"] == "weather_forecast"
@@ -183,7 +183,44 @@ def test_purge_runs_deletes_old_finished_runs_with_their_steps_and_messages():
     assert not Conversation.objects.filter(pk=old.conversation_id).exists()
 
 
-@pytest.mark.parametrize("age", ["90", "d", "-5d", "0d", "3y"])
+@pytest.mark.parametrize("age", ["90", "d", "-5d", "0d", "3y", "6m"])
 def test_purge_runs_refuses_an_unclear_age(age):
     with pytest.raises(CommandError, match="older-than"):
         call_command("purge_runs", "--older-than", age, stdout=io.StringIO())
+
+
+def test_export_traces_until_a_bare_date_includes_that_whole_day():
+    today = timezone.now()
+    run = make_run()
+    err = io.StringIO()
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdout", out)
+        call_command(
+            "export_traces", "--since", today.date().isoformat(),
+            "--until", today.date().isoformat(), stderr=err,
+        )  # fmt: skip
+    assert {r["run_id"] for r in read(out.getvalue())} == {str(run.pk)}
+
+
+def test_export_traces_says_so_when_until_is_not_after_since():
+    with pytest.raises(CommandError, match="not after --since"):
+        call_command(
+            "export_traces", "--since", "2026-11-29", "--until", "2026-11-28",
+            stderr=io.StringIO(),
+        )  # fmt: skip
+
+
+def test_export_traces_reports_an_unwritable_output_file(tmp_path):
+    with pytest.raises(CommandError, match="Cannot write"):
+        call_command(
+            "export_traces", "--output", str(tmp_path / "missing" / "x.csv"),
+            stderr=io.StringIO(),
+        )  # fmt: skip
+
+
+def test_a_conversation_started_from_the_terminal_has_no_owner_not_a_guest():
+    run = make_run()  # Conversation(owner=None, guest_key="")
+    assert read(export_text())[0]["user"] == "(no owner)"
+    Conversation.objects.filter(pk=run.conversation_id).update(guest_key="a-browser")
+    assert read(export_text())[0]["user"] == "(guest)"

@@ -21,14 +21,19 @@ def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
     an exclusive upper bound); a date-time without an offset is taken as UTC. Raises
     ``CommandError`` for anything else.
     """
-    moment = parse_datetime(value)
-    if moment is None:
+    # A bare date first: parse_datetime also accepts one (as midnight), which would lose
+    # the "whole day" meaning of --until 2026-11-29.
+    try:
         day = parse_date(value)
-        if day is None:
-            raise CommandError(f"Not a date or ISO 8601 date-time: {value!r}")
+        moment = parse_datetime(value) if day is None else None
+    except ValueError:
+        day = moment = None
+    if day is not None:
         moment = datetime.combine(day, time.min)
         if end_of_day:
             moment += timedelta(days=1)
+    if moment is None:
+        raise CommandError(f"Not a date or ISO 8601 date-time: {value!r}")
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment, UTC)
     return moment
@@ -61,10 +66,19 @@ class Command(BaseCommand):
             runs = runs.filter(started_at__lt=parse_moment(options["until"], end_of_day=True))
         if options["status"]:
             runs = runs.filter(status__in=options["status"])
+        if options["since"] and options["until"]:
+            since = parse_moment(options["since"])
+            until = parse_moment(options["until"], end_of_day=True)
+            if until <= since:
+                raise CommandError("--until is not after --since: nothing could match.")
         rows = trace_rows(runs)
         if options["output"]:
             # newline="" so the csv module's CRLF line ends reach the file unchanged.
-            with open(options["output"], "w", encoding="utf-8", newline="") as out:
+            try:
+                out = open(options["output"], "w", encoding="utf-8", newline="")  # noqa: SIM115
+            except OSError as exc:
+                raise CommandError(f"Cannot write {options['output']}: {exc.strerror}") from None
+            with out:
                 count = write_csv(rows, out, bom=options["bom"])
             self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
         else:

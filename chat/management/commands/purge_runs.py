@@ -12,16 +12,19 @@ from django.utils import timezone
 
 from chat.models import AgentRun, AgentStep, Conversation, Message, RunStatus
 
-UNITS = {"d": "days", "h": "hours", "w": "weeks", "m": "minutes"}
+# No "m": it would read as months to some and minutes to others, and a wrong guess
+# deletes the audit trail.
+UNITS = {"h": "hours", "d": "days", "w": "weeks"}
 BATCH = 1000
 
 
 def parse_age(value: str) -> timedelta:
-    """Return ``90d``, ``12h``, ``2w`` or ``30m`` as a timedelta; raise CommandError else."""
-    match = re.fullmatch(r"\s*(\d+)\s*([dhwm])\s*", value.lower())
+    """Return ``90d``, ``12h`` or ``2w`` as a timedelta; raise CommandError else."""
+    match = re.fullmatch(r"\s*(\d+)\s*([dhw])\s*", value.lower())
     if match is None or int(match.group(1)) <= 0:
         raise CommandError(
-            f"--older-than takes a positive number and a unit (d, h, w, m), like 90d; not {value!r}"
+            "--older-than takes a positive number and a unit, h (hours), d (days) or "
+            f"w (weeks), like 90d; not {value!r}"
         )
     return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
 
@@ -33,7 +36,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", required=True, help="age, e.g. 90d, 12h, 2w (required)")
+        parser.add_argument(
+            "--older-than",
+            required=True,
+            help="age: a number and h (hours), d (days) or w (weeks), e.g. 90d (required)",
+        )
         parser.add_argument(
             "--dry-run", action="store_true", help="count what would go, delete nothing"
         )
