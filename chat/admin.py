@@ -158,7 +158,7 @@ class ToolNameFilter(admin.SimpleListFilter):
 def export_selected(
     modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
 ) -> HttpResponse:
-    return export_response(queryset, filename=export_filename("agent-runs"))
+    return export_response(queryset, request=request, filename=export_filename("agent-runs"))
 
 
 @admin.action(
@@ -167,7 +167,9 @@ def export_selected(
 def export_selected_bom(
     modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
 ) -> HttpResponse:
-    return export_response(queryset, bom=True, filename=export_filename("agent-runs"))
+    return export_response(
+        queryset, request=request, bom=True, filename=export_filename("agent-runs")
+    )
 
 
 @admin.register(AgentRun)
@@ -283,6 +285,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     # Search
 
+    def delete_model(self, request: HttpRequest, obj: AgentRun) -> None:
+        """Delete the run with its question and answer, like purge_runs (store.runs_delete)."""
+        store.runs_delete(run_ids=[obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> None:
+        store.runs_delete(run_ids=list(queryset.values_list("pk", flat=True)))
+
     # Exports and the conversation page
 
     def has_export_permission(self, request: HttpRequest) -> bool:
@@ -342,7 +351,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
         except IncorrectLookupParameters:
             return HttpResponseBadRequest("Unknown filter in the querystring.")
         return export_response(
-            changelist.get_queryset(request), bom=bom, filename=export_filename("agent-runs")
+            changelist.get_queryset(request),
+            request=request,
+            bom=bom,
+            filename=export_filename("agent-runs"),
         )
 
     def export_run_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -354,6 +366,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             raise Http404("No such run.")
         return export_response(
             AgentRun.objects.filter(pk=run.pk),
+            request=request,
             bom=_wants_bom(request),
             filename=export_filename(f"agent-run-{run.pk}"),
         )

@@ -14,12 +14,14 @@ import codecs
 import csv
 import heapq
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 
 from chat.models import AgentRun, AgentStep, Conversation
 
@@ -56,6 +58,9 @@ COLUMNS: tuple[str, ...] = (
     "total_tokens",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# A cell already starting with an apostrophe gets one more too, so reading a file back,
+# stripping one leading "'" from every cell that has one restores every value exactly.
+NEUTRALISED_PREFIXES = (*FORMULA_PREFIXES, "'")
 CHUNK_SIZE = 2000
 GUEST = "(guest)"
 NO_OWNER = "(no owner)"
@@ -70,8 +75,13 @@ def owner_label(conversation: Conversation) -> str:
 
 
 def neutralise(cell: str) -> str:
-    """Return ``cell`` with a ``'`` in front if a spreadsheet would run it as a formula."""
-    if cell.startswith(FORMULA_PREFIXES):
+    """Return ``cell`` with a ``'`` in front if a spreadsheet could run it as a formula.
+
+    That is when its first character, or its first after leading spaces (some importers
+    trim them), is one of :data:`FORMULA_PREFIXES`; a cell starting with ``'`` gets one
+    too, so the change is reversible (see docs/csv-format.md).
+    """
+    if cell.startswith(NEUTRALISED_PREFIXES) or cell.lstrip(" ").startswith(FORMULA_PREFIXES):
         return "'" + cell
     return cell
 
@@ -179,7 +189,9 @@ def csv_lines(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[str]:
     With ``bom``, the first chunk starts with a UTF-8 byte-order mark (as text, U+FEFF) so
     Excel reads the file as UTF-8. Lines end with CRLF (RFC 4180).
     """
-    writer = csv.writer(_Echo(), lineterminator="\r\n")
+    # Every cell quoted, as OWASP advises: a spreadsheet that splits on ";" (some locales)
+    # still keeps "a;=1+1" in one cell instead of starting a new one with "=1+1".
+    writer = csv.writer(_Echo(), lineterminator="\r\n", quoting=csv.QUOTE_ALL)
     yield ("\ufeff" if bom else "") + writer.writerow(COLUMNS)
     for row in rows:
         yield writer.writerow([neutralise(cell) for cell in row])
@@ -213,17 +225,39 @@ def export_filename(prefix: str = "agent-traces") -> str:
     return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.csv"
 
 
+async def astream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> AsyncIterator[bytes]:
+    """Yield :func:`stream_csv`'s chunks asynchronously, each read in the ORM's thread.
+
+    Under ASGI, Django reads a *sync* iterator of a streaming response to the end before it
+    sends a byte (``StreamingHttpResponse.__aiter__``), which would hold the whole export
+    in memory; an async iterator is sent chunk by chunk.
+    """
+    chunks = stream_csv(rows, bom=bom)
+    read = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
+    while (chunk := await read()) is not None:
+        yield chunk
+
+
 def export_response(
-    runs: QuerySet[AgentRun], *, bom: bool = False, filename: str | None = None
+    runs: QuerySet[AgentRun],
+    *,
+    request: HttpRequest | None = None,
+    bom: bool = False,
+    filename: str | None = None,
 ) -> StreamingHttpResponse:
     """Return a streaming CSV download of ``runs``' steps (see :func:`trace_rows`).
 
-    ``bom`` prefixes a UTF-8 byte-order mark for Excel. The caller checks permissions
-    (:func:`can_export`).
+    ``bom`` prefixes a UTF-8 byte-order mark for Excel. For a request served over ASGI
+    (Daphne) the content is an async iterator, so it streams in constant memory there too.
+    The caller checks permissions (:func:`can_export`).
     """
-    response = StreamingHttpResponse(
-        stream_csv(trace_rows(runs), bom=bom), content_type="text/csv; charset=utf-8"
+    rows = trace_rows(runs)
+    content = (
+        astream_csv(rows, bom=bom)
+        if isinstance(request, ASGIRequest)
+        else stream_csv(rows, bom=bom)
     )
+    response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename or export_filename()}"'
     return response
 

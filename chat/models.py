@@ -8,6 +8,7 @@ columns; durations are milliseconds and times are UTC.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
@@ -217,11 +218,37 @@ class AgentStep(models.Model):
 
     @property
     def result_display(self) -> str:
-        """Return the result pretty-printed when it is JSON, else as stored."""
-        try:
-            value = json.loads(self.result)
-        except (TypeError, ValueError):
-            return self.result
-        if isinstance(value, dict | list):
-            return json.dumps(value, ensure_ascii=False, indent=2)
-        return self.result
+        """Return the result pretty-printed when that loses nothing, else as stored.
+
+        Re-encoding JSON can change what the model read (float digits, ``1e400`` becoming
+        ``Infinity``, a repeated key dropped), so the pretty form is used only when it
+        parses back to exactly the same values, numbers compared as decimals.
+        """
+        return pretty_json(self.result)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"non-standard constant {name}")
+
+
+def pretty_json(text: str) -> str:
+    """Return ``text`` indented if it is a JSON object or array and that is lossless."""
+    strict = {"object_pairs_hook": _no_duplicate_keys, "parse_constant": _reject_constant}
+    try:
+        exact = json.loads(text, parse_float=Decimal, **strict)
+        value = json.loads(text, **strict)
+        if not isinstance(value, dict | list):
+            return text
+        pretty = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
+        if json.loads(pretty, parse_float=Decimal, **strict) != exact:
+            return text
+    except (TypeError, ValueError):
+        return text
+    return pretty

@@ -34,6 +34,14 @@ INTERRUPTED = (
 )
 
 
+def _title(content: str) -> str:
+    """Return a conversation title from a question: one line, at most TITLE_LENGTH."""
+    title = " ".join(content.split())
+    if len(title) > TITLE_LENGTH:
+        title = title[: TITLE_LENGTH - 1] + "…"
+    return title
+
+
 class RunAlreadyGoing(Exception):
     """Raised when a conversation already has a running run."""
 
@@ -160,10 +168,7 @@ def run_start(
         if conversation.runs.filter(status=RunStatus.RUNNING).exists():
             raise RunAlreadyGoing(conversation_id)
         if not conversation.title:
-            title = " ".join(content.split())
-            if len(title) > TITLE_LENGTH:
-                title = title[: TITLE_LENGTH - 1] + "…"
-            conversation.title = title
+            conversation.title = _title(content)
         conversation.save(update_fields=["title", "updated_at"])
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content
@@ -307,3 +312,28 @@ def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentS
 def step_save_text(*, step_id: int, text: str) -> None:
     """Save a streaming model turn's text so far."""
     AgentStep.objects.filter(pk=step_id).update(text=text)
+
+
+def runs_delete(*, run_ids: list[int]) -> int:
+    """Delete runs with their steps and both their messages; tidy their conversations.
+
+    A run's question and answer are part of it: leaving them would keep the text the
+    retention policy (or a superuser) meant to remove, and feed it to the model as
+    history. A conversation left with no messages is deleted; one that keeps some gets
+    its title again from its first remaining question. Returns how many runs went.
+    """
+    with transaction.atomic():
+        runs = AgentRun.objects.filter(pk__in=run_ids)
+        conversation_ids = set(runs.values_list("conversation_id", flat=True))
+        count = runs.count()
+        Message.objects.filter(run_id__in=run_ids).delete()
+        # Deleting a user message cascades to its run and the run's steps.
+        Message.objects.filter(triggered_run__in=run_ids).delete()
+        for conversation in Conversation.objects.filter(pk__in=conversation_ids):
+            first = conversation.messages.filter(role=Message.Role.USER).first()
+            if first is None:
+                conversation.delete()
+            else:
+                conversation.title = _title(first.content)
+                conversation.save(update_fields=["title"])
+    return count

@@ -251,7 +251,7 @@ def test_the_run_page_shows_steps_in_order_with_pretty_json_and_the_answer(clien
     assert '<span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
     assert "Asked for <code>weather_forecast</code>, <code>calculator</code>" in html
     assert "15 ms" in html and "60 in · 10 out · 70 tokens" in html
-    assert f'href="{run_conversation(run)}"' in html
+    assert f'href="{run_conversation(run)}#run-{run.pk}"' in html
     assert f'href="{run_export(run)}"' in html
     assert 'name="_save"' not in html  # read-only
 

@@ -109,8 +109,8 @@ def test_the_bom_option_starts_the_file_with_a_utf8_byte_order_mark():
     make_run()
     with_bom = b"".join(stream_csv(trace_rows(AgentRun.objects.all()), bom=True))
     without = b"".join(stream_csv(trace_rows(AgentRun.objects.all())))
-    assert with_bom.startswith(b"\xef\xbb\xbfrun_id,")
-    assert without.startswith(b"run_id,")
+    assert with_bom.startswith(b'\xef\xbb\xbf"run_id",')
+    assert without.startswith(b'"run_id",')
     assert with_bom.decode("utf-8-sig") == without.decode("utf-8")
 
 
@@ -224,3 +224,112 @@ def test_a_conversation_started_from_the_terminal_has_no_owner_not_a_guest():
     assert read(export_text())[0]["user"] == "(no owner)"
     Conversation.objects.filter(pk=run.conversation_id).update(guest_key="a-browser")
     assert read(export_text())[0]["user"] == "(guest)"
+
+
+@pytest.mark.parametrize(
+    ("cell", "written"),
+    [
+        (" =1+1", "' =1+1"),  # some importers trim leading spaces
+        ("'=1+1", "''=1+1"),  # so stripping one "'" always restores the value
+        ("'plain", "''plain"),
+        ("a;=1+1", "a;=1+1"),  # inside a quoted cell, not at its start
+        ("1-2", "1-2"),
+    ],
+)
+def test_neutralising_is_reversible_and_covers_trimmed_spaces(cell, written):
+    assert neutralise(cell) == written
+    restored = written[1:] if written.startswith("'") else written
+    assert restored == cell
+
+
+def test_every_cell_is_quoted_so_a_semicolon_locale_keeps_cells_whole():
+    make_run(question="a;=1+1;b", steps=1)
+    data_line = export_text().split("\r\n")[1]
+    assert data_line.startswith('"')
+    assert '"a;=1+1;b"' in data_line
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_over_asgi_the_export_is_an_async_stream_read_chunk_by_chunk():
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncRequestFactory
+
+    for _ in range(3):
+        await sync_to_async(make_run)(steps=40, result="x" * 1000)
+    request = AsyncRequestFactory().get("/admin/chat/agentrun/export/")
+    response = export_response(AgentRun.objects.all(), request=request)
+
+    assert response.is_async  # Django would read a sync iterator whole before sending
+    chunks = [chunk async for chunk in response.streaming_content]
+    assert len(chunks) > 1
+    assert len(read(b"".join(chunks).decode())) == 120
+
+
+def test_purging_part_of_a_conversation_retitles_it_from_what_is_left():
+    old = make_run(question="SECRET old question", age=timedelta(days=100))
+    newer_message = Message.objects.create(
+        conversation_id=old.conversation_id, role="user", content="a newer question"
+    )
+    AgentRun.objects.create(
+        conversation_id=old.conversation_id, user_message=newer_message,
+        strategy="tool_calling", provider="demo", model_name="demo-scripted",
+        status="succeeded", started_at=timezone.now(),
+    )  # fmt: skip
+    Conversation.objects.filter(pk=old.conversation_id).update(title="SECRET old question")
+
+    call_command("purge_runs", "--older-than", "90d", stdout=io.StringIO())
+
+    conversation = Conversation.objects.get(pk=old.conversation_id)
+    assert conversation.title == "a newer question"
+    assert not Message.objects.filter(content__contains="SECRET").exists()
+
+
+def test_purge_first_closes_runs_whose_process_died_so_they_can_go(settings):
+    settings.AGENT_STALE_AFTER_S = 60
+    dead = make_run(age=timedelta(days=200), status="running")
+    AgentRun.objects.filter(pk=dead.pk).update(heartbeat_at=dead.started_at)
+    call_command("purge_runs", "--older-than", "90d", stdout=io.StringIO())
+    assert not AgentRun.objects.filter(pk=dead.pk).exists()
+
+
+def test_an_age_beyond_the_calendar_is_a_clear_error():
+    with pytest.raises(CommandError, match="before the year 1"):
+        call_command("purge_runs", "--older-than", "999999999d", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("value", ["2026-02-30", "2026-13-01", "2026-11-29T25:00"])
+def test_export_traces_refuses_impossible_dates(value):
+    with pytest.raises(CommandError, match="Not a date"):
+        call_command("export_traces", "--since", value, stderr=io.StringIO())
+
+
+def test_a_superuser_deleting_a_run_in_the_admin_deletes_its_messages_too(client):
+    admin = User.objects.create_superuser("root", password="pw")
+    run = make_run(question="delete me")
+    client.force_login(admin)
+    response = client.post(f"/admin/chat/agentrun/{run.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not Message.objects.filter(content="delete me").exists()
+    assert not Conversation.objects.filter(pk=run.conversation_id).exists()
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '{"amount": 12345678.123456789012}',
+        '{"big": 1e400}',
+        '{"id": "A", "id": "B"}',
+        "[NaN]",
+        "not json",
+    ],
+)
+def test_results_are_shown_as_stored_when_pretty_printing_would_change_them(stored):
+    from chat.models import pretty_json
+
+    assert pretty_json(stored) == stored
+
+
+def test_results_are_pretty_printed_when_nothing_is_lost():
+    from chat.models import pretty_json
+
+    assert pretty_json('{"a": 1.5, "b": "苏州"}') == '{\n  "a": 1.5,\n  "b": "苏州"\n}'

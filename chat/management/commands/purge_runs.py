@@ -7,10 +7,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from django.utils import timezone
 
-from chat.models import AgentRun, AgentStep, Conversation, Message, RunStatus
+from chat import store
+from chat.models import AgentRun, AgentStep, RunStatus
 
 # No "m": it would read as months to some and minutes to others, and a wrong guess
 # deletes the audit trail.
@@ -46,7 +46,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        cutoff = timezone.now() - parse_age(options["older_than"])
+        try:
+            cutoff = timezone.now() - parse_age(options["older_than"])
+        except OverflowError:
+            raise CommandError("--older-than reaches back before the year 1.") from None
+        # Runs of a dead process would otherwise stay "running", and unpurgeable, forever.
+        store.runs_interrupt_stale(now=timezone.now())
         # A run still going is never purged, however old: it is not evidence yet.
         runs = AgentRun.objects.filter(started_at__lt=cutoff).exclude(status=RunStatus.RUNNING)
         run_count = runs.count()
@@ -54,29 +59,18 @@ class Command(BaseCommand):
         when = f"{cutoff:%Y-%m-%d %H:%M} UTC"
         if options["dry_run"]:
             self.stdout.write(
-                f"Would delete {run_count:,} runs and {step_count:,} steps started before {when}."
+                f"Would delete {run_count:,} runs and {step_count:,} steps started before "
+                f"{when}, with their messages."
             )
             return
         deleted = 0
-        touched: set[int] = set()
         while True:
             # Batches keep each transaction (and its lock) short on a big table.
             ids = list(runs.order_by("pk").values_list("pk", flat=True)[:BATCH])
             if not ids:
                 break
-            touched.update(
-                AgentRun.objects.filter(pk__in=ids).values_list("conversation_id", flat=True)
-            )
-            with transaction.atomic():
-                # The messages go too (the question is the run's evidence): deleting a user
-                # message cascades to its run and the run's steps.
-                Message.objects.filter(run_id__in=ids).delete()
-                Message.objects.filter(triggered_run__in=ids).delete()
-            deleted += len(ids)
-        # A conversation whose every run was purged has nothing left to show.
-        emptied = Conversation.objects.filter(pk__in=touched, messages__isnull=True)
-        conversations, _ = emptied.delete()
+            deleted += store.runs_delete(run_ids=ids)
         self.stdout.write(
             f"Deleted {deleted:,} runs and {step_count:,} steps started before {when}, "
-            f"and {conversations:,} conversations left empty."
+            "with their messages; conversations left empty went too."
         )
