@@ -233,6 +233,7 @@ async def test_someone_elses_conversation_closes_the_socket():
         communicator = await connect(conversation.pk, user)
         await communicator.connect()
         assert await communicator.receive_output() == {"type": "websocket.close", "code": 4404}
+        await communicator.disconnect()  # the server would; ends the app
 
 
 async def test_a_second_message_while_a_run_is_going_is_refused(scripted_model):
@@ -279,6 +280,7 @@ async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
     )
     await stranger.connect()
     assert await stranger.receive_output() == {"type": "websocket.close", "code": 4404}
+    await stranger.disconnect()  # the server would; ends the app
 
 
 def asgi_communicator(path: str, origin: bytes, host: bytes = b"127.0.0.1:8000"):
@@ -293,8 +295,10 @@ def asgi_communicator(path: str, origin: bytes, host: bytes = b"127.0.0.1:8000")
 )
 async def test_a_socket_from_another_origin_is_refused(origin):
     _, conversation = await make_conversation()
-    connected, _ = await asgi_communicator(f"/ws/chat/{conversation.pk}/", origin).connect()
+    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", origin)
+    connected, _ = await communicator.connect()
     assert not connected  # closed before accept: Daphne answers the handshake with 403
+    await communicator.disconnect()
 
 
 async def test_an_origin_listed_in_csrf_trusted_origins_is_let_through(settings):
@@ -303,6 +307,7 @@ async def test_an_origin_listed_in_csrf_trusted_origins_is_let_through(settings)
     connected, _ = await communicator.connect()
     assert connected  # past the origin check; the unknown path then closes it
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4404}
+    await communicator.disconnect()  # the server would; ends the app
 
 
 @pytest.mark.parametrize("path", ["/ws/chat/abc/", "/ws/other/", "/nothing"])
@@ -311,6 +316,7 @@ async def test_an_unknown_websocket_path_closes_cleanly(path):
     connected, _ = await communicator.connect()
     assert connected
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4404}
+    await communicator.disconnect()  # the server would; ends the app
 
 
 async def test_streamed_text_is_saved_and_resent_whole_so_late_joiners_catch_up(
@@ -429,4 +435,6 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
     await communicator.send_to(text_data=json.dumps({"content": "after logout"}))
 
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+
+    await communicator.disconnect()  # the server would; ends the app
     assert not await database_sync_to_async(AgentRun.objects.exists)()
