@@ -41,10 +41,6 @@ BOM_PARAM = "bom"
 PRE = '<pre class="trace-pre">{}</pre>'
 
 
-def _owner_name(conversation: Conversation) -> str:
-    return owner_label(conversation)
-
-
 def _wants_bom(request: HttpRequest) -> bool:
     return request.GET.get(BOM_PARAM) == "1"
 
@@ -230,7 +226,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, run: AgentRun) -> str:
-        return _owner_name(run.conversation)
+        return owner_label(run.conversation)
 
     @admin.display(description="conversation", ordering="conversation_id")
     def conversation_link(self, run: AgentRun) -> SafeString:
@@ -388,7 +384,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "read_only": True,
             "opened_run": run,
             "run_url": reverse("admin:chat_agentrun_change", args=[run.pk]),
-            "owner_name": _owner_name(conversation),
+            "owner_name": owner_label(conversation),
             "conversation": conversation,
             "conversations": [],
             "runs": store.conversation_runs(conversation_id=conversation.pk),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+
+N = TypeVar("N", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -28,32 +31,27 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    """Return ``name`` as an integer no smaller than ``minimum``."""
+def _env_number(name: str, default: N, cast: type[N], kind: str, minimum: N | None) -> N:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        value = int(raw)
+        value = cast(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
+        raise ImproperlyConfigured(f"{name} must be {kind}, not {raw!r}") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
     return value
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    """Return ``name`` as an integer no smaller than ``minimum``."""
+    return _env_number(name, default, int, "an integer", minimum)
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
     """Return ``name`` as a float no smaller than ``minimum``."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
-    return value
+    return _env_number(name, default, float, "a number", minimum)
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

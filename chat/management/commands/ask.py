@@ -123,12 +123,12 @@ class Command(BaseCommand):
         except store.RunAlreadyGoing:
             raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
         printer = TracePrinter(self.stdout, stream_text=not options["no_stream"])
-        listeners: list[Listener] = [printer]
-        if settings.REDIS_URL:
-            # Browsers watching this conversation (through Redis) see the run live too.
-            listeners.append(GroupPublisher(get_channel_layer(), conversation.pk))
+        # Browsers watching this conversation through Redis see the run live too.
+        publisher = (
+            GroupPublisher(get_channel_layer(), conversation.pk) if settings.REDIS_URL else None
+        )
         try:
-            finished = asyncio.run(self._run(run, listeners))
+            finished = asyncio.run(self._run(run, printer, publisher))
         except KeyboardInterrupt:
             # asyncio.run cancelled the run's task, which stored the run as cancelled.
             raise CommandError(f"Interrupted: run {run.pk} was stored as cancelled.") from None
@@ -138,10 +138,13 @@ class Command(BaseCommand):
         if finished.status != RunStatus.SUCCEEDED:
             raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
 
-    async def _run(self, run: AgentRun, listeners: list[Listener]) -> AgentRun:
-        for listener in listeners:
-            if isinstance(listener, GroupPublisher):
-                await listener.publish(fragments.run_started(run))
+    async def _run(
+        self, run: AgentRun, printer: TracePrinter, publisher: GroupPublisher | None
+    ) -> AgentRun:
+        listeners: list[Listener] = [printer]
+        if publisher is not None:
+            await publisher.publish(fragments.run_started(run))
+            listeners.append(publisher)
         return await execute_run(run.pk, listeners=listeners)
 
     def _conversation(self, options: dict[str, Any]) -> Conversation:
