@@ -1,0 +1,57 @@
+"""What a person sees while the agent works: running cards, a composer that keeps text,
+and a page that fits a phone. Each was a fault found by a reviewer in headless Chromium."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+QUESTION = "What's the weather in Hangzhou, and what is 17*23?"
+FOLLOW_UP = "And in Chengdu?"
+
+
+def finished_runs(page, count: int) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('.run-status:not([data-status=running])').length >= n",
+        arg=count,
+        timeout=30_000,
+    )
+
+
+def test_a_message_typed_during_a_run_is_kept_and_sent_after_it(start_app, browser_page):
+    app = start_app(token_delay_ms=30, tool_delay_ms=600)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", QUESTION)
+    page.press("#composer-input", "Enter")
+
+    # The bundled tools wait DEMO_TOOL_DELAY_MS, so a card's running state is visible.
+    page.wait_for_selector(".tool-card[data-status=running]", timeout=10_000)
+    page.fill("#composer-input", FOLLOW_UP)
+    page.press("#composer-input", "Enter")
+    assert page.input_value("#composer-input") == FOLLOW_UP  # kept, not thrown away
+    assert "still working" in page.inner_text("#chat-error")
+    assert page.inner_text("#send") == "Working…"
+
+    finished_runs(page, 1)
+    assert not page.is_visible("#chat-error")
+    assert page.input_value("#composer-input") == FOLLOW_UP
+    page.press("#composer-input", "Enter")
+    finished_runs(page, 2)
+    assert page.locator(".run").count() == 2
+    assert FOLLOW_UP in page.locator(".run").nth(1).locator(".msg.user").inner_text()
+
+
+def test_the_page_fits_a_narrow_phone_screen(live_app, browser_page):
+    page = browser_page
+    page.set_viewport_size({"width": 400, "height": 800})
+    page.goto(live_app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", QUESTION)
+    page.press("#composer-input", "Enter")
+    finished_runs(page, 1)
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= 400, f"the page is {width} px wide on a 400 px screen"
+    assert page.locator("#send").bounding_box()["x"] + 10 < 400
