@@ -41,10 +41,12 @@ class StepStatus(enum.StrEnum):
 
 @dataclass(frozen=True)
 class RunStarted:
-    """The run began: ``model`` is the model's display name, ``tools`` the bound tool names."""
+    """The run began: ``model`` is the model's display name, ``tools`` the tool names,
+    ``strategy`` the name of the strategy (``tool_calling``, ``react``...)."""
 
     model: str
     tools: tuple[str, ...]
+    strategy: str = "tool_calling"
     at: datetime = field(default_factory=utcnow)
 
 
@@ -68,8 +70,11 @@ class TextDelta:
 class ModelTurnFinished:
     """The model's turn is complete.
 
-    ``tool_calls`` are LangChain ``ToolCall`` dicts (``{"name", "args", "id"}``);
-    ``invalid_tool_calls`` are calls whose arguments did not parse; ``usage`` is the
+    ``tool_calls`` are LangChain ``ToolCall`` dicts (``{"name", "args", "id"}``), parsed
+    from the text for the text strategies; ``invalid_tool_calls`` are calls that cannot run
+    (arguments that are not JSON, output that broke the format), each with an ``error``;
+    ``final_answer`` is the answer when this turn ended the run (for a text strategy, the
+    part of ``text`` after ``Final Answer:`` or the like), else empty; ``usage`` is the
     model's ``usage_metadata`` (``input_tokens``, ``output_tokens``, ``total_tokens``) or
     None when the provider does not report it; ``raw`` is the message as JSON-ready data;
     ``error`` is set when the model call itself failed (the run then fails too).
@@ -83,17 +88,24 @@ class ModelTurnFinished:
     duration_ms: int
     raw: dict[str, Any]
     error: str = ""
+    final_answer: str = ""
     at: datetime = field(default_factory=utcnow)
 
 
 @dataclass(frozen=True)
 class ToolCallStarted:
-    """A tool call is about to run (or, for an invalid call, to be reported)."""
+    """A tool call is about to run (or, for an invalid call, to be reported).
+
+    ``args`` is the arguments object, or text (a text strategy's input for a one-argument
+    tool, or arguments that did not parse); ``log`` is the model text the call was parsed
+    from (text strategies; empty for native calls).
+    """
 
     iteration: int
     tool_call_id: str
     name: str
     args: dict[str, Any] | str
+    log: str = ""
     at: datetime = field(default_factory=utcnow)
 
 

@@ -1,9 +1,9 @@
 """The agent loop: ask the model, run the tool calls it asks for, repeat, yield events.
 
-This is the native tool-calling strategy (``bind_tools`` and ``AIMessage.tool_calls``)
-described in LangChain's tool-calling agent docs, written as an async generator so a
-caller can stream every step. Tool failures are data (an error ToolMessage the model sees
-on its next turn, and an error event); failures of the loop itself raise.
+One loop for every strategy (:mod:`agents.strategies`: native tool calling, ReAct,
+structured chat, XML), written as an async generator so a caller can stream every step.
+Tool failures and output that breaks the format are data (an error observation the model
+sees on its next turn, and an error event); failures of the loop itself raise.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.agents import AgentFinish
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -39,13 +39,12 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from agents.strategies import ParseError, Strategy, ToolCallAction
+from agents.strategies.base import IntermediateStep, new_tool_call_id
+from agents.strategies.tool_calling import ToolCallingStrategy
 
 # Error observations: what the model reads on its next turn, so it can correct itself.
 UNKNOWN_TOOL = "Error: there is no tool named {name!r}. Available tools: {available}."
-INVALID_ARGUMENTS = (
-    "Error: the arguments for tool {name!r} are not valid JSON ({error}). "
-    "Call the tool again with a JSON object of arguments."
-)
 SCHEMA_MISMATCH = (
     "Error: the arguments for tool {name!r} do not match its schema: {error}. "
     "Fix the arguments and call the tool again."
@@ -156,31 +155,40 @@ async def run(
     tools: Sequence[BaseTool],
     messages: Sequence[BaseMessage],
     *,
+    strategy: Strategy | None = None,
     limits: RunLimits | None = None,
 ) -> AsyncIterator[Event]:
-    """Run the native tool-calling loop and yield :mod:`agents.events` as it goes.
+    """Run the agent loop with ``strategy`` and yield :mod:`agents.events` as it goes.
 
-    ``messages`` is the whole prompt (system message, earlier turns, the new question);
-    it is not modified. The model is bound with ``model.bind_tools(tools)`` and streamed
-    with ``astream``; chunks are merged with ``+`` (LangChain's chunk merging) so tool
-    calls split over chunks come out whole. Every tool call of one model turn runs
-    concurrently and its result goes back as a ``ToolMessage`` paired by
-    ``tool_call_id``. The last event is always a :class:`RunFinished`; the run ends as
-    ``succeeded`` (an answer without tool calls), ``failed`` (the model raised, timed out
-    or returned nothing) or ``max_iterations``. Cancelling the consumer's task cancels
-    pending tool calls and propagates ``asyncio.CancelledError``.
+    ``messages`` is the conversation (system message, earlier turns, the new question);
+    it is not modified. ``strategy`` (default: native tool calling) builds the prompt from
+    it, binds the model for each turn and parses each reply into tool calls or a final
+    answer; see :mod:`agents.strategies`. Each turn the model is streamed with
+    ``astream`` (every text piece is a :class:`TextDelta`) and the chunks are merged with
+    ``+`` (LangChain's chunk merging), so tool calls split over chunks come out whole.
+    The tool calls of one turn run concurrently; each observation is paired with its call
+    by ``tool_call_id`` and shown to the model in the next turn's scratchpad. Output that
+    breaks the strategy's format, invalid arguments and unknown tools become error steps
+    whose observation tells the model what to fix; such retries count as turns.
+
+    The last event is always a :class:`RunFinished`: ``succeeded`` (a non-empty final
+    answer), ``failed`` (the model raised, timed out or answered with nothing) or
+    ``max_iterations``. Cancelling the consumer's task cancels pending tool calls and
+    propagates ``asyncio.CancelledError``.
     """
     limits = limits or RunLimits()
+    strategy = strategy or ToolCallingStrategy()
     by_name = {tool.name: tool for tool in tools}
-    bound = model.bind_tools(list(tools)) if tools else model
-    history: list[BaseMessage] = list(messages)
+    prompt = strategy.build_prompt(messages, list(tools))
+    intermediate_steps: list[IntermediateStep] = []
     usage_total: dict[str, int] = {}
-    last_text = ""
-    yield RunStarted(model=model_display_name(model), tools=tuple(by_name))
+    yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):
         yield ModelTurnStarted(iteration=iteration)
         start = time.monotonic()
+        bound = strategy.bind(model, list(tools), iteration=iteration)
+        history = [*prompt, *strategy.format_scratchpad(intermediate_steps)]
         merged: AIMessageChunk | None = None
         try:
             async with asyncio.timeout(limits.model_timeout_s):
@@ -207,65 +215,66 @@ async def run(
 
         message = message_chunk_to_message(merged) if merged is not None else AIMessage("")
         assert isinstance(message, AIMessage)
-        invalid = [dict(call) for call in message.invalid_tool_calls]
-        seen_ids: set[str] = set()
-        for call in [*message.tool_calls, *invalid]:
-            # Some servers omit or repeat ids; every call needs its own to pair its result.
-            if not call.get("id") or call["id"] in seen_ids:
-                call["id"] = f"call_{uuid.uuid4().hex[:24]}"
-            seen_ids.add(call["id"])
         usage = dict(message.usage_metadata) if message.usage_metadata else None
         _add_usage(usage_total, usage)
-        last_text = str(message.text)
-        yield ModelTurnFinished(
-            iteration=iteration,
-            text=last_text,
-            tool_calls=tuple(dict(call) for call in message.tool_calls),
-            invalid_tool_calls=tuple(invalid),
-            usage=usage,
-            duration_ms=_elapsed_ms(start),
-            raw=message.model_dump(mode="json"),
-        )
-        history.append(message)
+        parsed = _parse(strategy, message)
+        text = str(message.text)
 
-        if not message.tool_calls and not invalid:
-            if not last_text.strip():
+        if isinstance(parsed, AgentFinish):
+            output = str(parsed.return_values.get("output", ""))
+            yield ModelTurnFinished(
+                iteration=iteration, text=text, tool_calls=(), invalid_tool_calls=(),
+                usage=usage, duration_ms=_elapsed_ms(start), raw=message.model_dump(mode="json"),
+                final_answer=output,
+            )  # fmt: skip
+            if not output.strip():
                 yield RunFinished(
                     status=RunStatus.FAILED, output="", iterations=iteration,
                     error=EMPTY_ANSWER, usage=usage_total,
                 )  # fmt: skip
             else:
                 yield RunFinished(
-                    status=RunStatus.SUCCEEDED, output=last_text, iterations=iteration,
+                    status=RunStatus.SUCCEEDED, output=output, iterations=iteration,
                     usage=usage_total,
                 )  # fmt: skip
             return
 
-        observations: dict[str, ToolMessage] = {}
-        for call in invalid:
-            name = call.get("name") or ""
-            yield ToolCallStarted(
-                iteration=iteration, tool_call_id=call["id"], name=name,
-                args=call.get("args") or "",
-            )  # fmt: skip
-            text = INVALID_ARGUMENTS.format(name=name, error=call.get("error") or "unparseable")
-            yield ToolCallFinished(
-                iteration=iteration, tool_call_id=call["id"], name=name,
-                status=StepStatus.ERROR, result=text, observation=text,
-                error=f"InvalidToolCall: {call.get('error') or 'unparseable arguments'}",
-                duration_ms=0,
-            )  # fmt: skip
-            observations[call["id"]] = ToolMessage(
-                content=text, tool_call_id=call["id"], name=name, status="error"
-            )
+        runnable = [action for action in parsed if not action.error]
+        broken = [action for action in parsed if action.error]
+        yield ModelTurnFinished(
+            iteration=iteration, text=text,
+            tool_calls=tuple(_call_dict(action) for action in runnable),
+            invalid_tool_calls=tuple(
+                {**_call_dict(action), "error": action.error} for action in broken
+            ),
+            usage=usage, duration_ms=_elapsed_ms(start), raw=message.model_dump(mode="json"),
+        )  # fmt: skip
 
-        for call in message.tool_calls:
+        observations: dict[str, ToolMessage] = {}
+        for action in broken:
             yield ToolCallStarted(
-                iteration=iteration, tool_call_id=call["id"], name=call["name"],
-                args=call["args"],
+                iteration=iteration, tool_call_id=action.tool_call_id, name=action.tool,
+                args=action.tool_input, log=action.log,
+            )  # fmt: skip
+            summary = action.error.splitlines()[0] if action.error else ""
+            yield ToolCallFinished(
+                iteration=iteration, tool_call_id=action.tool_call_id, name=action.tool,
+                status=StepStatus.ERROR, result=action.error, observation=action.error,
+                error=f"{action.error_type or 'ParseError'}: {summary}", duration_ms=0,
+            )  # fmt: skip
+            observations[action.tool_call_id] = ToolMessage(
+                content=action.error, tool_call_id=action.tool_call_id, name=action.tool,
+                status="error",
+            )  # fmt: skip
+
+        for action in runnable:
+            yield ToolCallStarted(
+                iteration=iteration, tool_call_id=action.tool_call_id, name=action.tool,
+                args=action.tool_input, log=action.log,
             )  # fmt: skip
         tasks = [
-            asyncio.ensure_future(_call_tool(by_name, call, limits)) for call in message.tool_calls
+            asyncio.ensure_future(_call_tool(by_name, _call_dict(action), limits))
+            for action in runnable
         ]
         try:
             for done in asyncio.as_completed(tasks):
@@ -277,18 +286,41 @@ async def run(
                     duration_ms=duration_ms,
                 )  # fmt: skip
                 observations[call["id"]] = ToolMessage(
-                    content=observation,
-                    tool_call_id=call["id"],
-                    name=call["name"],
+                    content=observation, tool_call_id=call["id"], name=call["name"],
                     status="error" if status is StepStatus.ERROR else "success",
-                )
+                )  # fmt: skip
         finally:
             for task in tasks:
                 task.cancel()
-        # Answer in the order the model asked, whatever order the calls finished in.
-        history.extend(observations[c["id"]] for c in [*invalid, *message.tool_calls])
+        # In the order the model asked, whatever order the calls finished in.
+        intermediate_steps.extend(
+            (action, observations[action.tool_call_id]) for action in [*broken, *runnable]
+        )
 
     yield RunFinished(
-        status=RunStatus.MAX_ITERATIONS, output=last_text, iterations=limits.max_iterations,
+        status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
         error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
     )  # fmt: skip
+
+
+def _call_dict(action: ToolCallAction) -> dict[str, Any]:
+    """Return ``action`` as a LangChain ``ToolCall`` dict (``{"name", "args", "id"}``)."""
+    return {"name": action.tool, "args": action.tool_input, "id": action.tool_call_id}
+
+
+def _parse(strategy: Strategy, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+    """Return ``strategy.parse(message)``, a format error as one action carrying it."""
+    try:
+        return strategy.parse(message)
+    except ParseError as exc:
+        return [
+            ToolCallAction(
+                tool=exc.tool,
+                tool_input=exc.tool_input,
+                log=str(message.text),
+                message_log=[message],
+                tool_call_id=new_tool_call_id(),
+                error=exc.observation,
+                error_type="OutputParserException",
+            )
+        ]

@@ -30,9 +30,16 @@ class UnicodeJSONEncoder(json.JSONEncoder):
 
 
 class Strategy(models.TextChoices):
-    """How the model asks for tools (issue: four strategies; native calls for now)."""
+    """How the model asks for tools; mirrors :data:`agents.strategies.STRATEGIES`."""
 
     TOOL_CALLING = "tool_calling", "Native tool calling"
+    REACT = "react", "ReAct (text)"
+    STRUCTURED_CHAT = "structured_chat", "Structured chat (JSON)"
+    XML = "xml", "XML tags"
+
+
+TOOL_CHOICE_AUTO = "auto"
+TOOL_CHOICE_REQUIRED = "required"
 
 
 class RunStatus(models.TextChoices):
@@ -80,6 +87,9 @@ class Conversation(models.Model):
     strategy = models.CharField(
         max_length=32, choices=Strategy.choices, default=Strategy.TOOL_CALLING
     )
+    # Native tool calling only: "auto", "required" or a tool's name (first turn only).
+    tool_choice = models.CharField(max_length=200, default=TOOL_CHOICE_AUTO)
+    parallel_tool_calls = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -123,6 +133,10 @@ class AgentRun(models.Model):
         Message, on_delete=models.CASCADE, related_name="triggered_run"
     )
     strategy = models.CharField(max_length=32, choices=Strategy.choices)
+    # The conversation's native tool-calling options when the run started (blank / None
+    # for the text strategies, which make one call per turn and have no tool_choice).
+    tool_choice = models.CharField(max_length=200, blank=True)
+    parallel_tool_calls = models.BooleanField(null=True, blank=True)
     provider = models.CharField(max_length=32)
     model_name = models.CharField(max_length=200)
     status = models.CharField(
@@ -163,9 +177,13 @@ class AgentRun(models.Model):
 class AgentStep(models.Model):
     """One step of a run: a model turn, or a tool call that turn asked for.
 
-    Tool calls share their model turn's ``iteration``. ``arguments`` is the call's JSON
-    arguments (a JSON string when the model sent unparseable arguments); ``result`` is the
-    ToolMessage content (or the error observation); ``raw`` keeps the model's message.
+    Tool calls share their model turn's ``iteration``. For a model turn, ``text`` is what
+    the model wrote (streamed), ``result`` its final answer when the turn ended the run
+    (for a text strategy, the part after ``Final Answer:`` or the like) and ``raw`` the
+    whole AIMessage. For a tool call, ``arguments`` is the call's JSON arguments (a string
+    when the model sent text or unparseable arguments), ``result`` the observation the
+    model was sent (ToolMessage content, or the error), and ``text`` the log: the model
+    text a text strategy parsed the call from.
     """
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
@@ -201,12 +219,16 @@ class AgentStep(models.Model):
 
     @property
     def is_answer(self) -> bool:
-        """Return True for a model turn that asked for no tools (its text is the answer)."""
-        return (
-            self.kind == StepKind.MODEL_TURN
-            and self.status == StepStatus.OK
-            and not self.raw.get("tool_calls")
-            and not self.raw.get("invalid_tool_calls")
+        """Return True for a model turn that gave the run's final answer (in ``result``)."""
+        return self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(
+            self.result
+        )
+
+    @property
+    def is_parse_error(self) -> bool:
+        """Return True for a tool call that never ran: the model's output did not parse."""
+        return self.kind == StepKind.TOOL_CALL and self.error.startswith(
+            ("OutputParserException", "InvalidToolCall")
         )
 
     @property

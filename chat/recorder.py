@@ -108,6 +108,7 @@ class RunRecorder:
                 finished_at=event.at,
                 status=StepStatus.ERROR if event.error else StepStatus.OK,
                 text=event.text or "".join(self._turn_text.get(event.iteration, [])),
+                result=event.final_answer,
                 error=event.error,
                 raw=event.raw,
                 duration_ms=event.duration_ms,
@@ -120,7 +121,7 @@ class RunRecorder:
             step = await database_sync_to_async(store.step_start)(
                 run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
                 started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
-                arguments=event.args,
+                arguments=event.args, text=event.log,
             )  # fmt: skip
             self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
             return self._update(event, step_id=step.pk, step=step, created=True)

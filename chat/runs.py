@@ -21,6 +21,7 @@ from agents.events import RunFinished, RunStatus, utcnow
 from agents.models.registry import ModelConfig, build_model
 from agents.prompts import SYSTEM_PROMPT
 from agents.runtime import RunLimits, run
+from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
 from chat import store
 from chat.models import AgentRun, Message
@@ -76,6 +77,15 @@ def run_limits() -> RunLimits:
         model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
         max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
     )
+
+
+def run_strategy(run_row: AgentRun) -> Strategy:
+    """Return the strategy a stored run uses, with the options recorded on it."""
+    options = StrategyOptions(
+        tool_choice=run_row.tool_choice or "auto",
+        parallel_tool_calls=run_row.parallel_tool_calls is not False,
+    )
+    return get_strategy(run_row.strategy, options)
 
 
 def build_prompt(history: Sequence[tuple[str, str]], question: str) -> list[BaseMessage]:
@@ -136,7 +146,8 @@ async def execute_run(
         except ValueError as exc:
             return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc), 0)
         tools = get_tools() if tools is None else tools
-        async for event in run(model, tools, messages, limits=run_limits()):
+        strategy = run_strategy(run_row)
+        async for event in run(model, tools, messages, strategy=strategy, limits=run_limits()):
             update = await recorder.record(event)
             iterations = getattr(event, "iteration", iterations)
             if update.run is not None:

@@ -25,6 +25,7 @@ from chat.models import (
     RunStatus,
     StepKind,
     StepStatus,
+    Strategy,
 )
 
 TITLE_LENGTH = 60
@@ -173,15 +174,51 @@ def run_start(
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content
         )
+        native = conversation.strategy == Strategy.TOOL_CALLING
         return AgentRun.objects.create(
             conversation=conversation,
             user_message=message,
             strategy=conversation.strategy,
+            tool_choice=conversation.tool_choice if native else "",
+            parallel_tool_calls=conversation.parallel_tool_calls if native else None,
             provider=provider,
             model_name=model_name,
             started_at=started_at,
             heartbeat_at=started_at,
         )
+
+
+class ConversationStarted(Exception):
+    """The conversation has messages already; its strategy can no longer change."""
+
+
+def conversation_configure(
+    *,
+    owner: Owner,
+    conversation_id: int,
+    strategy: str,
+    tool_choice: str,
+    parallel_tool_calls: bool,
+) -> Conversation | None:
+    """Set how a conversation's runs ask for tools; return it, or None if not the owner's.
+
+    Only a conversation with no messages yet can change, so every run of a conversation
+    uses one strategy (compare strategies with a new chat each). Values are stored as
+    given: the caller validates them (:class:`chat.forms.StrategyForm`).
+    Raises :class:`ConversationStarted` once it has messages.
+    """
+    with transaction.atomic():
+        conversation = conversation_get(owner=owner, conversation_id=conversation_id)
+        if conversation is None:
+            return None
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        if conversation.messages.exists():
+            raise ConversationStarted(conversation_id)
+        conversation.strategy = strategy
+        conversation.tool_choice = tool_choice
+        conversation.parallel_tool_calls = parallel_tool_calls
+        conversation.save(update_fields=["strategy", "tool_choice", "parallel_tool_calls"])
+        return conversation
 
 
 def _count_tool_calls(run: AgentRun) -> None:
@@ -279,6 +316,7 @@ def step_start(
     tool_name: str = "",
     tool_call_id: str = "",
     arguments: Any = None,
+    text: str = "",
 ) -> AgentStep:
     """Insert a running step with the next ordinal of its run; return it."""
     with transaction.atomic():
@@ -293,6 +331,7 @@ def step_start(
             tool_name=tool_name,
             tool_call_id=tool_call_id,
             arguments=arguments,
+            text=text,
             started_at=started_at,
         )
 

@@ -1,0 +1,304 @@
+"""What every strategy supplies to the one agent loop, and the pieces they share.
+
+A strategy is the four-stage pipeline of LangChain's classic agents (format the
+scratchpad -> build the prompt -> bind the model -> parse the output), see
+``langchain_classic.agents`` (``create_tool_calling_agent``, ``create_react_agent``,
+``create_structured_chat_agent``, ``create_xml_agent``). The loop in
+:mod:`agents.runtime` stays one loop: it asks the strategy for the prompt and the bound
+model, streams the model's reply, asks the strategy to parse it into a list of
+:class:`ToolCallAction` or an ``AgentFinish``, runs the actions and keeps the
+``(action, observation)`` pairs (the intermediate steps) that the strategy formats into
+the next turn's scratchpad.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from langchain_core.agents import AgentActionMessageLog, AgentFinish
+from langchain_core.exceptions import OutputParserException
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+IntermediateStep = tuple["ToolCallAction", ToolMessage]
+"""One ``(action, observation)`` pair: what the model asked for and what it was told.
+
+The observation is a ToolMessage (``content``, ``tool_call_id``, ``status`` of
+``"success"`` or ``"error"``); the text strategies show the model its ``content``.
+"""
+
+FINAL_ANSWER = "Final Answer"
+
+# Parse-error observations shared by the text strategies (what the model reads next).
+EMPTY_REPLY = "Your reply was empty. {format_hint}"
+EMPTY_FINAL_ANSWER = "Your final answer was empty. Write the answer itself. {format_hint}"
+BAD_JSON_INPUT = (
+    "The input for tool {name!r} looks like JSON but does not parse ({error}). "
+    "Give the arguments as one JSON object, e.g. {example}."
+)
+
+
+def new_tool_call_id() -> str:
+    """Return a fresh id in the shape OpenAI uses (``call_`` + 24 hex digits)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class ToolCallAction(AgentActionMessageLog):
+    """One tool call the model asked for: LangChain's AgentAction plus a ``tool_call_id``.
+
+    ``tool`` and ``tool_input`` (a dict of arguments, or a string for a tool with one
+    argument) say what to run; ``log`` is the raw model text the call was parsed from
+    (empty for native tool calls, whose ``message_log`` holds the AIMessage);
+    ``tool_call_id`` pairs the call with its observation. ``error`` is set when the call
+    cannot run (its output did not parse): the loop then reports ``error`` as the
+    observation instead of calling a tool. Mirrors ``ToolAgentAction`` of
+    ``langchain_classic.agents.output_parsers.tools``.
+    """
+
+    tool_call_id: str
+    error: str = ""
+    error_type: str = ""
+
+
+class ParseError(OutputParserException):
+    """The model's output did not follow the strategy's format.
+
+    ``observation`` is the text the model reads next turn (what was wrong, how to fix
+    it); ``tool`` and ``tool_input`` are what could be read of the call, if anything, so
+    the error step still names the tool the model meant.
+    """
+
+    def __init__(self, observation: str, *, llm_output: str, tool: str = "",
+                 tool_input: str | dict[str, Any] = "") -> None:  # fmt: skip
+        super().__init__(
+            observation, observation=observation, llm_output=llm_output, send_to_llm=True
+        )
+        self.observation: str = observation
+        self.tool = tool
+        self.tool_input = tool_input
+
+
+@dataclass(frozen=True)
+class StrategyOptions:
+    """Per-conversation settings of a strategy.
+
+    ``tool_choice``: ``"auto"``, ``"required"`` or a tool's name; only the native strategy
+    uses it, and only on the first model turn (later turns are ``auto``, so a run whose
+    model has its answer can end). ``parallel_tool_calls``: False asks the provider for
+    one call per turn (the text formats always make one).
+    """
+
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+
+
+class Strategy(ABC):
+    """How a model asks for tools: prompt, binding, scratchpad and parser.
+
+    Subclasses set ``name`` (stored on runs), ``label`` (shown to people) and implement
+    the four stages. ``parse`` raises :class:`ParseError` for output that breaks the
+    format; the loop turns it into an error step and an observation, so the model can
+    try again on its next turn.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+
+    def __init__(self, options: StrategyOptions | None = None) -> None:
+        self.options = options or StrategyOptions()
+
+    @abstractmethod
+    def build_prompt(
+        self, messages: Sequence[BaseMessage], tools: Sequence[BaseTool]
+    ) -> list[BaseMessage]:
+        """Return the prompt (before the scratchpad) for ``messages`` and ``tools``."""
+
+    @abstractmethod
+    def bind(
+        self, model: BaseChatModel, tools: Sequence[BaseTool], *, iteration: int
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Return ``model`` bound for the ``iteration``-th model turn (1-based)."""
+
+    @abstractmethod
+    def format_scratchpad(
+        self, intermediate_steps: Sequence[IntermediateStep]
+    ) -> list[BaseMessage]:
+        """Return the messages that show the model its earlier actions and observations."""
+
+    @abstractmethod
+    def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+        """Return the actions ``message`` asks for, or its final answer.
+
+        Raises :class:`ParseError` when the message breaks the format.
+        """
+
+
+class TextStrategy(Strategy):
+    """A strategy whose model writes its calls as text: react, structured_chat, xml.
+
+    Subclasses set ``stop`` (the stop sequences bound to the model), ``instructions`` (a
+    ``str.format`` template with ``{tools}`` and ``{tool_names}``, appended to the system
+    prompt) and ``format_observation``. The scratchpad is LangChain's
+    ``format_log_to_messages``: each step's log as an AIMessage, its observation as a
+    HumanMessage.
+    """
+
+    stop: ClassVar[list[str]]
+    instructions: ClassVar[str]
+    quote_tool_names: ClassVar[bool] = False
+
+    def build_prompt(
+        self, messages: Sequence[BaseMessage], tools: Sequence[BaseTool]
+    ) -> list[BaseMessage]:
+        """Return ``messages`` with the tools and the format in the system message."""
+        names = [json.dumps(t.name) if self.quote_tool_names else t.name for t in tools]
+        text = self.instructions.format(tools=render_tools(tools), tool_names=", ".join(names))
+        return with_instructions(messages, text)
+
+    def bind(
+        self, model: BaseChatModel, tools: Sequence[BaseTool], *, iteration: int
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Return ``model`` bound to stop before it writes an observation itself."""
+        return model.bind(stop=list(self.stop))
+
+    def format_scratchpad(
+        self, intermediate_steps: Sequence[IntermediateStep]
+    ) -> list[BaseMessage]:
+        """Return each step's log as an AIMessage and its observation as a HumanMessage."""
+        messages: list[BaseMessage] = []
+        for action, observation in intermediate_steps:
+            messages.append(AIMessage(self.format_log(action)))
+            messages.append(HumanMessage(self.format_observation(text_of(observation))))
+        return messages
+
+    def format_log(self, action: ToolCallAction) -> str:
+        """Return the model text to show for ``action`` in the scratchpad."""
+        return action.log
+
+    @abstractmethod
+    def format_observation(self, observation: str) -> str:
+        """Return ``observation`` as this format's observation message text."""
+
+    @abstractmethod
+    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
+        """Return ``(tool, tool_input)`` or the final answer; raise :class:`ParseError`."""
+
+    @abstractmethod
+    def cut_observation(self, text: str) -> str:
+        """Return ``text`` up to an observation the model wrote itself (stop ignored)."""
+
+    def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+        """Return the one action or the final answer in ``message``'s text.
+
+        The action's ``log`` is the text up to any observation the model made up.
+        """
+        text = text_of(message)
+        parsed = self.parse_text(text)
+        if isinstance(parsed, str):
+            return AgentFinish({"output": parsed}, log=text)
+        tool, tool_input = parsed
+        return [
+            ToolCallAction(
+                tool=tool,
+                tool_input=tool_input,
+                log=self.cut_observation(text),
+                message_log=[message],
+                tool_call_id=new_tool_call_id(),
+            )
+        ]
+
+
+def render_tools(tools: Sequence[BaseTool]) -> str:
+    """Return the tools as JSON Lines: ``{"name", "description", "parameters"}`` per tool.
+
+    The schemas come from langchain-core's ``convert_to_openai_tool``, so a text strategy
+    shows the model the same JSON schema a native call gets. langchain-core's text
+    renderers do not fit here: ``render_text_description`` drops the arguments of tools
+    without a sync ``func`` and ``render_text_description_and_args`` prints Python reprs
+    (``None``, single quotes) and leaves out which arguments are required.
+    """
+    lines = []
+    for tool in tools:
+        function = convert_to_openai_tool(tool)["function"]
+        entry = {
+            "name": function["name"],
+            "description": function.get("description", ""),
+            "parameters": function.get("parameters", {}),
+        }
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def with_instructions(messages: Sequence[BaseMessage], instructions: str) -> list[BaseMessage]:
+    """Return ``messages`` with ``instructions`` appended to the system message.
+
+    A prompt without a system message gets one in front.
+    """
+    out = list(messages)
+    for i, message in enumerate(out):
+        if isinstance(message, SystemMessage):
+            out[i] = SystemMessage(f"{message.text}\n\n{instructions}")
+            return out
+    return [SystemMessage(instructions), *out]
+
+
+_FENCE = re.compile(r"^```[\w-]*[ \t]*\n?(?P<body>.*?)\n?```$", re.DOTALL)
+
+
+def strip_fence(text: str) -> str:
+    """Return ``text`` without one surrounding Markdown code fence (```` ```json ````)."""
+    text = text.strip()
+    match = _FENCE.match(text)
+    return match["body"].strip() if match else text
+
+
+def parse_tool_input(raw: str, *, tool: str, llm_output: str) -> str | dict[str, Any]:
+    """Return a text strategy's tool input: a JSON object as a dict, else the text.
+
+    A fenced block is unwrapped. Input that starts like a JSON object or array but does
+    not parse raises :class:`ParseError`; a JSON string becomes its value; anything else
+    (``Suzhou``) is passed on as text, which a LangChain tool reads as its first argument.
+    """
+    text = strip_fence(raw)
+    if text[:1] in "{[":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ParseError(
+                BAD_JSON_INPUT.format(name=tool, error=exc, example='{"town": "Suzhou"}'),
+                llm_output=llm_output, tool=tool, tool_input=raw,
+            ) from exc  # fmt: skip
+        if not isinstance(value, dict):
+            raise ParseError(
+                f"The input for tool {tool!r} must be a JSON object of arguments, "
+                f"not a JSON {type(value).__name__}.",
+                llm_output=llm_output, tool=tool, tool_input=raw,
+            )  # fmt: skip
+        return value
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        return value if isinstance(value, str) else text
+    return text
+
+
+def text_of(message: BaseMessage) -> str:
+    """Return a message's text content as one plain ``str``."""
+    return str(message.text)

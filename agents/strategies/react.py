@@ -1,0 +1,131 @@
+"""Text ReAct: Thought / Action / Action Input / Observation, stopped at ``\\nObservation``.
+
+After Yao et al., "ReAct: Synergizing Reasoning and Acting in Language Models" (2022), as
+LangChain's ``create_react_agent`` and ``ReActSingleInputOutputParser`` run it, with the
+scratchpad kept as messages (``format_log_to_messages``): the model's text as an
+AIMessage, then ``Observation: ...`` as a HumanMessage. The Action Input is a JSON object
+of arguments (or plain text for a tool with one argument). One action per reply.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agents.strategies.base import (
+    EMPTY_FINAL_ANSWER,
+    EMPTY_REPLY,
+    ParseError,
+    TextStrategy,
+    parse_tool_input,
+)
+
+STOP = ["\nObservation"]
+OBSERVATION_PREFIX = "Observation: "
+
+INSTRUCTIONS = """\
+You have access to the following tools, one JSON object per line (name, description and \
+the JSON schema of its arguments):
+
+{tools}
+
+To use a tool, reply in exactly this format:
+
+Thought: what you should do next and why
+Action: the tool's name, one of [{tool_names}]
+Action Input: the arguments as one JSON object, e.g. {{"argument": "value"}}
+
+Then stop. The result comes back to you as "Observation: ...". Use one tool per reply and \
+repeat Thought/Action/Action Input as often as you need. When you know the answer, reply:
+
+Thought: I now know the final answer
+Final Answer: the answer to the user's question
+
+Never write an Action and a Final Answer in the same reply."""
+
+FORMAT_HINT = (
+    "Reply with 'Thought:', 'Action:' and 'Action Input:' lines to use a tool, or with "
+    "'Thought:' and 'Final Answer:' lines to answer."
+)
+BOTH = (
+    "Your reply has both an Action and a Final Answer. Either use one tool (and wait for "
+    "its Observation) or give the Final Answer, not both."
+)
+MISSING_ACTION = "Invalid format: missing 'Action:' after 'Thought:'. " + FORMAT_HINT
+MISSING_INPUT = (
+    "Invalid format: missing 'Action Input:' after 'Action: {tool}'. Give the tool's "
+    "arguments on an 'Action Input:' line as one JSON object."
+)
+MISSING_TOOL = "Invalid format: 'Action:' has no tool name. " + FORMAT_HINT
+SEVERAL_ACTIONS = (
+    "Your reply has {count} actions. Use one tool per reply, then wait for its Observation."
+)
+
+_ACTION = re.compile(r"^[ \t*]*Action\s*\d*\s*:", re.MULTILINE | re.IGNORECASE)
+_ACTION_INPUT = re.compile(r"^[ \t*]*Action\s*\d*\s*Input\s*\d*\s*:", re.MULTILINE | re.IGNORECASE)
+_FINAL = re.compile(r"^[ \t*]*Final\s+Answer\s*:", re.MULTILINE | re.IGNORECASE)
+_HALLUCINATED = re.compile(r"\n[ \t*]*Observation\s*:", re.IGNORECASE)
+_NAME_JUNK = "`'\"*[] \t"
+
+
+def cut_observation(text: str) -> str:
+    """Return ``text`` up to an Observation the model wrote itself (the stop was ignored)."""
+    match = _HALLUCINATED.search(text)
+    return text[: match.start()] if match else text
+
+
+def parse_react(text: str) -> tuple[str, str | dict] | str:
+    """Return ``(tool, tool_input)`` for an action, or the final answer text.
+
+    Raises :class:`ParseError` for an empty reply, no format, an action without input,
+    several actions, an action and a final answer together, or an empty final answer.
+    """
+    text = cut_observation(text)
+    if not text.strip():
+        raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
+    actions = list(_ACTION.finditer(text))
+    inputs = list(_ACTION_INPUT.finditer(text))
+    final = _FINAL.search(text)
+    if actions and final:
+        raise ParseError(BOTH, llm_output=text)
+    if final:
+        answer = text[final.end() :].strip()
+        if not answer:
+            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
+        return answer
+    if not actions:
+        raise ParseError(MISSING_ACTION, llm_output=text)
+    if len(actions) > 1 or len(inputs) > 1:
+        raise ParseError(SEVERAL_ACTIONS.format(count=max(len(actions), len(inputs))),
+                         llm_output=text)  # fmt: skip
+    action = actions[0]
+    end = inputs[0].start() if inputs and inputs[0].start() > action.end() else len(text)
+    tool = text[action.end() : end].strip().splitlines()[0:1]
+    name = tool[0].strip(_NAME_JUNK) if tool else ""
+    if not name:
+        raise ParseError(MISSING_TOOL, llm_output=text)
+    if not inputs or inputs[0].start() < action.end():
+        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=text, tool=name)
+    return name, parse_tool_input(text[inputs[0].end() :], tool=name, llm_output=text)
+
+
+class ReActStrategy(TextStrategy):
+    """Text ReAct; see the module docstring."""
+
+    name = "react"
+    label = "ReAct (text)"
+
+    stop = STOP
+    instructions = INSTRUCTIONS
+
+    def format_observation(self, observation: str) -> str:
+        """Return ``Observation: ...``."""
+        return OBSERVATION_PREFIX + observation
+
+    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
+        """Return ``parse_react(text)``."""
+        return parse_react(text)
+
+    def cut_observation(self, text: str) -> str:
+        """Return ``text`` up to an observation the model wrote itself."""
+        return cut_observation(text)

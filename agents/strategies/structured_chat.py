@@ -1,0 +1,189 @@
+"""Structured chat: one JSON blob per reply, ``{"action": ..., "action_input": ...}``.
+
+After LangChain's ``create_structured_chat_agent`` and ``StructuredChatOutputParser``: the
+model writes a Thought, then the blob in a Markdown code fence, and stops at
+``\\nObservation``; ``"action": "Final Answer"`` ends the run with ``action_input`` as the
+answer. Tool arguments are a JSON object, which is why the prompt shows every tool's
+argument schema. Unlike the classic parser, text with no blob is not taken as the final
+answer: it is a format error the model is told about.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agents.strategies.base import (
+    EMPTY_FINAL_ANSWER,
+    EMPTY_REPLY,
+    FINAL_ANSWER,
+    ParseError,
+    TextStrategy,
+)
+from agents.strategies.react import OBSERVATION_PREFIX, STOP, cut_observation
+
+INSTRUCTIONS = """\
+You have access to the following tools, one JSON object per line (name, description and \
+the JSON schema of its arguments):
+
+{tools}
+
+Use a JSON blob to choose a tool: an "action" key (the tool's name) and an "action_input" \
+key (the tool's arguments as a JSON object that fits its schema).
+
+Valid "action" values: "Final Answer" or {tool_names}
+
+Give only ONE action per JSON blob, as shown:
+
+```json
+{{
+  "action": $TOOL_NAME,
+  "action_input": $ARGUMENTS
+}}
+```
+
+Follow this format:
+
+Thought: what you should do next and why
+Action:
+```json
+$JSON_BLOB
+```
+
+Then stop: the result comes back to you as "Observation: ...". Repeat Thought/Action as \
+often as you need. When you know the answer:
+
+Thought: I know what to respond
+Action:
+```json
+{{
+  "action": "Final Answer",
+  "action_input": "the answer to the user's question"
+}}
+```
+
+Always reply with exactly one valid JSON blob and nothing after it."""
+
+FORMAT_HINT = (
+    'Reply with a Thought, then "Action:" and one JSON blob {"action": ..., '
+    '"action_input": ...} in a ```json code fence, and nothing after it.'
+)
+NO_BLOB = "Your reply has no JSON blob. " + FORMAT_HINT
+BAD_JSON = "Your JSON blob does not parse ({error}). " + FORMAT_HINT
+NOT_OBJECT = "Your JSON blob is a JSON {kind}, not an object. " + FORMAT_HINT
+MISSING_KEYS = "Your JSON blob lacks {keys}. " + FORMAT_HINT
+TRAILING = (
+    "Your reply goes on after the JSON blob ({extra!r}). Write one JSON blob per reply and "
+    "nothing after it; the Observation comes back to you."
+)
+FINAL_NOT_TEXT = (
+    'The "action_input" of a "Final Answer" must be the answer as a JSON string, not a JSON {kind}.'
+)
+BAD_INPUT = (
+    'The "action_input" for tool {name!r} must be a JSON object of arguments, not a JSON {kind}.'
+)
+
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?", re.IGNORECASE)
+_ACTION_NAME = re.compile(r'"action"\s*:\s*"([^"\\]*)"')
+_KINDS = {str: "string", list: "array", int: "number", float: "number", bool: "boolean"}
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else _KINDS.get(type(value), type(value).__name__)
+
+
+def find_blob(text: str) -> tuple[Any, int, int]:
+    """Return ``(value, start, end)`` of the first JSON value in ``text``, fence included.
+
+    The blob is the first fenced block if there is one, else the first ``{``. ``end`` is
+    past the closing fence. Raises :class:`ParseError` if there is none or it does not
+    parse.
+    """
+    decoder = json.JSONDecoder()
+    fence = _FENCE_OPEN.search(text)
+    brace = text.find("{")
+    if fence and (brace < 0 or fence.start() < brace):
+        start = fence.end()
+        body_start = start + (len(text[start:]) - len(text[start:].lstrip()))
+        try:
+            value, end = decoder.raw_decode(text, body_start)
+        except json.JSONDecodeError as exc:
+            raise _bad_json(text, exc) from exc
+        rest = text[end:]
+        close = rest.lstrip()
+        if close.startswith("```"):
+            end += len(rest) - len(close) + 3
+        return value, fence.start(), end
+    if brace < 0:
+        raise ParseError(NO_BLOB, llm_output=text)
+    try:
+        value, end = decoder.raw_decode(text, brace)
+    except json.JSONDecodeError as exc:
+        raise _bad_json(text, exc) from exc
+    return value, brace, end
+
+
+def _bad_json(text: str, exc: json.JSONDecodeError) -> ParseError:
+    name = _ACTION_NAME.search(text)
+    tool = name[1] if name and name[1] != FINAL_ANSWER else ""
+    return ParseError(BAD_JSON.format(error=exc), llm_output=text, tool=tool)
+
+
+def parse_structured(text: str) -> tuple[str, str | dict[str, Any]] | str:
+    """Return ``(tool, arguments)`` for an action blob, or the final answer text.
+
+    Raises :class:`ParseError` for an empty reply, no blob, JSON that does not parse, a
+    blob that is not an object or lacks a key, text after the blob (a second blob
+    included), a final answer that is not a non-empty string, or arguments that are not
+    an object (a string is accepted, for a tool with one argument).
+    """
+    text = cut_observation(text)
+    if not text.strip():
+        raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
+    value, _, end = find_blob(text)
+    if not isinstance(value, dict):
+        raise ParseError(NOT_OBJECT.format(kind=_kind(value)), llm_output=text)
+    missing = [key for key in ("action", "action_input") if key not in value]
+    tool = value.get("action")
+    if missing or not isinstance(tool, str) or not tool.strip():
+        keys = " and ".join(f'"{k}"' for k in missing) or 'an "action" name'
+        raise ParseError(MISSING_KEYS.format(keys=keys), llm_output=text,
+                         tool=tool if isinstance(tool, str) else "")  # fmt: skip
+    extra = text[end:].strip()
+    if extra:
+        raise ParseError(TRAILING.format(extra=extra[:80]), llm_output=text, tool=tool)
+    tool_input = value["action_input"]
+    if tool.strip() == FINAL_ANSWER:
+        if not isinstance(tool_input, str):
+            raise ParseError(FINAL_NOT_TEXT.format(kind=_kind(tool_input)), llm_output=text)
+        if not tool_input.strip():
+            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
+        return tool_input.strip()
+    if not isinstance(tool_input, dict | str):
+        raise ParseError(BAD_INPUT.format(name=tool, kind=_kind(tool_input)), llm_output=text,
+                         tool=tool, tool_input=json.dumps(tool_input))  # fmt: skip
+    return tool.strip(), tool_input
+
+
+class StructuredChatStrategy(TextStrategy):
+    """Structured chat (a JSON blob per reply); see the module docstring."""
+
+    name = "structured_chat"
+    label = "Structured chat (JSON)"
+
+    stop = STOP
+    instructions = INSTRUCTIONS
+    quote_tool_names = True
+
+    def format_observation(self, observation: str) -> str:
+        """Return ``Observation: ...``."""
+        return OBSERVATION_PREFIX + observation
+
+    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
+        """Return ``parse_structured(text)``."""
+        return parse_structured(text)
+
+    def cut_observation(self, text: str) -> str:
+        """Return ``text`` up to an observation the model wrote itself."""
+        return cut_observation(text)

@@ -1,0 +1,142 @@
+"""XML tags: ``<tool>``, ``<tool_input>``, ``<observation>``, ``<final_answer>``.
+
+After LangChain's ``create_xml_agent`` and ``XMLAgentOutputParser`` (Anthropic's models
+were trained on this shape): the model writes ``<tool>name</tool><tool_input>...`` and is
+stopped at ``</tool_input>``; the result comes back as ``<observation>...</observation>``;
+``<final_answer>...</final_answer>`` ends the run. Tags are found with regular
+expressions, not an XML parser, so content is taken as written: ``<``, ``&`` and quotes
+inside a tag need no escaping and entities are not decoded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agents.strategies.base import (
+    EMPTY_FINAL_ANSWER,
+    EMPTY_REPLY,
+    ParseError,
+    TextStrategy,
+    ToolCallAction,
+    parse_tool_input,
+)
+
+INSTRUCTIONS = """\
+You have access to the following tools, one JSON object per line (name, description and \
+the JSON schema of its arguments):
+
+{tools}
+
+To use a tool, write its name in <tool></tool> tags and its arguments, as one JSON \
+object, in <tool_input></tool_input> tags. You will get back the result in \
+<observation></observation> tags. For example, to use a tool called 'search' with the \
+argument "query", you would reply:
+
+<tool>search</tool><tool_input>{{"query": "weather in SF"}}</tool_input>
+
+Use one tool per reply; the valid tool names are: {tool_names}. When you know the \
+answer, reply with it between <final_answer></final_answer> tags, for example:
+
+<final_answer>The weather in SF is 64 degrees</final_answer>
+
+Never write a <tool> and a <final_answer> in the same reply."""
+
+FORMAT_HINT = (
+    "Reply with <tool>name</tool><tool_input>{JSON arguments}</tool_input> to use a tool, "
+    "or with <final_answer>...</final_answer> to answer."
+)
+BOTH = (
+    "Your reply has both a <tool> and a <final_answer>. Either use one tool (and wait "
+    "for its <observation>) or give the final answer, not both."
+)
+NO_TAGS = "Your reply has no <tool> or <final_answer> tag. " + FORMAT_HINT
+MISSING_INPUT = (
+    "Your reply names the tool {tool!r} but has no <tool_input> tag after it. Put the "
+    "arguments, as one JSON object, in <tool_input></tool_input>."
+)
+MISSING_TOOL = "Your reply has a <tool_input> but no <tool> name before it. " + FORMAT_HINT
+SEVERAL_TOOLS = "Your reply has {count} <tool> tags. Use one tool per reply."
+UNCLOSED_TOOL = "Your <tool> tag is not closed. " + FORMAT_HINT
+TRAILING = (
+    "Your reply goes on after </final_answer> ({extra!r}). Put the whole answer inside the tags."
+)
+
+STOP = ["</tool_input>"]
+_TOOL = re.compile(r"<tool>(.*?)</tool>", re.DOTALL)
+_TOOL_OPEN = re.compile(r"<tool>")
+_INPUT = re.compile(r"<tool_input>(.*?)(?:</tool_input>|$)", re.DOTALL)
+_FINAL = re.compile(r"<final_answer>(.*?)(?:</final_answer>|$)", re.DOTALL)
+_HALLUCINATED = re.compile(r"<observation>")
+
+
+def cut_observation(text: str) -> str:
+    """Return ``text`` up to an ``<observation>`` the model wrote itself."""
+    match = _HALLUCINATED.search(text)
+    return text[: match.start()] if match else text
+
+
+def parse_xml(text: str) -> tuple[str, str | dict] | str:
+    """Return ``(tool, tool_input)`` for a ``<tool>`` call, or the final answer text.
+
+    ``</tool_input>`` may be missing (the stop sequence removes it). Raises
+    :class:`ParseError` for an empty reply, no tags, several tools, a tool without input
+    or input without a tool, a tool and a final answer together, text after the final
+    answer or an empty one.
+    """
+    text = cut_observation(text)
+    if not text.strip():
+        raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
+    tools = _TOOL.findall(text)
+    opened = len(_TOOL_OPEN.findall(text))
+    final = _FINAL.search(text)
+    if (tools or opened) and final:
+        raise ParseError(BOTH, llm_output=text)
+    if final:
+        extra = text[final.end() :].strip()
+        if extra:
+            raise ParseError(TRAILING.format(extra=extra[:80]), llm_output=text)
+        answer = final[1].strip()
+        if not answer:
+            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
+        return answer
+    if opened > len(tools):
+        raise ParseError(UNCLOSED_TOOL, llm_output=text)
+    if len(tools) > 1:
+        raise ParseError(SEVERAL_TOOLS.format(count=len(tools)), llm_output=text)
+    tool_input = _INPUT.search(text)
+    if not tools:
+        raise ParseError(MISSING_TOOL if tool_input else NO_TAGS, llm_output=text)
+    name = tools[0].strip()
+    if not name:
+        raise ParseError(MISSING_TOOL, llm_output=text)
+    if tool_input is None or tool_input.start() < text.find("</tool>"):
+        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=text, tool=name)
+    return name, parse_tool_input(tool_input[1], tool=name, llm_output=text)
+
+
+class XmlStrategy(TextStrategy):
+    """XML tags; see the module docstring."""
+
+    name = "xml"
+    label = "XML tags"
+    stop = STOP
+    instructions = INSTRUCTIONS
+
+    def format_log(self, action: ToolCallAction) -> str:
+        """Return the model's text with the ``</tool_input>`` the stop sequence cut off."""
+        if "<tool_input>" in action.log and "</tool_input>" not in action.log:
+            return action.log + "</tool_input>"
+        return action.log
+
+    def format_observation(self, observation: str) -> str:
+        """Return ``<observation>...</observation>``."""
+        return f"<observation>{observation}</observation>"
+
+    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
+        """Return ``parse_xml(text)``."""
+        return parse_xml(text)
+
+    def cut_observation(self, text: str) -> str:
+        """Return ``text`` up to an observation the model wrote itself."""
+        return cut_observation(text)
