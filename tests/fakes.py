@@ -28,10 +28,15 @@ def tool_call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Answer each turn with the next script item; remember every prompt in ``prompts``."""
+    """Answer each turn with the next script item; remember every prompt in ``prompts``.
+
+    ``calls`` keeps, per turn, the ``stop`` sequences and the bound keyword arguments
+    (``tools`` as names, ``tool_choice``, ``parallel_tool_calls``) the model was called with.
+    """
 
     script: list[Any] = Field(default_factory=list)
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
+    calls: list[dict[str, Any]] = Field(default_factory=list)
     delay_s: float = 0.0
     model_name: str = "scripted"
 
@@ -39,11 +44,14 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
-        return self
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self.bind(tools=[getattr(t, "name", t) for t in tools], **kwargs)
 
-    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+    def _next(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, **kwargs: Any
+    ) -> AIMessage:
         self.prompts.append(list(messages))
+        self.calls.append({"stop": stop, **kwargs})
         if not self.script:
             raise AssertionError("the scripted model ran out of answers")
         item = self.script.pop(0)
@@ -60,7 +68,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self._next(messages))])
+        message = self._next(messages, stop, **kwargs)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _chunks(self, message: AIMessage) -> Iterator[AIMessageChunk]:
         words = re.findall(r"\S+\s*|\s+", message.text) or [""]
@@ -89,7 +98,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in self._chunks(self._next(messages)):
+        for chunk in self._chunks(self._next(messages, stop, **kwargs)):
             yield ChatGenerationChunk(message=chunk)
 
     async def _astream(
@@ -99,7 +108,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        message = self._next(messages)
+        message = self._next(messages, stop, **kwargs)
         for chunk in self._chunks(message):
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)

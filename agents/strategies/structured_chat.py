@@ -69,10 +69,10 @@ FORMAT_HINT = (
     'Reply with a Thought, then "Action:" and one JSON blob {"action": ..., '
     '"action_input": ...} in a ```json code fence, and nothing after it.'
 )
-NO_BLOB = "Your reply has no JSON blob. " + FORMAT_HINT
-BAD_JSON = "Your JSON blob does not parse ({error}). " + FORMAT_HINT
-NOT_OBJECT = "Your JSON blob is a JSON {kind}, not an object. " + FORMAT_HINT
-MISSING_KEYS = "Your JSON blob lacks {keys}. " + FORMAT_HINT
+NO_BLOB = "Your reply has no JSON blob."
+BAD_JSON = "Your JSON blob does not parse ({error})."
+NOT_OBJECT = "Your JSON blob is a JSON {kind}, not an object."
+MISSING_KEYS = "Your JSON blob lacks {keys}."
 TRAILING = (
     "Your reply goes on after the JSON blob ({extra!r}). Write one JSON blob per reply and "
     "nothing after it; the Observation comes back to you."
@@ -102,7 +102,8 @@ def find_blob(text: str) -> tuple[Any, int, int]:
     """
     decoder = json.JSONDecoder()
     fence = _FENCE_OPEN.search(text)
-    brace = text.find("{")
+    found = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    brace = min(found) if found else -1
     if fence and (brace < 0 or fence.start() < brace):
         start = fence.end()
         body_start = start + (len(text[start:]) - len(text[start:].lstrip()))
@@ -116,7 +117,7 @@ def find_blob(text: str) -> tuple[Any, int, int]:
             end += len(rest) - len(close) + 3
         return value, fence.start(), end
     if brace < 0:
-        raise ParseError(NO_BLOB, llm_output=text)
+        raise ParseError(f"{NO_BLOB} {FORMAT_HINT}", llm_output=text)
     try:
         value, end = decoder.raw_decode(text, brace)
     except json.JSONDecodeError as exc:
@@ -127,7 +128,7 @@ def find_blob(text: str) -> tuple[Any, int, int]:
 def _bad_json(text: str, exc: json.JSONDecodeError) -> ParseError:
     name = _ACTION_NAME.search(text)
     tool = name[1] if name and name[1] != FINAL_ANSWER else ""
-    return ParseError(BAD_JSON.format(error=exc), llm_output=text, tool=tool)
+    return ParseError(f"{BAD_JSON.format(error=exc)} {FORMAT_HINT}", llm_output=text, tool=tool)
 
 
 def parse_structured(text: str) -> tuple[str, str | dict[str, Any]] | str:
@@ -143,12 +144,12 @@ def parse_structured(text: str) -> tuple[str, str | dict[str, Any]] | str:
         raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
     value, _, end = find_blob(text)
     if not isinstance(value, dict):
-        raise ParseError(NOT_OBJECT.format(kind=_kind(value)), llm_output=text)
+        raise ParseError(f"{NOT_OBJECT.format(kind=_kind(value))} {FORMAT_HINT}", llm_output=text)
     missing = [key for key in ("action", "action_input") if key not in value]
     tool = value.get("action")
     if missing or not isinstance(tool, str) or not tool.strip():
         keys = " and ".join(f'"{k}"' for k in missing) or 'an "action" name'
-        raise ParseError(MISSING_KEYS.format(keys=keys), llm_output=text,
+        raise ParseError(f"{MISSING_KEYS.format(keys=keys)} {FORMAT_HINT}", llm_output=text,
                          tool=tool if isinstance(tool, str) else "")  # fmt: skip
     extra = text[end:].strip()
     if extra:

@@ -1,0 +1,295 @@
+"""Table-driven tests of the four strategies' parsers: what they accept and what they report."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.agents import AgentFinish
+from langchain_core.messages import AIMessage, ToolMessage
+
+from agents.strategies import ParseError, get_strategy
+from agents.strategies.react import parse_react
+from agents.strategies.structured_chat import parse_structured
+from agents.strategies.xml import parse_xml
+from tests.fakes import tool_call
+
+FENCE = "```"
+
+# (text, expected (tool, input) or final answer string)
+REACT_OK = [
+    (
+        'Thought: I need the weather.\nAction: weather_forecast\nAction Input: {"town": "Suzhou"}',
+        ("weather_forecast", {"town": "Suzhou"}),
+    ),
+    (
+        'Thought: 查天气\nAction: weather_forecast\nAction Input: {"town": "苏州", "days": 2}',
+        ("weather_forecast", {"town": "苏州", "days": 2}),
+    ),
+    (
+        "Thought: search\nAction: search_travel_info\nAction Input: 园林",
+        ("search_travel_info", "园林"),
+    ),
+    ('Action: search\nAction Input: "gardens"', ("search", "gardens")),
+    (
+        f'Thought: x\nAction: `calculator`\nAction Input: {FENCE}json\n{{"expression": "2+2"}}\n{FENCE}',
+        ("calculator", {"expression": "2+2"}),
+    ),
+    ("Thought: x\nAction: [calculator]\nAction Input: {}", ("calculator", {})),
+    (
+        'Thought: x\nAction: calculator\nAction Input: {"expression": "1+1"}\nObservation: 2\n'
+        "Thought: done\nFinal Answer: 2",
+        ("calculator", {"expression": "1+1"}),
+    ),
+    ("Thought: I now know the final answer\nFinal Answer: Suzhou.", "Suzhou."),
+    ("Final Answer: 苏州的园林最好。\n\n- 拙政园\n- 留园", "苏州的园林最好。\n\n- 拙政园\n- 留园"),
+]
+
+REACT_BAD = [
+    ("", "empty", ""),
+    ("   \n", "empty", ""),
+    ("Suzhou is nice.", "missing 'Action:'", ""),
+    ("Thought: x\nAction: weather_forecast\n", "missing 'Action Input:'", "weather_forecast"),
+    (
+        'Thought: x\nAction: calculator\nAction Input: {"expression": "1"}\nFinal Answer: 1',
+        "both an Action and a Final Answer",
+        "",
+    ),
+    ("Thought: done\nFinal Answer:   ", "final answer was empty", ""),
+    (
+        'Thought: x\nAction: weather_forecast\nAction Input: {"town": "Su',
+        "does not parse",
+        "weather_forecast",
+    ),
+    ("Thought: x\nAction: calculator\nAction Input: [1, 2]", "not a JSON list", "calculator"),
+    (
+        "Action: a\nAction Input: {}\nAction: b\nAction Input: {}",
+        "2 actions",
+        "",
+    ),
+    ("Thought: x\nAction:\nAction Input: {}", "has no tool name", ""),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REACT_OK)
+def test_react_accepts(text, expected):
+    assert parse_react(text) == expected
+
+
+@pytest.mark.parametrize(("text", "reason", "tool"), REACT_BAD)
+def test_react_reports(text, reason, tool):
+    with pytest.raises(ParseError) as info:
+        parse_react(text)
+    assert reason in info.value.observation
+    assert info.value.tool == tool
+    assert info.value.llm_output == text
+
+
+STRUCTURED_OK = [
+    (
+        f'Thought: weather\nAction:\n{FENCE}json\n{{"action": "weather_forecast", '
+        f'"action_input": {{"town": "Suzhou"}}}}\n{FENCE}',
+        ("weather_forecast", {"town": "Suzhou"}),
+    ),
+    (
+        f'Action:\n{FENCE}\n{{\n  "action": "check_bnb_availability",\n  "action_input": '
+        f'{{"town": "苏州", "rooms": 1}}\n}}\n{FENCE}\n',
+        ("check_bnb_availability", {"town": "苏州", "rooms": 1}),
+    ),
+    (
+        '{"action": "calculator", "action_input": {"expression": "2*3"}}',
+        ("calculator", {"expression": "2*3"}),
+    ),
+    ('{"action": "search", "action_input": "gardens"}', ("search", "gardens")),
+    (
+        f'Thought: I know what to respond\nAction:\n{FENCE}json\n{{"action": "Final Answer", '
+        f'"action_input": "Go to **Suzhou**."}}\n{FENCE}',
+        "Go to **Suzhou**.",
+    ),
+    ('{"action": "Final Answer", "action_input": "去苏州。"}', "去苏州。"),
+    (
+        f'Action:\n{FENCE}json\n{{"action": "calculator", "action_input": {{"expression": "1"}}}}\n'
+        f"{FENCE}\nObservation: 1",
+        ("calculator", {"expression": "1"}),
+    ),
+]
+
+STRUCTURED_BAD = [
+    ("", "empty", ""),
+    ("Suzhou is the best city for gardens.", "no JSON blob", ""),
+    (
+        f'Action:\n{FENCE}json\n{{"action": "weather_forecast", "action_input": {{"town": "Suzhou",}}}}\n{FENCE}',
+        "does not parse",
+        "weather_forecast",
+    ),
+    (
+        f'{FENCE}json\n{{"action": "calculator", "action_input": {{"expression": "1"}}}}\n{FENCE}\n'
+        "I hope this helps!",
+        "goes on after the JSON blob",
+        "calculator",
+    ),
+    (
+        '{"action": "a", "action_input": {}}\n{"action": "b", "action_input": {}}',
+        "goes on after the JSON blob",
+        "a",
+    ),
+    ('{"action": "calculator"}', '"action_input"', "calculator"),
+    ('{"action_input": {"x": 1}}', '"action"', ""),
+    ("[1, 2]", "JSON array, not an object", ""),
+    (
+        '{"action": "Final Answer", "action_input": {"answer": "x"}}',
+        "must be the answer as a JSON string",
+        "",
+    ),
+    ('{"action": "Final Answer", "action_input": "  "}', "final answer was empty", ""),
+    ('{"action": "calculator", "action_input": 42}', "must be a JSON object", "calculator"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), STRUCTURED_OK)
+def test_structured_chat_accepts(text, expected):
+    assert parse_structured(text) == expected
+
+
+@pytest.mark.parametrize(("text", "reason", "tool"), STRUCTURED_BAD)
+def test_structured_chat_reports(text, reason, tool):
+    with pytest.raises(ParseError) as info:
+        parse_structured(text)
+    assert reason in info.value.observation
+    assert info.value.tool == tool
+
+
+XML_OK = [
+    (
+        '<tool>weather_forecast</tool><tool_input>{"town": "Suzhou"}',
+        ("weather_forecast", {"town": "Suzhou"}),
+    ),
+    (
+        'I should check.\n<tool>weather_forecast</tool><tool_input>{"town": "苏州"}</tool_input>',
+        ("weather_forecast", {"town": "苏州"}),
+    ),
+    (
+        "<tool>search_travel_info</tool><tool_input>gardens & <water> towns",
+        ("search_travel_info", "gardens & <water> towns"),
+    ),
+    (
+        '<tool>calculator</tool><tool_input>{"expression": "1<2"}</tool_input><observation>true</observation>',
+        ("calculator", {"expression": "1<2"}),
+    ),
+    (
+        "<final_answer>Suzhou: <b>gardens</b> & canals</final_answer>",
+        "Suzhou: <b>gardens</b> & canals",
+    ),
+    ("<final_answer>去苏州。</final_answer>\n", "去苏州。"),
+    ("<final_answer>unclosed but clear", "unclosed but clear"),
+]
+
+XML_BAD = [
+    ("", "empty", ""),
+    ("Suzhou is nice.", "no <tool> or <final_answer>", ""),
+    ("<tool>weather_forecast</tool>", "no <tool_input>", "weather_forecast"),
+    ('<tool_input>{"town": "Suzhou"}', "no <tool> name", ""),
+    (
+        "<tool>a</tool><tool_input>{}</tool_input><final_answer>x</final_answer>",
+        "both a <tool> and a <final_answer>",
+        "",
+    ),
+    ("<tool>a</tool><tool>b</tool><tool_input>{}", "2 <tool> tags", ""),
+    ("<final_answer>x</final_answer> and more", "goes on after </final_answer>", ""),
+    ("<final_answer> </final_answer>", "final answer was empty", ""),
+    ("<tool>weather_forecast<tool_input>{}", "not closed", ""),
+    ('<tool>weather_forecast</tool><tool_input>{"town": }', "does not parse", "weather_forecast"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), XML_OK)
+def test_xml_accepts(text, expected):
+    assert parse_xml(text) == expected
+
+
+@pytest.mark.parametrize(("text", "reason", "tool"), XML_BAD)
+def test_xml_reports(text, reason, tool):
+    with pytest.raises(ParseError) as info:
+        parse_xml(text)
+    assert reason in info.value.observation
+    assert info.value.tool == tool
+
+
+def test_a_text_strategy_action_keeps_the_log_and_a_fresh_tool_call_id():
+    text = 'Thought: x\nAction: calculator\nAction Input: {"expression": "1"}\nObservation: made up'
+    (first,) = get_strategy("react").parse(AIMessage(text))
+    (second,) = get_strategy("react").parse(AIMessage(text))
+    assert first.log == 'Thought: x\nAction: calculator\nAction Input: {"expression": "1"}'
+    assert first.tool_call_id.startswith("call_") and first.tool_call_id != second.tool_call_id
+    assert not first.error
+
+
+def test_native_parse_turns_tool_calls_into_actions_and_text_into_a_finish():
+    strategy = get_strategy("tool_calling")
+    message = AIMessage(
+        "", tool_calls=[tool_call("add", {"a": 1}, "c1"), tool_call("add", {"a": 2}, "c2")]
+    )
+    actions = strategy.parse(message)
+    assert [(a.tool, a.tool_input, a.tool_call_id) for a in actions] == [
+        ("add", {"a": 1}, "c1"), ("add", {"a": 2}, "c2"),
+    ]  # fmt: skip
+    finish = strategy.parse(AIMessage("The answer."))
+    assert isinstance(finish, AgentFinish) and finish.return_values == {"output": "The answer."}
+
+
+def test_native_invalid_tool_calls_become_actions_carrying_their_error():
+    """LangChain's classic parser drops these and returns an empty final answer."""
+    message = AIMessage(
+        "",
+        invalid_tool_calls=[
+            {"name": "weather_forecast", "args": '{"town": ', "id": "bad1", "error": "Expecting value",
+             "type": "invalid_tool_call"}
+        ],
+        tool_calls=[tool_call("add", {"a": 1}, "ok1")],
+    )  # fmt: skip
+    broken, runnable = get_strategy("tool_calling").parse(message)
+    assert broken.tool == "weather_forecast" and broken.tool_input == '{"town": '
+    assert broken.error_type == "InvalidToolCall" and "not valid JSON" in broken.error
+    assert runnable.tool == "add" and not runnable.error
+
+
+def test_native_parse_gives_missing_and_repeated_ids_fresh_ones():
+    message = AIMessage(
+        "", tool_calls=[tool_call("add", {"a": 1}, ""), tool_call("add", {"a": 2}, "same"),
+                        tool_call("add", {"a": 3}, "same")],
+    )  # fmt: skip
+    ids = [a.tool_call_id for a in get_strategy("tool_calling").parse(message)]
+    assert len(set(ids)) == 3 and ids[1] == "same" and all(ids)
+    assert [c["id"] for c in message.tool_calls] == ids  # the scratchpad pairs them too
+
+
+def test_native_scratchpad_sends_each_turn_once_then_its_tool_messages():
+    strategy = get_strategy("tool_calling")
+    message = AIMessage(
+        "", tool_calls=[tool_call("add", {"a": 1}, "c1"), tool_call("add", {"a": 2}, "c2")]
+    )
+    a1, a2 = strategy.parse(message)
+    steps = [
+        (a1, ToolMessage("1", tool_call_id="c1")),
+        (a2, ToolMessage("2", tool_call_id="c2", status="error")),
+    ]
+    pad = strategy.format_scratchpad(steps)
+    assert pad[0] is message and [m.tool_call_id for m in pad[1:]] == ["c1", "c2"]
+    assert pad[2].status == "error"
+
+
+@pytest.mark.parametrize(
+    ("name", "observation"),
+    [("react", "Observation: 42"), ("structured_chat", "Observation: 42"),
+     ("xml", "<observation>42</observation>")],
+)  # fmt: skip
+def test_text_scratchpad_is_the_log_then_the_observation(name, observation):
+    strategy = get_strategy(name)
+    text = {
+        "react": 'Action: calculator\nAction Input: {"expression": "6*7"}',
+        "structured_chat": '{"action": "calculator", "action_input": {"expression": "6*7"}}',
+        "xml": '<tool>calculator</tool><tool_input>{"expression": "6*7"}',
+    }[name]
+    (action,) = strategy.parse(AIMessage(text))
+    ai, human = strategy.format_scratchpad([(action, ToolMessage("42", tool_call_id="x"))])
+    assert ai.text.startswith(text) and human.text == observation
+    if name == "xml":
+        assert ai.text.endswith("</tool_input>")  # restored after the stop sequence cut it
