@@ -196,6 +196,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         (None, {"fields": ("conversation_link", "user", "question_text")}),
         ("Run", {"fields": (
             ("status", "strategy"),
+            ("tool_choice", "parallel_tool_calls"),
             ("provider", "model_name"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),

@@ -26,7 +26,7 @@ def run_started(run: AgentRun) -> str:
     """Return the user's message and the run's (empty) container, appended to the list.
 
     The conversation's title (set from its first message) is refreshed in the header and
-    the sidebar too.
+    the sidebar too, and the strategy picker becomes a badge: the strategy is fixed now.
     """
     conversation = run.conversation
     inner = render_to_string("chat/_run.html", {"run": run, "steps": []})
@@ -35,7 +35,11 @@ def run_started(run: AgentRun) -> str:
         "chat/_conversation_link.html",
         {"item": conversation, "active": conversation.pk, "oob": True},
     )
-    return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>{title}{link}'
+    settings = render_to_string(
+        "chat/_settings.html",
+        {"conversation": conversation, "settings_editable": False, "oob": True},
+    )
+    return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>{title}{link}{settings}'
 
 
 def run_caught_up(run: AgentRun) -> str:

@@ -220,8 +220,8 @@ class AgentStep(models.Model):
     @property
     def is_answer(self) -> bool:
         """Return True for a model turn that gave the run's final answer (in ``result``)."""
-        return self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(
-            self.result
+        return (
+            self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(self.result)
         )
 
     @property

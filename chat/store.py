@@ -321,10 +321,10 @@ def step_start(
     """Insert a running step with the next ordinal of its run; return it."""
     with transaction.atomic():
         # Lock the run row so concurrent writers cannot take the same ordinal.
-        AgentRun.objects.select_for_update().filter(pk=run_id).first()
+        run = AgentRun.objects.select_for_update().get(pk=run_id)
         last = AgentStep.objects.filter(run_id=run_id).aggregate(n=Max("ordinal"))["n"] or 0
         return AgentStep.objects.create(
-            run_id=run_id,
+            run=run,  # kept on the step, so rendering it reads the run's strategy freely
             ordinal=last + 1,
             iteration=iteration,
             kind=kind,
@@ -338,7 +338,7 @@ def step_start(
 
 def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentStep:
     """Update a step with its outcome (``status``, ``result``, ``text``, ...); return it."""
-    step = AgentStep.objects.get(pk=step_id)
+    step = AgentStep.objects.select_related("run").get(pk=step_id)
     for name, value in fields.items():
         setattr(step, name, value)
     step.finished_at = finished_at

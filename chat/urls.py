@@ -11,4 +11,5 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("c/new/", views.new_conversation, name="new"),
     path("c/<int:conversation_id>/", views.conversation_page, name="conversation"),
+    path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
 ]

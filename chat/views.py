@@ -10,8 +10,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import store
+from chat.forms import StrategyForm, tool_choice_choices
 from chat.live import publish_run_statuses_sync
-from chat.runs import model_config
+from chat.models import Conversation, Strategy
+from chat.runs import get_tools, model_config
 
 EXAMPLES = [
     "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
@@ -63,7 +65,9 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
     )
     config = model_config()
+    editable = not conversation.messages.exists()
     context = {
+        **settings_context(conversation, editable=editable),
         "conversation": conversation,
         "conversations": store.conversations_for_owner(owner=owner)[:SIDEBAR_LENGTH],
         "runs": store.conversation_runs(conversation_id=conversation.pk),
@@ -74,3 +78,51 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
     return render(request, "chat/page.html", context)
+
+
+def settings_context(
+    conversation: Conversation, *, editable: bool, error: str = ""
+) -> dict[str, object]:
+    """Return the context of ``chat/_settings.html`` (the strategy picker or badge)."""
+    names = [tool.name for tool in get_tools()] if editable else []
+    return {
+        "conversation": conversation,
+        "settings_editable": editable,
+        "settings_error": error,
+        "strategy_choices": Strategy.choices,
+        "tool_choice_choices": tool_choice_choices(names),
+    }
+
+
+@require_POST
+def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Set a new conversation's strategy and native options; answer with the picker.
+
+    404 unless the conversation is the requester's; 400 with the errors for values that
+    are not allowed; 409 once the conversation has messages (the badge comes back). A
+    request not made by htmx is redirected to the conversation.
+    """
+    owner = _owner(request)
+    conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    form = StrategyForm(request.POST, tool_names=[tool.name for tool in get_tools()])
+    status, error = 200, ""
+    if not form.is_valid():
+        status = 400
+        error = " ".join(str(e) for errors in form.errors.values() for e in errors)
+    else:
+        try:
+            conversation = (
+                store.conversation_configure(
+                    owner=owner, conversation_id=conversation.pk, **form.cleaned_data
+                )
+                or conversation
+            )
+        except store.ConversationStarted:
+            context = settings_context(conversation, editable=False)
+            return render(request, "chat/_settings.html", context, status=409)
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    context = settings_context(conversation, editable=True, error=error)
+    return render(request, "chat/_settings.html", context, status=status)

@@ -30,7 +30,7 @@ def stored_run(conversation: Conversation, *, question: str, result: str, answer
     )  # fmt: skip
     AgentStep.objects.create(
         run=run, ordinal=3, iteration=2, kind="model_turn", status="ok", started_at=now,
-        text=answer, raw={"tool_calls": []},
+        text=answer, result=answer, raw={"tool_calls": []},
     )  # fmt: skip
     Message.objects.create(conversation=conversation, role="assistant", content=answer, run=run)
     return run

@@ -22,10 +22,11 @@ from agents.events import (
     ToolCallStarted,
 )
 from chat import fragments, store
+from chat.forms import StrategyForm
 from chat.live import GroupPublisher
-from chat.models import AgentRun, Conversation
+from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run, model_config
+from chat.runs import Listener, create_run, execute_run, get_tools, model_config
 from chat.validation import MessageError, clean_message
 
 RESULT_PREVIEW_CHARS = 600
@@ -34,9 +35,12 @@ RESULT_PREVIEW_CHARS = 600
 class TracePrinter:
     """A run listener that writes each step to a terminal as it happens."""
 
-    def __init__(self, out: TextIO, *, stream_text: bool = True) -> None:
+    def __init__(self, out: TextIO, *, stream_text: bool = True, raw_format: bool = False) -> None:
         self.out = out
         self.stream_text = stream_text
+        # A text strategy streams its format (Thought:, Action:...); the answer is printed
+        # again on its own at the end.
+        self.raw_format = raw_format
         self.closed = False
         self._midline = False
 
@@ -69,7 +73,9 @@ class TracePrinter:
                 self._line(f"[model turn {event.iteration}] error: {event.error}")
             elif event.tool_calls or event.invalid_tool_calls:
                 count = len(event.tool_calls) + len(event.invalid_tool_calls)
-                self._line(f"[model turn {event.iteration}] asked for {count} tool call(s)")
+                unusable = len(event.invalid_tool_calls)
+                note = f", {unusable} could not be used" if unusable else ""
+                self._line(f"[model turn {event.iteration}] asked for {count} tool call(s){note}")
         elif isinstance(event, ToolCallStarted):
             args = (
                 event.args
@@ -84,8 +90,8 @@ class TracePrinter:
             self._line(f"← {event.name} {event.status} in {event.duration_ms} ms: {result}")
         elif isinstance(event, RunFinished):
             self._line()
-            if not self.stream_text and event.output:
-                self._line(event.output)
+            if event.output and (not self.stream_text or self.raw_format):
+                self._line(("Answer:\n" if self.stream_text else "") + event.output)
             run = update.run
             took = f" in {run.duration_ms} ms" if run and run.duration_ms is not None else ""
             self._line(f"Run {update.run_id} {event.status}{took}, {event.iterations} turn(s)")
@@ -109,6 +115,22 @@ class Command(BaseCommand):
             action="store_true",
             help="print the answer at the end",
         )
+        parser.add_argument(
+            "--strategy",
+            choices=Strategy.values,
+            help="how the model asks for tools, for a new conversation (default: "
+            "tool_calling; a continued conversation keeps its own)",
+        )
+        parser.add_argument(
+            "--tool-choice",
+            help="native tool calling: auto (default), required, or a tool's name; "
+            "applies to the first model turn",
+        )
+        parser.add_argument(
+            "--no-parallel-tool-calls",
+            action="store_true",
+            help="native tool calling: ask for one tool call per model turn",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -117,12 +139,19 @@ class Command(BaseCommand):
             raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
         config = model_config()
-        self.stdout.write(f"Model: {config.label} · conversation {conversation.pk}\n")
+        self.stdout.write(
+            f"Model: {config.label} · strategy {conversation.strategy} · "
+            f"conversation {conversation.pk}\n"
+        )
         try:
             run = create_run(conversation_id=conversation.pk, content=question)
         except store.RunAlreadyGoing:
             raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
-        printer = TracePrinter(self.stdout, stream_text=not options["no_stream"])
+        printer = TracePrinter(
+            self.stdout,
+            stream_text=not options["no_stream"],
+            raw_format=conversation.strategy != Strategy.TOOL_CALLING,
+        )
         # Browsers watching this conversation through Redis see the run live too.
         publisher = (
             GroupPublisher(get_channel_layer(), conversation.pk) if settings.REDIS_URL else None
@@ -152,10 +181,28 @@ class Command(BaseCommand):
             conversation = Conversation.objects.filter(pk=options["conversation"]).first()
             if conversation is None:
                 raise CommandError(f"No conversation with id {options['conversation']}.")
+            asked = options["strategy"]
+            if asked and asked != conversation.strategy:
+                raise CommandError(
+                    f"Conversation {conversation.pk} uses the {conversation.strategy} "
+                    f"strategy; every run of a conversation uses one. Leave out --strategy "
+                    f"or start a new conversation."
+                )
             return conversation
         owner = None
         if options["user"]:
             owner = get_user_model().objects.filter(username=options["user"]).first()
             if owner is None:
                 raise CommandError(f"No user named {options['user']!r}.")
-        return Conversation.objects.create(owner=owner)
+        form = StrategyForm(
+            {
+                "strategy": options["strategy"] or Strategy.TOOL_CALLING,
+                "tool_choice": options["tool_choice"] or TOOL_CHOICE_AUTO,
+                "parallel_tool_calls": not options["no_parallel_tool_calls"],
+            },
+            tool_names=[tool.name for tool in get_tools()],
+        )
+        if not form.is_valid():
+            errors = " ".join(str(e) for errs in form.errors.values() for e in errs)
+            raise CommandError(errors)
+        return Conversation.objects.create(owner=owner, **form.cleaned_data)
