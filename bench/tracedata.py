@@ -56,10 +56,14 @@ def _insert(cursor: Any, model: Any, names: Sequence[str], rows: list[tuple[Any,
     cursor.executemany(f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({marks})", rows)
 
 
-CONVERSATION_FIELDS = ("id", "owner", "guest_key", "title", "strategy", "created_at", "updated_at")
+CONVERSATION_FIELDS = (
+    "id", "owner", "guest_key", "title", "strategy", "tool_choice", "parallel_tool_calls",
+    "created_at", "updated_at",
+)  # fmt: skip
 MESSAGE_FIELDS = ("id", "conversation", "role", "content", "run", "created_at")
 RUN_FIELDS = (
-    "id", "conversation", "user_message", "strategy", "provider", "model_name", "status",
+    "id", "conversation", "user_message", "strategy", "tool_choice", "parallel_tool_calls",
+    "provider", "model_name", "status",
     "started_at", "finished_at", "heartbeat_at", "duration_ms", "iterations", "tool_call_count",
     "tool_error_count", "output", "error", "input_tokens", "output_tokens", "total_tokens",
 )  # fmt: skip
@@ -76,7 +80,7 @@ def _conversation(index: int) -> tuple[Any, ...]:
     owner = None if guest else index % USERS + 1
     key = f"guest{index:026x}" if guest else ""
     title = f"Plan comparison #{index}"
-    return (index + 1, owner, key, title, "tool_calling", _ts(created), _ts(created))
+    return (index + 1, owner, key, title, "tool_calling", "auto", True, _ts(created), _ts(created))
 
 
 def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[Any, ...]]]:
@@ -118,14 +122,15 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
         moment += timedelta(milliseconds=ms)
     answer = ANSWER.format(i=index, m=index % 7)
     steps.append(
-        (run_id * 5, run_id, 5, 2, "model_turn", "ok", "", "", None, "", "", answer, 1460, 180,
+        (run_id * 5, run_id, 5, 2, "model_turn", "ok", "", "", None, answer, "", answer, 1460, 180,
          1640, json.dumps({"content": answer}), _ts(moment),
          _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms)
     )  # fmt: skip
     end = moment + timedelta(milliseconds=turn_ms)
     duration = int((end - start).total_seconds() * 1000)
     run = (
-        run_id, conversation_id, run_id, "tool_calling", "openai", "gpt-4o-mini", "succeeded",
+        run_id, conversation_id, run_id, "tool_calling", "auto", True, "openai", "gpt-4o-mini",
+        "succeeded",
         _ts(start), _ts(end), _ts(end), duration, 2, 3, errors, answer, "", 2280, 244, 2524,
     )  # fmt: skip
     return message, run, steps

@@ -56,6 +56,8 @@ COLUMNS: tuple[str, ...] = (
     "input_tokens",
     "output_tokens",
     "total_tokens",
+    "tool_choice",
+    "parallel_tool_calls",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -118,6 +120,12 @@ def _run_cells(run: AgentRun) -> list[str]:
     ]
 
 
+def _option_cells(run: AgentRun) -> list[str]:
+    """Return the run's native tool-calling options (added after the first 30 columns)."""
+    parallel = run.parallel_tool_calls
+    return [run.tool_choice, "" if parallel is None else str(parallel).lower()]
+
+
 def _step_cells(step: AgentStep | None) -> list[str]:
     if step is None:
         return [""] * 16
@@ -173,7 +181,7 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     for _run_id, _ordinal, run, step in heapq.merge(
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
-        yield _run_cells(run) + _step_cells(step)
+        yield _run_cells(run) + _step_cells(step) + _option_cells(run)
 
 
 class _Echo:
