@@ -294,3 +294,10 @@ async def test_the_first_message_locks_the_picker_in_every_open_tab(scripted_mod
     user, conversation = await make_conversation()
     frames = await ask_over_socket(conversation, user, "hi")
     assert 'id="conversation-settings" class="strategy-badge" hx-swap-oob="true"' in frames[0]
+
+
+def test_the_stored_strategy_choices_match_the_runtimes_strategies():
+    from agents.strategies import STRATEGIES
+    from chat.models import Strategy
+
+    assert Strategy.choices == [(name, cls.label) for name, cls in STRATEGIES.items()]
