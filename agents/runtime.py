@@ -24,6 +24,7 @@ from langchain_core.messages import (
     ToolMessage,
     message_chunk_to_message,
 )
+from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
@@ -213,7 +214,7 @@ async def run(
             )  # fmt: skip
             return
 
-        message = message_chunk_to_message(merged) if merged is not None else AIMessage("")
+        message = merged_message(merged) if merged is not None else AIMessage("")
         assert isinstance(message, AIMessage)
         usage = dict(message.usage_metadata) if message.usage_metadata else None
         _add_usage(usage_total, usage)
@@ -301,6 +302,38 @@ async def run(
         status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
         error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
     )  # fmt: skip
+
+
+def merged_message(merged: AIMessageChunk) -> AIMessage:
+    """Return the AIMessage of a merged stream, its tool calls parsed as strict JSON.
+
+    LangChain parses streamed arguments with ``parse_partial_json``, which completes a
+    truncated object: ``{"expression": "17*2`` (a reply cut off at the token limit)
+    becomes ``{"expression": "17*2"}``, a call that would run with guessed arguments. Here
+    each call's whole argument text must be a JSON object (or empty, meaning no
+    arguments); one that is not becomes an invalid tool call with the decoder's error.
+    """
+    message = message_chunk_to_message(merged)
+    assert isinstance(message, AIMessage)
+    if not merged.tool_call_chunks:
+        return message
+    calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+    for chunk in merged.tool_call_chunks:
+        raw = chunk.get("args") or ""
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+            if not isinstance(args, dict):
+                raise ValueError(f"a JSON {type(args).__name__}, not an object")
+        except ValueError as exc:
+            invalid.append(
+                invalid_tool_call(
+                    name=chunk.get("name"), args=raw, id=chunk.get("id"), error=str(exc)
+                )  # fmt: skip
+            )
+        else:
+            calls.append(tool_call(name=chunk.get("name") or "", args=args, id=chunk.get("id")))
+    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 
 def _call_dict(action: ToolCallAction) -> dict[str, Any]:

@@ -176,3 +176,31 @@ async def test_an_empty_final_answer_fails_the_run_with_a_reason():
 def test_an_unknown_strategy_name_lists_the_known_ones():
     with pytest.raises(ValueError, match="tool_calling, react, structured_chat, xml"):
         get_strategy("langgraph")
+
+
+async def test_truncated_streamed_arguments_are_an_invalid_call_not_a_guess():
+    """LangChain's partial-JSON parser would complete '{"town": "Suz' to {"town": "Suz"}."""
+    cut_off = AIMessage("", invalid_tool_calls=[{"name": "weather_forecast", "args": '{"town": "Suz',
+                        "id": "cut", "error": None, "type": "invalid_tool_call"}])  # fmt: skip
+    model = ScriptedChatModel(script=[cut_off, AIMessage("Sorry.")])
+    events = await collect(model, get_strategy("tool_calling"))
+
+    (finished,) = of_type(events, ToolCallFinished)
+    assert finished.status is StepStatus.ERROR and finished.error.startswith("InvalidToolCall: ")
+    assert of_type(events, ToolCallStarted)[0].args == '{"town": "Suz'
+    assert "not valid JSON" in model.prompts[1][-1].text
+
+
+async def test_a_call_with_empty_arguments_runs_with_no_arguments():
+    @tool
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    empty = AIMessage("", invalid_tool_calls=[{"name": "ping", "args": "", "id": "p1",
+                      "error": None, "type": "invalid_tool_call"}])  # fmt: skip
+    model = ScriptedChatModel(script=[empty, AIMessage("pong it is")])
+    messages = [HumanMessage("ping?")]
+    events = [e async for e in run(model, [ping], messages)]
+    (finished,) = of_type(events, ToolCallFinished)
+    assert finished.status is StepStatus.OK and finished.result == "pong"
