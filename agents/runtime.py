@@ -329,7 +329,7 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
             invalid.append(
                 invalid_tool_call(
                     name=chunk.get("name"), args=raw, id=chunk.get("id"), error=str(exc)
-                )  # fmt: skip
+                )
             )
         else:
             calls.append(tool_call(name=chunk.get("name") or "", args=args, id=chunk.get("id")))
