@@ -19,6 +19,7 @@ from langchain_core.messages import HumanMessage
 from agents.events import RunStatus, StepStatus, TextDelta, ToolCallFinished
 from agents.models.registry import ModelConfig, build_model
 from agents.runtime import run
+from agents.strategies import StrategyOptions, get_strategy
 from agents.tools import default_tools
 
 
@@ -147,3 +148,54 @@ async def test_an_authentication_error_fails_the_run_with_the_providers_message(
     assert end.status is RunStatus.FAILED
     assert "AuthenticationError" in end.error
     assert "Incorrect API key provided" in end.error
+
+
+def text_turn(*pieces: str) -> list[dict[str, Any]]:
+    """A streamed text reply in ``pieces``."""
+    return [
+        chunk({"role": "assistant", "content": pieces[0]}),
+        *(chunk({"content": piece}) for piece in pieces[1:]),
+        chunk({}, finish="stop"),
+        USAGE,
+    ]
+
+
+async def test_a_react_run_through_chat_openai_sends_stop_and_no_tools(server):
+    server.script = [
+        (200, text_turn("Thought: maths\nAction: calculator\nAction Input: ",
+                        '{"expression": "17*23"}')),
+        (200, text_turn("Thought: I now know the final answer\nFinal Answer: ", "391")),
+    ]  # fmt: skip
+    model = openai_model(server)
+    events = [
+        e
+        async for e in run(model, default_tools(), [HumanMessage("17*23?")],
+                           strategy=get_strategy("react"))
+    ]  # fmt: skip
+
+    assert events[-1].status is RunStatus.SUCCEEDED and events[-1].output == "391"
+    first, second = server.requests
+    assert first["stop"] == ["\nObservation"] and "tools" not in first
+    assert '"name": "calculator"' in first["messages"][0]["content"]
+    assert second["messages"][-2] == {
+        "role": "assistant",
+        "content": 'Thought: maths\nAction: calculator\nAction Input: {"expression": "17*23"}',
+    }
+    assert second["messages"][-1]["role"] == "user"
+    assert second["messages"][-1]["content"].startswith('Observation: {"expression": "17*23"')
+
+
+async def test_native_options_reach_the_provider_on_the_first_turn_only(server):
+    server.script = [(200, tool_call_turn()), (200, answer_turn())]
+    options = StrategyOptions(tool_choice="weather_forecast", parallel_tool_calls=False)
+    strategy = get_strategy("tool_calling", options)
+    events = [
+        e async for e in run(openai_model(server), default_tools(), [HumanMessage("hi")],
+                             strategy=strategy)
+    ]  # fmt: skip
+
+    assert events[-1].status is RunStatus.SUCCEEDED
+    first, second = server.requests
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "weather_forecast"}}
+    assert first["parallel_tool_calls"] is False
+    assert "tool_choice" not in second and second["parallel_tool_calls"] is False
