@@ -100,7 +100,9 @@ def conversation_get_or_create_empty(*, owner: Owner) -> Conversation:
     latest = conversations_for_owner(owner=owner).first()
     if latest is not None and not latest.messages.exists():
         return latest
-    return Conversation.objects.create(owner_id=owner.user_id, guest_key=owner.guest_key)
+    return Conversation.objects.create(
+        owner_id=owner.user_id, guest_key=owner.guest_key, strategy=settings.AGENT_STRATEGY
+    )
 
 
 def conversations_adopt(*, guest_key: str, user_id: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,6 +17,15 @@ _FALSE = {"0", "false", "no", "off", ""}
 def env_str(name: str, default: str = "") -> str:
     """Return the variable ``name`` stripped of surrounding white space, or ``default``."""
     return os.environ.get(name, default).strip()
+
+
+def env_choice(name: str, default: str, choices: Iterable[str]) -> str:
+    """Return ``name`` if it is one of ``choices``, else raise ImproperlyConfigured."""
+    value = env_str(name, default)
+    allowed = list(choices)
+    if value not in allowed:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
 
 
 def env_bool(name: str, default: bool) -> bool:

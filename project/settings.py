@@ -12,7 +12,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.models.registry import ModelConfig
-from project.env import env_bool, env_float, env_int, env_list, env_str
+from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
+from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -138,6 +139,8 @@ AGENT_MODEL = ModelConfig(
 )
 # Simulated latency of each bundled (offline) tool call, so running tool cards are visible.
 DEMO_TOOL_DELAY_MS = env_float("DEMO_TOOL_DELAY_MS", 400.0, minimum=0.0)
+# The strategy of new conversations (each chat can pick its own before its first message).
+AGENT_STRATEGY = env_choice("AGENT_STRATEGY", DEFAULT_STRATEGY, STRATEGIES)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 15, minimum=1)
 AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)

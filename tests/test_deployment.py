@@ -28,6 +28,7 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     [
         ({"AGENT_STALE_AFTER_S": "5"}, "at least three times AGENT_HEARTBEAT_S"),
         ({"AGENT_MAX_ITERATIONS": "many"}, "AGENT_MAX_ITERATIONS must be an integer"),
+        ({"AGENT_STRATEGY": "langgraph"}, "AGENT_STRATEGY must be one of tool_calling, react"),
         ({"DJANGO_DEBUG": "perhaps"}, "DJANGO_DEBUG must be true or false"),
     ],
 )

@@ -301,3 +301,17 @@ def test_the_stored_strategy_choices_match_the_runtimes_strategies():
     from chat.models import Strategy
 
     assert Strategy.choices == [(name, cls.label) for name, cls in STRATEGIES.items()]
+
+
+def test_new_chats_start_with_the_configured_strategy(db, client, settings):
+    settings.AGENT_STRATEGY = "xml"
+    response = client.get("/", follow=True)
+    response = client.get("/", follow=True)  # past the cookie check
+    assert response.context["conversation"].strategy == "xml"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ask_refuses_native_options_for_a_text_strategy():
+    with pytest.raises(CommandError, match="apply to the tool_calling strategy only"):
+        call_command("ask", "hi", strategy="react", tool_choice="required")
+    assert not AgentRun.objects.exists()

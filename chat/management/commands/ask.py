@@ -119,7 +119,7 @@ class Command(BaseCommand):
             "--strategy",
             choices=Strategy.values,
             help="how the model asks for tools, for a new conversation (default: "
-            "tool_calling; a continued conversation keeps its own)",
+            "AGENT_STRATEGY, tool_calling; a continued conversation keeps its own)",
         )
         parser.add_argument(
             "--tool-choice",
@@ -194,9 +194,16 @@ class Command(BaseCommand):
             owner = get_user_model().objects.filter(username=options["user"]).first()
             if owner is None:
                 raise CommandError(f"No user named {options['user']!r}.")
+        strategy = options["strategy"] or settings.AGENT_STRATEGY
+        native_options = options["tool_choice"] or options["no_parallel_tool_calls"]
+        if native_options and strategy != Strategy.TOOL_CALLING:
+            raise CommandError(
+                "--tool-choice and --no-parallel-tool-calls apply to the tool_calling "
+                f"strategy only, not {strategy} (text strategies make one call per turn)."
+            )
         form = StrategyForm(
             {
-                "strategy": options["strategy"] or Strategy.TOOL_CALLING,
+                "strategy": strategy,
                 "tool_choice": options["tool_choice"] or TOOL_CHOICE_AUTO,
                 "parallel_tool_calls": not options["no_parallel_tool_calls"],
             },
