@@ -17,7 +17,7 @@ import json
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -153,13 +153,19 @@ class TextStrategy(Strategy):
 
     Subclasses set ``stop`` (the stop sequences bound to the model), ``instructions`` (a
     ``str.format`` template with ``{tools}`` and ``{tool_names}``, appended to the system
-    prompt) and ``format_observation``. The scratchpad is LangChain's
-    ``format_log_to_messages``: each step's log as an AIMessage, its observation as a
-    HumanMessage.
+    prompt), ``observation_template`` (with ``{observation}``) and the two functions
+    ``parse_text`` and ``cut_observation`` (plain functions of the text). The scratchpad
+    is LangChain's ``format_log_to_messages``: each step's log as an AIMessage, its
+    observation as a HumanMessage.
     """
 
     stop: ClassVar[list[str]]
     instructions: ClassVar[str]
+    observation_template: ClassVar[str]
+    parse_text: ClassVar[Callable[[str], tuple[str, str | dict[str, Any]] | str]]
+    """Return ``(tool, tool_input)`` or the final answer text; raise :class:`ParseError`."""
+    cut_observation: ClassVar[Callable[[str], str]]
+    """Return the text up to an observation the model wrote itself (stop ignored)."""
     quote_tool_names: ClassVar[bool] = False
 
     def build_prompt(
@@ -190,17 +196,9 @@ class TextStrategy(Strategy):
         """Return the model text to show for ``action`` in the scratchpad."""
         return action.log
 
-    @abstractmethod
     def format_observation(self, observation: str) -> str:
-        """Return ``observation`` as this format's observation message text."""
-
-    @abstractmethod
-    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
-        """Return ``(tool, tool_input)`` or the final answer; raise :class:`ParseError`."""
-
-    @abstractmethod
-    def cut_observation(self, text: str) -> str:
-        """Return ``text`` up to an observation the model wrote itself (stop ignored)."""
+        """Return ``observation`` in this format's ``observation_template``."""
+        return self.observation_template.format(observation=observation)
 
     def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
         """Return the one action or the final answer in ``message``'s text.
@@ -208,7 +206,7 @@ class TextStrategy(Strategy):
         The action's ``log`` is the text up to any observation the model made up.
         """
         text = text_of(message)
-        parsed = self.parse_text(text)
+        parsed = type(self).parse_text(text)
         if isinstance(parsed, str):
             return AgentFinish({"output": parsed}, log=text)
         tool, tool_input = parsed
@@ -216,7 +214,7 @@ class TextStrategy(Strategy):
             ToolCallAction(
                 tool=tool,
                 tool_input=tool_input,
-                log=self.cut_observation(text),
+                log=type(self).cut_observation(text),
                 message_log=[message],
                 tool_call_id=new_tool_call_id(),
             )

@@ -10,7 +10,6 @@ of arguments (or plain text for a tool with one argument). One action per reply.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from agents.strategies.base import (
     EMPTY_FINAL_ANSWER,
@@ -117,15 +116,6 @@ class ReActStrategy(TextStrategy):
 
     stop = STOP
     instructions = INSTRUCTIONS
-
-    def format_observation(self, observation: str) -> str:
-        """Return ``Observation: ...``."""
-        return OBSERVATION_PREFIX + observation
-
-    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
-        """Return ``parse_react(text)``."""
-        return parse_react(text)
-
-    def cut_observation(self, text: str) -> str:
-        """Return ``text`` up to an observation the model wrote itself."""
-        return cut_observation(text)
+    observation_template = OBSERVATION_PREFIX + "{observation}"
+    parse_text = staticmethod(parse_react)
+    cut_observation = staticmethod(cut_observation)

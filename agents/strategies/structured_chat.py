@@ -175,16 +175,7 @@ class StructuredChatStrategy(TextStrategy):
 
     stop = STOP
     instructions = INSTRUCTIONS
+    observation_template = OBSERVATION_PREFIX + "{observation}"
+    parse_text = staticmethod(parse_structured)
+    cut_observation = staticmethod(cut_observation)
     quote_tool_names = True
-
-    def format_observation(self, observation: str) -> str:
-        """Return ``Observation: ...``."""
-        return OBSERVATION_PREFIX + observation
-
-    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
-        """Return ``parse_structured(text)``."""
-        return parse_structured(text)
-
-    def cut_observation(self, text: str) -> str:
-        """Return ``text`` up to an observation the model wrote itself."""
-        return cut_observation(text)

@@ -11,7 +11,6 @@ inside a tag need no escaping and entities are not decoded.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from agents.strategies.base import (
     EMPTY_FINAL_ANSWER,
@@ -122,21 +121,12 @@ class XmlStrategy(TextStrategy):
     label = "XML tags"
     stop = STOP
     instructions = INSTRUCTIONS
+    observation_template = "<observation>{observation}</observation>"
+    parse_text = staticmethod(parse_xml)
+    cut_observation = staticmethod(cut_observation)
 
     def format_log(self, action: ToolCallAction) -> str:
         """Return the model's text with the ``</tool_input>`` the stop sequence cut off."""
         if "<tool_input>" in action.log and "</tool_input>" not in action.log:
             return action.log + "</tool_input>"
         return action.log
-
-    def format_observation(self, observation: str) -> str:
-        """Return ``<observation>...</observation>``."""
-        return f"<observation>{observation}</observation>"
-
-    def parse_text(self, text: str) -> tuple[str, str | dict[str, Any]] | str:
-        """Return ``parse_xml(text)``."""
-        return parse_xml(text)
-
-    def cut_observation(self, text: str) -> str:
-        """Return ``text`` up to an observation the model wrote itself."""
-        return cut_observation(text)

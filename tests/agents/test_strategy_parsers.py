@@ -69,20 +69,6 @@ REACT_BAD = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), REACT_OK)
-def test_react_accepts(text, expected):
-    assert parse_react(text) == expected
-
-
-@pytest.mark.parametrize(("text", "reason", "tool"), REACT_BAD)
-def test_react_reports(text, reason, tool):
-    with pytest.raises(ParseError) as info:
-        parse_react(text)
-    assert reason in info.value.observation
-    assert info.value.tool == tool
-    assert info.value.llm_output == text
-
-
 STRUCTURED_OK = [
     (
         f'Thought: weather\nAction:\n{FENCE}json\n{{"action": "weather_forecast", '
@@ -144,19 +130,6 @@ STRUCTURED_BAD = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), STRUCTURED_OK)
-def test_structured_chat_accepts(text, expected):
-    assert parse_structured(text) == expected
-
-
-@pytest.mark.parametrize(("text", "reason", "tool"), STRUCTURED_BAD)
-def test_structured_chat_reports(text, reason, tool):
-    with pytest.raises(ParseError) as info:
-        parse_structured(text)
-    assert reason in info.value.observation
-    assert info.value.tool == tool
-
-
 XML_OK = [
     (
         '<tool>weather_forecast</tool><tool_input>{"town": "Suzhou"}',
@@ -200,17 +173,31 @@ XML_BAD = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), XML_OK)
-def test_xml_accepts(text, expected):
-    assert parse_xml(text) == expected
+PARSERS = {"react": parse_react, "structured_chat": parse_structured, "xml": parse_xml}
+ACCEPTED = [
+    (name, text, expected)
+    for name, table in (("react", REACT_OK), ("structured_chat", STRUCTURED_OK), ("xml", XML_OK))
+    for text, expected in table
+]
+REPORTED = [
+    (name, *case)
+    for name, table in (("react", REACT_BAD), ("structured_chat", STRUCTURED_BAD), ("xml", XML_BAD))
+    for case in table
+]
 
 
-@pytest.mark.parametrize(("text", "reason", "tool"), XML_BAD)
-def test_xml_reports(text, reason, tool):
+@pytest.mark.parametrize(("name", "text", "expected"), ACCEPTED)
+def test_a_parser_accepts_unambiguous_output(name, text, expected):
+    assert PARSERS[name](text) == expected
+
+
+@pytest.mark.parametrize(("name", "text", "reason", "tool"), REPORTED)
+def test_a_parser_reports_what_was_wrong_and_what_it_could_read(name, text, reason, tool):
     with pytest.raises(ParseError) as info:
-        parse_xml(text)
+        PARSERS[name](text)
     assert reason in info.value.observation
     assert info.value.tool == tool
+    assert info.value.llm_output == text
 
 
 def test_a_text_strategy_action_keeps_the_log_and_a_fresh_tool_call_id():
