@@ -198,8 +198,6 @@ def decide(
     made: list[dict] = []
     if observed:
         results, made = _native_results(after) if fmt == NATIVE else _text_results(fmt, after)
-        if results and not one_per_turn:  # parallel calls: all were made in one turn
-            return Turn(answer_from_results(results, AIMessage("", tool_calls=made), lang), [])
     else:
         spoken = [m for m in messages if not isinstance(m, SystemMessage)]
         if index < 0 or spoken[-1] is not messages[index] or not (question.strip() or tagged):
@@ -215,7 +213,10 @@ def decide(
         broken = [_broken_call(planned, infos, question)]
         return Turn(plan_line(broken, lang), broken, malformed=True)
     remaining = _remaining(planned, made)
-    if remaining and (not one_per_turn or len(made) < len(planned)):
+    # Planned calls not made yet go next: after a first turn forced to another tool (a
+    # named tool_choice), or one at a time. The cap (one call more than planned) ends a
+    # run whose calls never match the plan.
+    if remaining and len(made) <= len(planned):
         batch = remaining[:1] if one_per_turn else remaining
         return Turn(plan_line(batch, lang), batch)
     if results:

@@ -12,7 +12,7 @@ from agents.models.demo import DemoChatModel
 from agents.models.demo_formats import cut_at_stop, detect_format, prompt_tools, strip_tag
 from agents.prompts import SYSTEM_PROMPT
 from agents.runtime import run
-from agents.strategies import ParseError, get_strategy
+from agents.strategies import ParseError, StrategyOptions, get_strategy
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
 from agents.strategies.tool_calling import ToolCallingStrategy
@@ -418,3 +418,16 @@ async def test_every_strategy_runs_the_demo_to_an_answer_through_a_malformed_tur
     final = events[-1]
     assert isinstance(final, RunFinished) and final.status is RunStatus.SUCCEEDED
     assert "以下是工具返回的结果" in final.output and "malformed" not in final.output
+
+
+async def test_after_a_turn_forced_to_another_tool_the_demo_makes_its_planned_call():
+    """tool_choice applies to the first turn; the demo must then do what it planned."""
+    strategy = get_strategy("tool_calling", StrategyOptions(tool_choice="calculator"))
+    messages = [SystemMessage(SYSTEM_PROMPT), HumanMessage("What's the weather in Hangzhou?")]
+    events = [e async for e in run(DemoChatModel(), default_tools(), messages, strategy=strategy)]
+
+    calls = [e.name for e in events if isinstance(e, ToolCallFinished)]
+    assert calls == ["calculator", "weather_forecast"]
+    end = events[-1]
+    assert isinstance(end, RunFinished) and end.status is RunStatus.SUCCEEDED
+    assert "Hangzhou" in end.output
