@@ -117,19 +117,21 @@ class ConversationAdmin(ReadOnlyAdmin):
 
 
 class HasToolErrorsFilter(admin.SimpleListFilter):
-    """Runs where at least one tool call failed (the run's stored count, no join)."""
+    """Runs where a tool call failed, or the model's output did not parse (stored counts)."""
 
     title = "has tool errors"
     parameter_name = "has_tool_errors"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "Yes"), ("no", "No")]
+        return [("yes", "Yes"), ("no", "No"), ("format", "Format errors (output did not parse)")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
         if self.value() == "yes":
             return queryset.filter(tool_error_count__gt=0)
         if self.value() == "no":
             return queryset.filter(tool_error_count=0)
+        if self.value() == "format":
+            return queryset.filter(format_error_count__gt=0)
         return queryset
 
 
@@ -190,13 +192,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
+        "tool_choice_shown", "parallel_shown",
         "run_error",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
         ("Run", {"fields": (
             ("status", "strategy"),
-            ("tool_choice", "parallel_tool_calls"),
+            ("tool_choice_shown", "parallel_shown"),
             ("provider", "model_name"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
@@ -245,9 +248,28 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="errors", ordering="tool_error_count")
     def errors(self, run: AgentRun) -> SafeString:
+        """Return the tool errors, and the format errors (calls that never ran) if any."""
+        shown = format_html("{}", 0)
         if run.tool_error_count:
-            return format_html('<strong class="trace-errors">{}</strong>', run.tool_error_count)
-        return format_html("{}", 0)
+            shown = format_html('<strong class="trace-errors">{}</strong>', run.tool_error_count)
+        if run.format_error_count:
+            return format_html(
+                '{} <span class="trace-errors" title="model output that did not parse">'
+                "+ {} format</span>",
+                shown,
+                run.format_error_count,
+            )
+        return shown
+
+    @admin.display(description="tool choice")
+    def tool_choice_shown(self, run: AgentRun) -> str:
+        return run.tool_choice or "– (text strategy)"
+
+    @admin.display(description="parallel tool calls")
+    def parallel_shown(self, run: AgentRun) -> str:
+        if run.parallel_tool_calls is None:
+            return "– (text strategy: one call per turn)"
+        return "yes" if run.parallel_tool_calls else "no: one call per turn"
 
     @admin.display(description="duration", ordering="duration_ms")
     def run_duration(self, run: AgentRun) -> str:

@@ -12,9 +12,9 @@ from chat.models import TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, Strategy
 def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
     """Return the ``tool_choice`` options: auto, required, then one per tool name."""
     return [
-        (TOOL_CHOICE_AUTO, "auto: the model decides"),
-        (TOOL_CHOICE_REQUIRED, "required: at least one tool call first"),
-        *((name, f"start with {name}") for name in tool_names),
+        (TOOL_CHOICE_AUTO, "auto"),
+        (TOOL_CHOICE_REQUIRED, "required"),
+        *((name, f"first {name}") for name in tool_names),
     ]
 
 

@@ -38,6 +38,10 @@ class Strategy(models.TextChoices):
     XML = "xml", "XML tags"
 
 
+# A tool-call step whose error starts with one of these never ran: the model's output did
+# not parse (a format error), as opposed to a tool that ran and failed.
+PARSE_ERROR_PREFIXES = ("OutputParserException", "InvalidToolCall")
+
 TOOL_CHOICE_AUTO = "auto"
 TOOL_CHOICE_REQUIRED = "required"
 
@@ -148,9 +152,11 @@ class AgentRun(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
-    # Counted when the run ends, so lists and filters need no per-row query.
+    # Counted when the run ends, so lists and filters need no per-row query: tool calls
+    # that ran, those of them that failed, and format errors (calls that never ran).
     tool_call_count = models.PositiveIntegerField(default=0)
     tool_error_count = models.PositiveIntegerField(default=0, db_index=True)
+    format_error_count = models.PositiveIntegerField(default=0)
     output = models.TextField(blank=True)
     error = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -227,9 +233,7 @@ class AgentStep(models.Model):
     @property
     def is_parse_error(self) -> bool:
         """Return True for a tool call that never ran: the model's output did not parse."""
-        return self.kind == StepKind.TOOL_CALL and self.error.startswith(
-            ("OutputParserException", "InvalidToolCall")
-        )
+        return self.kind == StepKind.TOOL_CALL and self.error.startswith(PARSE_ERROR_PREFIXES)
 
     @property
     def arguments_json(self) -> str:

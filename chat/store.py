@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Prefetch, Q, QuerySet
 
 from chat.models import (
+    PARSE_ERROR_PREFIXES,
     AgentRun,
     AgentStep,
     Conversation,
@@ -223,13 +224,25 @@ def conversation_configure(
         return conversation
 
 
+def parse_error_q() -> Q:
+    """Return a filter for tool-call steps that never ran (their output did not parse)."""
+    query = Q()
+    for prefix in PARSE_ERROR_PREFIXES:
+        query |= Q(error__startswith=prefix)
+    return query
+
+
 def _count_tool_calls(run: AgentRun) -> None:
-    """Set the run's tool call and tool error counts from its steps (not saved)."""
+    """Set the run's tool call, tool error and format error counts (not saved)."""
+    unparsed = parse_error_q()
     counts = run.steps.filter(kind=StepKind.TOOL_CALL).aggregate(
-        calls=Count("pk"), errors=Count("pk", filter=Q(status=StepStatus.ERROR))
+        calls=Count("pk", filter=~unparsed),
+        errors=Count("pk", filter=Q(status=StepStatus.ERROR) & ~unparsed),
+        format_errors=Count("pk", filter=unparsed),
     )
     run.tool_call_count = counts["calls"]
     run.tool_error_count = counts["errors"]
+    run.format_error_count = counts["format_errors"]
 
 
 def run_heartbeat(*, run_id: int, at: datetime) -> None:

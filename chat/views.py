@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import store
 from chat.forms import StrategyForm, tool_choice_choices
 from chat.live import publish_run_statuses_sync
-from chat.models import Conversation, Strategy
+from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
 from chat.runs import get_tools, model_config
 
 EXAMPLES = [
@@ -112,11 +112,14 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         status = 400
         error = " ".join(str(e) for errors in form.errors.values() for e in errors)
     else:
+        values = dict(form.cleaned_data)
+        if conversation.strategy != Strategy.TOOL_CALLING:
+            # The native options were not on the form: coming back to native calls starts
+            # from their defaults, not from the unticked box that was not there.
+            values.update(tool_choice=TOOL_CHOICE_AUTO, parallel_tool_calls=True)
         try:
             conversation = (
-                store.conversation_configure(
-                    owner=owner, conversation_id=conversation.pk, **form.cleaned_data
-                )
+                store.conversation_configure(owner=owner, conversation_id=conversation.pk, **values)
                 or conversation
             )
         except store.ConversationStarted:

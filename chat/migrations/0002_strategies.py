@@ -15,6 +15,16 @@ def backfill(apps, schema_editor):
     AgentRun.objects.filter(strategy="tool_calling", tool_choice="").update(
         tool_choice="auto", parallel_tool_calls=True
     )
+    # Native calls with unparseable arguments were counted as tool calls; now they are
+    # format errors (the tool never ran).
+    invalid = AgentStep.objects.filter(kind="tool_call", error__startswith="InvalidToolCall")
+    for run_id in set(invalid.values_list("run_id", flat=True)):
+        count = invalid.filter(run_id=run_id).count()
+        run = AgentRun.objects.get(pk=run_id)
+        run.tool_call_count = max(0, run.tool_call_count - count)
+        run.tool_error_count = max(0, run.tool_error_count - count)
+        run.format_error_count = count
+        run.save(update_fields=["tool_call_count", "tool_error_count", "format_error_count"])
     turns = AgentStep.objects.filter(kind="model_turn", status="ok", result="").exclude(text="")
     for step in turns.iterator(chunk_size=1000):
         raw = step.raw or {}
@@ -74,6 +84,11 @@ class Migration(migrations.Migration):
                 default="tool_calling",
                 max_length=32,
             ),
+        ),
+        migrations.AddField(
+            model_name="agentrun",
+            name="format_error_count",
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]

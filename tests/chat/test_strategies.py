@@ -72,6 +72,9 @@ async def test_a_parse_error_card_is_followed_by_a_successful_retry(strategy, sc
     assert steps[0].text == malformed and steps[2].text == call
     assert steps[4].is_answer and steps[4].result == "苏州**晴**。" and steps[4].text == answer
     assert run.output == "苏州**晴**。"
+    # The format error is not a tool call that ran and failed: counted on its own.
+    assert (run.tool_call_count, run.tool_error_count, run.format_error_count) == (1, 0, 1)
+    assert "1 format error" in frames[-1] and "tool error" not in frames[-1]
     reply = await database_sync_to_async(Message.objects.get)(role="assistant")
     assert reply.content == "苏州**晴**。"  # the answer, not the format around it
 
@@ -139,6 +142,17 @@ def test_the_picker_stores_native_options(alice):
     conversation.refresh_from_db()
     assert conversation.tool_choice == "weather_forecast"
     assert conversation.parallel_tool_calls is False  # an unticked box is not sent
+
+
+def test_coming_back_to_native_calls_starts_from_their_defaults(alice):
+    """The text strategies' picker has no native fields, so none can be read from it."""
+    client, conversation = alice
+    picker_post(client, conversation, strategy="tool_calling", tool_choice="required")
+    picker_post(client, conversation, strategy="react")
+    response = picker_post(client, conversation, strategy="tool_calling")
+    assert 'name="tool_choice"' in response.content.decode()
+    conversation.refresh_from_db()
+    assert (conversation.tool_choice, conversation.parallel_tool_calls) == ("auto", True)
 
 
 @pytest.mark.parametrize(
@@ -228,7 +242,7 @@ def test_a_text_strategy_run_renders_format_text_the_log_and_the_parsed_answer(a
     assert "Model text this call was parsed from (log)" in html
     assert "Result (observation)" in html
     assert "It is <strong>sunny</strong>." in html  # the answer as Markdown
-    assert "Model output, as written (ReAct (text))" in html
+    assert "Show the reply as the model wrote it" in html
     assert "ReAct (text)</span>" in html  # on the run's status line
 
 
@@ -238,7 +252,18 @@ def test_the_admin_run_page_shows_the_options_the_log_and_the_parsed_answer(alic
     html = admin_client.get(f"/admin/chat/agentrun/{run.pk}/change/").content.decode()
     assert "Log: the model text this call was parsed from" in html
     assert "Final answer, as parsed" in html
-    assert "Tool choice" in html
+    assert "– (text strategy: one call per turn)" in html
+
+
+def test_the_admin_filters_runs_with_format_errors(alice, admin_client):
+    _, conversation = alice
+    run = stored_text_run(conversation)
+    AgentRun.objects.filter(pk=run.pk).update(format_error_count=2)
+    listed = admin_client.get("/admin/chat/agentrun/?has_tool_errors=format").content.decode()
+    assert "+ 2 format" in listed and f"/admin/chat/agentrun/{run.pk}/change/" in listed
+    AgentRun.objects.filter(pk=run.pk).update(format_error_count=0)
+    listed = admin_client.get("/admin/chat/agentrun/?has_tool_errors=format").content.decode()
+    assert f"/admin/chat/agentrun/{run.pk}/change/" not in listed
 
 
 def test_migration_backfills_answers_and_native_options(alice):
@@ -267,9 +292,10 @@ def test_migration_backfills_answers_and_native_options(alice):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("strategy", ["react", "structured_chat", "xml"])
 def test_ask_runs_a_text_strategy_and_prints_the_parsed_answer(strategy, capsys):
-    call_command("ask", "What is 17*23?", strategy=strategy)
+    call_command("ask", "What is 17*23? #malformed", strategy=strategy)
     out = capsys.readouterr().out
     assert f"strategy {strategy}" in out
+    assert "← format error, sent back to the model: " in out
     assert "→ calculator(" in out and "\nAnswer:\n" in out and "391" in out
     run = AgentRun.objects.get()
     assert run.strategy == strategy and run.status == "succeeded"

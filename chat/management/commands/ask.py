@@ -24,7 +24,7 @@ from agents.events import (
 from chat import fragments, store
 from chat.forms import StrategyForm
 from chat.live import GroupPublisher
-from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
+from chat.models import PARSE_ERROR_PREFIXES, TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
 from chat.runs import Listener, create_run, execute_run, get_tools, model_config
 from chat.validation import MessageError, clean_message
@@ -82,12 +82,18 @@ class TracePrinter:
                 if isinstance(event.args, str)
                 else json.dumps(event.args, ensure_ascii=False)
             )
-            self._line(f"→ {event.name}({args})  [{event.tool_call_id}]")
+            name = event.name or "(no tool named)"
+            shown = f"({args})" if args else " (arguments could not be read)"
+            self._line(f"→ {name}{shown}  [{event.tool_call_id}]")
         elif isinstance(event, ToolCallFinished):
             result = event.result
             if len(result) > RESULT_PREVIEW_CHARS:
                 result = result[:RESULT_PREVIEW_CHARS] + f"… ({len(event.result):,} chars)"
-            self._line(f"← {event.name} {event.status} in {event.duration_ms} ms: {result}")
+            if event.error.startswith(PARSE_ERROR_PREFIXES):
+                # The call never ran: the model's output did not parse.
+                self._line(f"← format error, sent back to the model: {result}")
+            else:
+                self._line(f"← {event.name} {event.status} in {event.duration_ms} ms: {result}")
         elif isinstance(event, RunFinished):
             self._line()
             if event.output and (not self.stream_text or self.raw_format):
@@ -139,8 +145,13 @@ class Command(BaseCommand):
             raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
         config = model_config()
+        options_shown = ""
+        if conversation.strategy == Strategy.TOOL_CALLING:
+            options_shown = f" (tool_choice {conversation.tool_choice}, " + (
+                "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
+            )
         self.stdout.write(
-            f"Model: {config.label} · strategy {conversation.strategy} · "
+            f"Model: {config.label} · strategy {conversation.strategy}{options_shown} · "
             f"conversation {conversation.pk}\n"
         )
         try:
