@@ -40,7 +40,7 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from agents.strategies import ParseError, Strategy, ToolCallAction
+from agents.strategies import ParseError, Strategy, ToolCallAction, strict_json
 from agents.strategies.base import IntermediateStep, new_tool_call_id
 from agents.strategies.tool_calling import ToolCallingStrategy
 
@@ -195,7 +195,9 @@ async def run(
             async with asyncio.timeout(limits.model_timeout_s):
                 async for chunk in bound.astream(history):
                     merged = chunk if merged is None else merged + chunk
-                    delta = str(chunk.text)  # a plain str: .text is a callable str subclass
+                    # A plain str (.text is a callable str subclass), storable (no lone
+                    # surrogates, which a provider's JSON can carry as "\ud83d").
+                    delta = strict_json.scrub(str(chunk.text))
                     if delta:
                         yield TextDelta(iteration=iteration, text=delta)
         except Exception as exc:
@@ -310,29 +312,33 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
     LangChain parses streamed arguments with ``parse_partial_json``, which completes a
     truncated object: ``{"expression": "17*2`` (a reply cut off at the token limit)
     becomes ``{"expression": "17*2"}``, a call that would run with guessed arguments. Here
-    each call's whole argument text must be a JSON object (or empty, meaning no
-    arguments); one that is not becomes an invalid tool call with the decoder's error.
+    each call's whole argument text must be a strict JSON object (or empty, meaning no
+    arguments; :mod:`agents.strategies.strict_json`); one that is not becomes an invalid
+    tool call with the decoder's error. Unpaired surrogates (``"\\ud83d"`` in a
+    provider's JSON) become U+FFFD in the text, which could not be stored otherwise.
     """
     message = message_chunk_to_message(merged)
     assert isinstance(message, AIMessage)
+    if isinstance(message.content, str) and strict_json.SURROGATE.search(message.content):
+        message = message.model_copy(update={"content": strict_json.scrub(message.content)})
     if not merged.tool_call_chunks:
         return message
     calls: list[ToolCall] = []
     invalid: list[InvalidToolCall] = []
     for chunk in merged.tool_call_chunks:
         raw = chunk.get("args") or ""
+        name = strict_json.scrub(chunk.get("name") or "")
         try:
-            args = json.loads(raw) if raw.strip() else {}
+            args = strict_json.loads(raw) if raw.strip() else {}
             if not isinstance(args, dict):
                 raise ValueError(f"a JSON {type(args).__name__}, not an object")
         except ValueError as exc:
-            invalid.append(
-                invalid_tool_call(
-                    name=chunk.get("name"), args=raw, id=chunk.get("id"), error=str(exc)
-                )
+            call = invalid_tool_call(
+                name=name, args=strict_json.scrub(raw), id=chunk.get("id"), error=str(exc)
             )
+            invalid.append(call)
         else:
-            calls.append(tool_call(name=chunk.get("name") or "", args=args, id=chunk.get("id")))
+            calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
 
 

@@ -22,23 +22,34 @@ class StrategyForm(forms.Form):
     """Validate a conversation's strategy, ``tool_choice`` and parallel tool calls.
 
     ``tool_names`` are the tools runs may call (a named ``tool_choice`` must be one).
-    The native options are ignored (reset to their defaults) for the text strategies.
+    The native options are only read for native tool calling; for a text strategy they
+    are ignored and set to their defaults.
     """
 
     strategy = forms.ChoiceField(choices=Strategy.choices, initial=Strategy.TOOL_CALLING)
-    tool_choice = forms.ChoiceField(initial=TOOL_CHOICE_AUTO, required=False)
+    tool_choice = forms.CharField(required=False, max_length=200)
     parallel_tool_calls = forms.BooleanField(required=False, initial=True)
 
     def __init__(self, *args: object, tool_names: Sequence[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["tool_choice"].choices = tool_choice_choices(tool_names)  # type: ignore[attr-defined]
+        self.tool_choices = dict(tool_choice_choices(tool_names))
 
     def clean(self) -> dict[str, object]:
-        """Return the cleaned values, native options at their defaults for text ones."""
+        """Return the cleaned values, native options at their defaults for text ones.
+
+        Raises ``ValidationError`` (on ``tool_choice``) for a choice that is neither
+        ``auto``, ``required`` nor a tool's name, under native tool calling.
+        """
         data = super().clean() or {}
-        if data.get("strategy") and data["strategy"] != Strategy.TOOL_CALLING:
+        if data.get("strategy") != Strategy.TOOL_CALLING:
             data["tool_choice"] = TOOL_CHOICE_AUTO
             data["parallel_tool_calls"] = True
-        elif not data.get("tool_choice"):
-            data["tool_choice"] = TOOL_CHOICE_AUTO
+            return data
+        choice = data.get("tool_choice") or TOOL_CHOICE_AUTO
+        if choice not in self.tool_choices:
+            self.add_error(
+                "tool_choice",
+                f"Select a valid choice. {choice[:80]} is not one of the available choices.",
+            )
+        data["tool_choice"] = choice
         return data

@@ -106,6 +106,12 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
+    if conversation.messages.exists():
+        # Fixed at the first message, whatever was posted (valid or not).
+        if not request.headers.get("HX-Request"):
+            return redirect("chat:conversation", conversation_id=conversation.pk)
+        context = settings_context(conversation, editable=False)
+        return render(request, "chat/_settings.html", context, status=409)
     form = StrategyForm(request.POST, tool_names=[tool.name for tool in get_tools()])
     status, error = 200, ""
     if not form.is_valid():
@@ -122,7 +128,9 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
                 store.conversation_configure(owner=owner, conversation_id=conversation.pk, **values)
                 or conversation
             )
-        except store.ConversationStarted:
+        except store.ConversationStarted:  # the first message came in meanwhile
+            if not request.headers.get("HX-Request"):
+                return redirect("chat:conversation", conversation_id=conversation.pk)
             context = settings_context(conversation, editable=False)
             return render(request, "chat/_settings.html", context, status=409)
     if not request.headers.get("HX-Request"):

@@ -35,6 +35,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from agents.strategies import strict_json
+
 IntermediateStep = tuple["ToolCallAction", ToolMessage]
 """One ``(action, observation)`` pair: what the model asked for and what it was told.
 
@@ -268,15 +270,18 @@ def strip_fence(text: str) -> str:
 def parse_tool_input(raw: str, *, tool: str, llm_output: str) -> str | dict[str, Any]:
     """Return a text strategy's tool input: a JSON object as a dict, else the text.
 
-    A fenced block is unwrapped. Input that starts like a JSON object or array but does
-    not parse raises :class:`ParseError`; a JSON string becomes its value; anything else
+    A fenced block is unwrapped; empty input means no arguments (``{}``). Input that
+    starts like a JSON object or array must be strict JSON (:mod:`.strict_json`) or
+    raises :class:`ParseError`; a JSON string becomes its value; anything else
     (``Suzhou``) is passed on as text, which a LangChain tool reads as its first argument.
     """
     text = strip_fence(raw)
-    if text[:1] in "{[":
+    if not text:
+        return {}
+    if text[0] in "{[":
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
+            value = strict_json.loads(text)
+        except ValueError as exc:
             raise ParseError(
                 BAD_JSON_INPUT.format(name=tool, error=exc, example='{"town": "Suzhou"}'),
                 llm_output=llm_output, tool=tool, tool_input=raw,
@@ -290,8 +295,8 @@ def parse_tool_input(raw: str, *, tool: str, llm_output: str) -> str | dict[str,
         return value
     if text.startswith('"'):
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            value = strict_json.loads(text)
+        except ValueError:
             return text
         return value if isinstance(value, str) else text
     return text

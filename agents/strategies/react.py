@@ -60,10 +60,22 @@ SEVERAL_ACTIONS = (
     "Your reply has {count} actions. Use one tool per reply, then wait for its Observation."
 )
 
-_ACTION = re.compile(r"^[ \t*]*Action\s*\d*\s*:", re.MULTILINE | re.IGNORECASE)
-_ACTION_INPUT = re.compile(r"^[ \t*]*Action\s*\d*\s*Input\s*\d*\s*:", re.MULTILINE | re.IGNORECASE)
-_FINAL = re.compile(r"^[ \t*]*Final\s+Answer\s*:", re.MULTILINE | re.IGNORECASE)
-_HALLUCINATED = re.compile(r"\n[ \t*]*Observation\s*:", re.IGNORECASE)
+# Labels start a line, may be numbered ("Action 2:") or bold ("**Action:**", the closing
+# "**" then belongs to the label). Only [ \t] between the words, never two adjacent
+# open-ended runs of white space: "Action" + 30,000 spaces would take seconds otherwise.
+SEVERAL_FINALS = (
+    "Your reply has {count} 'Final Answer:' lines. Give one Final Answer, with the whole "
+    "answer after it."
+)
+
+_BOLD = r"^[ \t]*(?P<bold>\*\*)?[ \t]*"
+_NUMBER = r"[ \t]*(?:\d+[ \t]*)?"
+_END = r":(?(bold)\*\*)"
+_FLAGS = re.MULTILINE | re.IGNORECASE
+_ACTION = re.compile(_BOLD + "Action" + _NUMBER + _END, _FLAGS)
+_ACTION_INPUT = re.compile(_BOLD + "Action" + _NUMBER + "Input" + _NUMBER + _END, _FLAGS)
+_FINAL = re.compile(_BOLD + r"Final[ \t]+Answer[ \t]*" + _END, _FLAGS)
+_HALLUCINATED = re.compile(r"\n[ \t*]*Observation[ \t]*:", re.IGNORECASE)
 _NAME_JUNK = "`'\"*[] \t"
 
 
@@ -84,11 +96,13 @@ def parse_react(text: str) -> tuple[str, str | dict] | str:
         raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
     actions = list(_ACTION.finditer(text))
     inputs = list(_ACTION_INPUT.finditer(text))
-    final = _FINAL.search(text)
-    if actions and final:
+    finals = list(_FINAL.finditer(text))
+    if actions and finals:
         raise ParseError(BOTH, llm_output=text)
-    if final:
-        answer = text[final.end() :].strip()
+    if len(finals) > 1:
+        raise ParseError(SEVERAL_FINALS.format(count=len(finals)), llm_output=text)
+    if finals:
+        answer = text[finals[0].end() :].strip()
         if not answer:
             raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
         return answer

@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from agents.strategies import strict_json
 from agents.strategies.base import (
     EMPTY_FINAL_ANSWER,
     EMPTY_REPLY,
@@ -86,6 +87,8 @@ BAD_INPUT = (
 
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?", re.IGNORECASE)
 _ACTION_NAME = re.compile(r'"action"\s*:\s*"([^"\\]*)"')
+_ACTION_LABEL = re.compile(r"^[ \t*]*Action[ \t]*:", re.MULTILINE | re.IGNORECASE)
+_LINE_BLOB = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
 _KINDS = {str: "string", list: "array", int: "number", float: "number", bool: "boolean"}
 
 
@@ -94,41 +97,48 @@ def _kind(value: Any) -> str:
 
 
 def find_blob(text: str) -> tuple[Any, int, int]:
-    """Return ``(value, start, end)`` of the first JSON value in ``text``, fence included.
+    """Return ``(value, start, end)`` of the action blob in ``text``, fence included.
 
-    The blob is the first fenced block if there is one, else the first ``{``. ``end`` is
-    past the closing fence. Raises :class:`ParseError` if there is none or it does not
-    parse.
+    The blob is the first fenced block if there is one (the format asks for a fence, so
+    brackets in the Thought before it do not count); else the first ``{`` or ``[`` after
+    an ``Action:`` label; else the first one that starts a line; else the first one.
+    ``end`` is past the closing fence. The JSON must be strict (:mod:`.strict_json`).
+    Raises :class:`ParseError` if there is no blob or it does not parse.
     """
-    decoder = json.JSONDecoder()
     fence = _FENCE_OPEN.search(text)
-    found = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    brace = min(found) if found else -1
-    if fence and (brace < 0 or fence.start() < brace):
-        start = fence.end()
-        body_start = start + (len(text[start:]) - len(text[start:].lstrip()))
-        try:
-            value, end = decoder.raw_decode(text, body_start)
-        except json.JSONDecodeError as exc:
-            raise _bad_json(text, exc) from exc
+    if fence:
+        body = fence.end() + (len(text) - fence.end() - len(text[fence.end() :].lstrip()))
+        value, end = _decode(text, body)
         rest = text[end:]
         close = rest.lstrip()
         if close.startswith("```"):
             end += len(rest) - len(close) + 3
         return value, fence.start(), end
-    if brace < 0:
+    label = _ACTION_LABEL.search(text)
+    line_start = _LINE_BLOB.search(text)
+    if label:
+        found = [i for i in (text.find("{", label.end()), text.find("[", label.end())) if i >= 0]
+        start = min(found) if found else -1
+    elif line_start:
+        start = line_start.end() - 1
+    else:
+        found = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+        start = min(found) if found else -1
+    if start < 0:
         raise ParseError(f"{NO_BLOB} {FORMAT_HINT}", llm_output=text)
+    value, end = _decode(text, start)
+    return value, start, end
+
+
+def _decode(text: str, start: int) -> tuple[Any, int]:
     try:
-        value, end = decoder.raw_decode(text, brace)
-    except json.JSONDecodeError as exc:
-        raise _bad_json(text, exc) from exc
-    return value, brace, end
-
-
-def _bad_json(text: str, exc: json.JSONDecodeError) -> ParseError:
-    name = _ACTION_NAME.search(text)
-    tool = name[1] if name and name[1] != FINAL_ANSWER else ""
-    return ParseError(f"{BAD_JSON.format(error=exc)} {FORMAT_HINT}", llm_output=text, tool=tool)
+        return strict_json.raw_decode(text, start)
+    except ValueError as exc:
+        name = _ACTION_NAME.search(text)
+        tool = name[1] if name and name[1] != FINAL_ANSWER else ""
+        raise ParseError(
+            f"{BAD_JSON.format(error=exc)} {FORMAT_HINT}", llm_output=text, tool=tool
+        ) from exc
 
 
 def parse_structured(text: str) -> tuple[str, str | dict[str, Any]] | str:

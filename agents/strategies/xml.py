@@ -61,9 +61,15 @@ TRAILING = (
     "Your reply goes on after </final_answer> ({extra!r}). Put the whole answer inside the tags."
 )
 
+SEVERAL_FINALS = "Your reply has more than one <final_answer> tag. Give one final answer."
+SEVERAL_INPUTS = "Your reply has more than one <tool_input> tag. Use one tool per reply."
+AFTER_INPUT = (
+    "Your reply goes on after </tool_input> ({extra!r}). Stop after the tool input; the "
+    "<observation> comes back to you."
+)
+
 STOP = ["</tool_input>"]
 _TOOL = re.compile(r"<tool>(.*?)</tool>", re.DOTALL)
-_TOOL_OPEN = re.compile(r"<tool>")
 _INPUT = re.compile(r"<tool_input>(.*?)(?:</tool_input>|$)", re.DOTALL)
 _FINAL = re.compile(r"<final_answer>(.*?)(?:</final_answer>|$)", re.DOTALL)
 _HALLUCINATED = re.compile(r"<observation>")
@@ -86,11 +92,14 @@ def parse_xml(text: str) -> tuple[str, str | dict] | str:
     text = cut_observation(text)
     if not text.strip():
         raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
-    tools = _TOOL.findall(text)
-    opened = len(_TOOL_OPEN.findall(text))
+    # Counted before any regular expression runs: "<tool>" repeated without a closing tag
+    # would make a lazy match scan to the end from each one (quadratic time).
+    opened, closed = text.count("<tool>"), text.count("</tool>")
     final = _FINAL.search(text)
-    if (tools or opened) and final:
+    if opened and final:
         raise ParseError(BOTH, llm_output=text)
+    if text.count("<final_answer>") > 1:
+        raise ParseError(SEVERAL_FINALS, llm_output=text)
     if final:
         extra = text[final.end() :].strip()
         if extra:
@@ -99,10 +108,13 @@ def parse_xml(text: str) -> tuple[str, str | dict] | str:
         if not answer:
             raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
         return answer
-    if opened > len(tools):
+    if opened > closed:
         raise ParseError(UNCLOSED_TOOL, llm_output=text)
-    if len(tools) > 1:
-        raise ParseError(SEVERAL_TOOLS.format(count=len(tools)), llm_output=text)
+    if opened > 1:
+        raise ParseError(SEVERAL_TOOLS.format(count=opened), llm_output=text)
+    if text.count("<tool_input>") > 1:
+        raise ParseError(SEVERAL_INPUTS, llm_output=text)
+    tools = _TOOL.findall(text)
     tool_input = _INPUT.search(text)
     if not tools:
         raise ParseError(MISSING_TOOL if tool_input else NO_TAGS, llm_output=text)
@@ -111,6 +123,9 @@ def parse_xml(text: str) -> tuple[str, str | dict] | str:
         raise ParseError(MISSING_TOOL, llm_output=text)
     if tool_input is None or tool_input.start() < text.find("</tool>"):
         raise ParseError(MISSING_INPUT.format(tool=name), llm_output=text, tool=name)
+    extra = text[tool_input.end() :].strip()
+    if extra:
+        raise ParseError(AFTER_INPUT.format(extra=extra[:80]), llm_output=text, tool=name)
     return name, parse_tool_input(tool_input[1], tool=name, llm_output=text)
 
 

@@ -34,6 +34,13 @@ REACT_OK = [
         ("calculator", {"expression": "2+2"}),
     ),
     ("Thought: x\nAction: [calculator]\nAction Input: {}", ("calculator", {})),
+    ("Thought: x\nAction: calculator\nAction Input:", ("calculator", {})),  # nothing given
+    (
+        '**Action:** calculator\n**Action Input:** {"expression": "1+1"}',
+        ("calculator", {"expression": "1+1"}),
+    ),
+    ("Action 2: calculator\nAction 2 Input: {}", ("calculator", {})),
+    ("**Thought:** done\n**Final Answer:** 42", "42"),
     (
         'Thought: x\nAction: calculator\nAction Input: {"expression": "1+1"}\nObservation: 2\n'
         "Thought: done\nFinal Answer: 2",
@@ -66,6 +73,28 @@ REACT_BAD = [
         "",
     ),
     ("Thought: x\nAction:\nAction Input: {}", "has no tool name", ""),
+    ("Final Answer: a\nFinal Answer: b", "2 'Final Answer:' lines", ""),
+    (
+        "Action: calculator\nAction Input: " + "[" * 5000 + "]" * 5000,
+        "nested too deeply",
+        "calculator",
+    ),
+    (
+        'Action: calculator\nAction Input: {"expression": NaN}',
+        "NaN is not a JSON number",
+        "calculator",
+    ),
+    ('Action: calculator\nAction Input: {"expression": 1e999}', "1e999 is too large", "calculator"),
+    (
+        'Action: calculator\nAction Input: {"expression": "\\ud83d"}',
+        "unpaired UTF-16 surrogate",
+        "calculator",
+    ),
+    (
+        'Action: calculator\nAction Input: {"expression": "1", "expression": "2"}',
+        "'expression' is repeated",
+        "calculator",
+    ),
 ]
 
 
@@ -85,6 +114,16 @@ STRUCTURED_OK = [
         ("calculator", {"expression": "2*3"}),
     ),
     ('{"action": "search", "action_input": "gardens"}', ("search", "gardens")),
+    # Brackets in the Thought do not hide the blob the format asks for.
+    (
+        f'Thought: per source [1] I need the weather\nAction:\n{FENCE}json\n{{"action": "w", "action_input": {{}}}}\n{FENCE}',
+        ("w", {}),
+    ),
+    (
+        'Thought: fill the {town} argument\nAction:\n{"action": "w", "action_input": {"town": "Suzhou"}}',
+        ("w", {"town": "Suzhou"}),
+    ),
+    ('Thought: fill the {town} argument\n{"action": "w", "action_input": {}}', ("w", {})),
     (
         f'Thought: I know what to respond\nAction:\n{FENCE}json\n{{"action": "Final Answer", '
         f'"action_input": "Go to **Suzhou**."}}\n{FENCE}',
@@ -127,6 +166,17 @@ STRUCTURED_BAD = [
     ),
     ('{"action": "Final Answer", "action_input": "  "}', "final answer was empty", ""),
     ('{"action": "calculator", "action_input": 42}', "must be a JSON object", "calculator"),
+    (
+        '{"action": "calculator", "action": "Final Answer", "action_input": "x"}',
+        "'action' is repeated",
+        "calculator",
+    ),
+    ("[" * 5000 + "]" * 5000, "nested too deeply", ""),
+    (
+        '{"action": "calculator", "action_input": {"x": Infinity}}',
+        "Infinity is not a JSON number",
+        "calculator",
+    ),
 ]
 
 
@@ -170,6 +220,15 @@ XML_BAD = [
     ("<final_answer> </final_answer>", "final answer was empty", ""),
     ("<tool>weather_forecast<tool_input>{}", "not closed", ""),
     ('<tool>weather_forecast</tool><tool_input>{"town": }', "does not parse", "weather_forecast"),
+    ("<final_answer>a<final_answer>b</final_answer>", "more than one <final_answer>", ""),
+    ("<tool>a</tool><tool_input>{}</tool_input><tool_input>{}", "more than one <tool_input>", ""),
+    (
+        "<tool>a</tool><tool_input>{}</tool_input> and then I will",
+        "goes on after </tool_input>",
+        "a",
+    ),
+    ("<tool>x " * 5000, "not closed", ""),
+    ("<tool>calculator</tool><tool_input>" + "[" * 5000, "nested too deeply", "calculator"),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from channels.db import database_sync_to_async
 from django.apps import apps
@@ -14,6 +16,7 @@ from langchain_core.messages import AIMessage
 
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from tests.chat.test_consumer import ask_over_socket, make_conversation
+from tests.fakes import tool_call
 
 TEXT = {
     "react": (
@@ -340,4 +343,72 @@ def test_new_chats_start_with_the_configured_strategy(db, client, settings):
 def test_ask_refuses_native_options_for_a_text_strategy():
     with pytest.raises(CommandError, match="apply to the tool_calling strategy only"):
         call_command("ask", "hi", strategy="react", tool_choice="required")
+    assert not AgentRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("strategy", "reply"),
+    [
+        ("react", AIMessage('Action: calculator\nAction Input: {"expression": NaN}')),
+        ("react", AIMessage('Action: calculator\nAction Input: {"expression": 1e999}')),
+        # ASCII model text whose JSON escape decodes to an unpaired surrogate.
+        ("react", AIMessage('Action: calculator\nAction Input: {"expression": "\\ud83d"}')),
+        ("tool_calling", AIMessage("", tool_calls=[tool_call("calculator", {"expression": "\ud83d"}, "c1")])),
+        ("tool_calling", AIMessage("", tool_calls=[tool_call("calculator", {"expression": float("nan")}, "c1")])),
+        ("tool_calling", AIMessage("Sorry \ud83d, checking.", tool_calls=[tool_call("calculator", {"expression": "1"}, "c1")])),
+    ],
+    ids=["react-NaN", "react-1e999", "react-surrogate-escape", "native-surrogate", "native-NaN", "native-text-surrogate"],
+)  # fmt: skip
+async def test_arguments_no_database_can_store_are_a_format_error_not_a_dead_run(
+    strategy, reply, scripted_model
+):
+    """Found by review: NaN and unpaired surrogates made the step's write fail."""
+    final = AIMessage("Final Answer: ok") if strategy == "react" else AIMessage("ok")
+    scripted_model.script = [reply, final]
+    user, conversation = await make_conversation()
+    await set_strategy(conversation, strategy)
+    frames = await ask_over_socket(conversation, user, "q")
+
+    assert "status-succeeded" in frames[-1]
+    _, steps = await run_steps()
+    (call,) = [s for s in steps if s.kind == "tool_call"]
+    assert "\ud83d" not in json.dumps(call.arguments, ensure_ascii=False)
+    assert "\ud83d" not in steps[0].text
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tool_name_with_bidi_controls_is_shown_with_markers(scripted_model, client):
+    scripted_model.script = [AIMessage("Action: \u202eroluclac\nAction Input: {}"),
+                             AIMessage("Final Answer: ok")]  # fmt: skip
+    user, conversation = await make_conversation()
+    await set_strategy(conversation, "react")
+    frames = await ask_over_socket(conversation, user, "q")
+    card = next(f for f in frames if 'class="tool-name"' in f and 'data-status="error"' in f)
+    start = card.index('class="tool-name"')
+    assert "\u202e" not in card[start : start + 100] and "&lt;U+202E&gt;" in card
+
+
+def test_an_invalid_post_after_the_first_message_gets_the_badge_not_the_picker(alice):
+    client, conversation = alice
+    Message.objects.create(conversation=conversation, role="user", content="hi")
+    response = picker_post(client, conversation, strategy="bogus")
+    assert response.status_code == 409 and "<select" not in response.content.decode()
+    plain = client.post(f"/c/{conversation.pk}/strategy/", {"strategy": "xml"})
+    assert plain.status_code == 302
+
+
+def test_native_options_posted_with_a_text_strategy_are_ignored_not_refused(alice):
+    client, conversation = alice
+    response = picker_post(client, conversation, strategy="react", tool_choice="bogus")
+    assert response.status_code == 200
+    conversation.refresh_from_db()
+    assert (conversation.strategy, conversation.tool_choice) == ("react", "auto")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ask_refuses_native_options_for_a_continued_conversation():
+    conversation = Conversation.objects.create(strategy="tool_calling", tool_choice="calculator")
+    with pytest.raises(CommandError, match="keeps the options it started with"):
+        call_command("ask", "hi", conversation=conversation.pk, tool_choice="weather_forecast")
     assert not AgentRun.objects.exists()

@@ -192,6 +192,11 @@ class Command(BaseCommand):
             conversation = Conversation.objects.filter(pk=options["conversation"]).first()
             if conversation is None:
                 raise CommandError(f"No conversation with id {options['conversation']}.")
+            if options["tool_choice"] or options["no_parallel_tool_calls"]:
+                raise CommandError(
+                    f"Conversation {conversation.pk} keeps the options it started with; "
+                    "--tool-choice and --no-parallel-tool-calls apply to a new conversation."
+                )
             asked = options["strategy"]
             if asked and asked != conversation.strategy:
                 raise CommandError(

@@ -1,0 +1,83 @@
+"""Check that the strategies' parsers take time linear in the model's output.
+
+A model's reply is untrusted text parsed inside the server's event loop, so a regular
+expression that backtracks (quadratic or worse on some input) would stall every run and
+socket of the process: before the fix, "Action" followed by 30,000 spaces took 7 s in the
+ReAct parser and "<tool>x " repeated 20,000 times 15 s in the XML one. For each hostile
+input family this prints the parse time at two sizes and the ratio: about 10x for ten
+times the input is linear; about 100x is quadratic. Exit status 1 if any family grows
+faster than ``--max-ratio`` (default 30).
+
+    .venv/bin/python bench/parsers.py [--small 20000] [--large 200000] [--max-ratio 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import contextlib
+
+from agents.strategies import ParseError
+from agents.strategies.react import parse_react
+from agents.strategies.structured_chat import parse_structured
+from agents.strategies.xml import parse_xml
+
+Family = tuple[str, Callable[[str], object], Callable[[int], str]]
+
+FAMILIES: list[Family] = [
+    ("react: Action + spaces", parse_react, lambda n: "Thought: ok\nAction" + " " * n),
+    ("react: Action + newlines", parse_react, lambda n: "Action" + "\n" * n),
+    ("react: Action + spaces + Input", parse_react,
+     lambda n: "Action: calc\nAction" + " " * n + "Input"),
+    ("react: many Action lines", parse_react, lambda n: "Action: a\n" * (n // 10)),
+    ("react: Observation flood", parse_react, lambda n: "\n Observation" * (n // 12)),
+    ("structured: braces", parse_structured, lambda n: "{" * n),
+    ("structured: fences", parse_structured, lambda n: "```json\n" * (n // 8)),
+    ("structured: quotes after action", parse_structured,
+     lambda n: '{"action": "' + '"' * n),
+    ("xml: unclosed <tool>", parse_xml, lambda n: "<tool>x " * (n // 8)),
+    ("xml: unclosed <tool_input>", parse_xml,
+     lambda n: "<tool>a</tool>" + "<tool_input>x" * (n // 13)),
+    ("xml: unclosed <final_answer>", parse_xml, lambda n: "<final_answer>x" * (n // 15)),
+]  # fmt: skip
+
+
+def timed(parse: Callable[[str], object], text: str) -> float:
+    """Return the seconds one parse of ``text`` takes (a ParseError is a normal result)."""
+    start = time.perf_counter()
+    with contextlib.suppress(ParseError):
+        parse(text)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", type=int, default=20_000, help="characters, first size")
+    parser.add_argument("--large", type=int, default=200_000, help="characters, second size")
+    parser.add_argument("--max-ratio", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    growth = args.large / args.small
+    print(f"input {args.small:,} -> {args.large:,} characters ({growth:g}x); "
+          f"linear ~{growth:g}x, quadratic ~{growth**2:g}x")  # fmt: skip
+    print(f"{'family':36} {'small ms':>9} {'large ms':>9} {'ratio':>7}")
+    worst = 0.0
+    for name, parse, make in FAMILIES:
+        small = min(timed(parse, make(args.small)) for _ in range(3))
+        large = min(timed(parse, make(args.large)) for _ in range(3))
+        # Sub-millisecond timings are noise: floor them so the ratio means something.
+        ratio = max(large, 1e-3) / max(small, 1e-3)
+        worst = max(worst, ratio)
+        print(f"{name:36} {small * 1000:9.2f} {large * 1000:9.2f} {ratio:6.1f}x")
+    verdict = "linear" if worst <= args.max_ratio else "SUPERLINEAR"
+    print(f"worst ratio {worst:.1f}x (limit {args.max_ratio:g}x): {verdict}")
+    return 0 if worst <= args.max_ratio else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
