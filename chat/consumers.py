@@ -2,9 +2,10 @@
 
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
-too); the server sends HTML fragments that htmx swaps in by id. Errors come back as an
-error fragment; the socket stays open. Close codes: 4404, no such conversation for you;
-4401, the session the socket was opened with has ended (logout, or login changed it).
+too), and the Stop button's form as ``{"type": "cancel"}``; the server sends HTML
+fragments that htmx swaps in by id. Errors come back as an error fragment; the socket
+stays open. Close codes: 4404, no such conversation for you; 4401, the session the socket
+was opened with has ended (logout, or login changed it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.conf import settings
 from agents.events import utcnow
 from chat import fragments, store
 from chat.live import GroupPublisher, group_name, publish_run_statuses
-from chat.runs import create_run, start_run
+from chat.runs import cancel_local, create_run, start_run
 from chat.validation import MessageError, clean_message
 
 CLOSE_NOT_FOUND = 4404
@@ -31,7 +32,9 @@ SESSION_RECHECK_S = 5.0
 BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
-UNKNOWN_TYPE = "Unknown message type {kind!r}: the only type is 'message'."
+UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message' and 'cancel'."
+NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
+CANCEL_MESSAGE_TYPE = "run.cancel"
 NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
 TOO_DEEP = "That frame is nested too deeply to read."
@@ -41,8 +44,11 @@ class FrameError(MessageError):
     """A websocket frame the chat cannot use; the message is shown to the user."""
 
 
+CANCEL = "cancel"
+
+
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> str:
-    """Return the message text of a frame, stripped.
+    """Return the message text of a frame, stripped, or :data:`CANCEL` for a stop request.
 
     Raises :class:`FrameError` for binary, non-JSON or too deeply nested frames,
     non-objects, unknown types, missing, empty (or only invisible characters) or over-long
@@ -60,6 +66,8 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
     if not isinstance(payload, dict):
         raise FrameError(NOT_OBJECT)
     kind = payload.get("type", "message")
+    if kind == CANCEL:
+        return CANCEL
     if kind != "message":
         raise FrameError(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
@@ -146,6 +154,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except FrameError as exc:
             await self.send(text_data=fragments.error(str(exc)))
             return
+        if content == CANCEL:
+            await self._cancel_run()
+            return
         await self._interrupt_stale_runs()
         try:
             run = await database_sync_to_async(create_run)(
@@ -157,6 +168,29 @@ class ChatConsumer(AsyncWebsocketConsumer):
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(fragments.run_started(run) + fragments.error(""))
         start_run(run.pk, listeners=[publisher])
+
+    async def _cancel_run(self) -> None:
+        """Stop the conversation's running run, in whichever process runs it.
+
+        The request is stored first (so the run's own heartbeat finds it even if no
+        message reaches its process), then the run is cancelled here if this process runs
+        it, else the conversation's group is told, reaching the other processes' sockets.
+        """
+        assert self.conversation_id is not None
+        run = await database_sync_to_async(store.run_request_cancel)(
+            conversation_id=self.conversation_id, at=utcnow()
+        )
+        if run is None:
+            await self.send(text_data=fragments.error(NOTHING_TO_STOP))
+            return
+        if not cancel_local(run.pk):
+            await self.channel_layer.group_send(
+                group_name(self.conversation_id), {"type": CANCEL_MESSAGE_TYPE, "run_id": run.pk}
+            )
+
+    async def run_cancel(self, message: dict[str, Any]) -> None:
+        """Cancel a run of this conversation if this process runs it (see ``_cancel_run``)."""
+        cancel_local(int(message["run_id"]))
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group."""

@@ -18,7 +18,7 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from chat.models import AgentRun, AgentStep
+from chat.models import AgentRun, AgentStep, RunStatus
 from chat.recorder import Update
 
 
@@ -93,6 +93,19 @@ def run_status(run: AgentRun) -> str:
     return render_to_string("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
+def run_ended(run: AgentRun) -> str:
+    """Return what a page needs once ``run`` has ended, and clear any error notice.
+
+    A run that succeeded has had every step's outcome sent: its status line is enough.
+    One that was stopped, interrupted or failed may have steps it closed as it ended (a
+    tool card left running, a half-streamed turn, saved whole): the run is sent again
+    whole, replacing it by id.
+    """
+    if run.status == RunStatus.SUCCEEDED:
+        return run_status(run)
+    return run_caught_up(run) + error("")
+
+
 def error(message: str) -> str:
     """Return an error notice for the chat page (escaped)."""
     return render_to_string("chat/_error.html", {"message": message})
@@ -110,5 +123,5 @@ def for_update(update: Update) -> str | None:
             return text_replaced(update.step_id, update.text_snapshot)
         return text_delta(update.step_id, event.text, update.text_offset)
     if isinstance(event, RunFinished) and update.run is not None:
-        return run_status(update.run)
+        return run_ended(update.run)
     return None

@@ -40,9 +40,9 @@ class GroupPublisher:
 
 
 async def publish_run_statuses(channel_layer: Any, runs: Iterable[AgentRun]) -> None:
-    """Send each run's status line to its conversation's sockets (e.g. once interrupted)."""
+    """Send each ended run to its conversation's sockets (e.g. once interrupted)."""
     for run in runs:
-        await GroupPublisher(channel_layer, run.conversation_id).publish(fragments.run_status(run))
+        await GroupPublisher(channel_layer, run.conversation_id).publish(fragments.run_ended(run))
 
 
 def publish_run_statuses_sync(runs: list[AgentRun]) -> None:

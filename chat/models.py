@@ -150,6 +150,9 @@ class AgentRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Updated by the process running the run; a stale heartbeat means that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Set when someone presses Stop; the process running the run cancels it (at once when
+    # the request reaches it over the channel layer, else at its next heartbeat).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
     # Counted when the run ends, so lists and filters need no per-row query: tool calls
@@ -228,6 +231,19 @@ class AgentStep(models.Model):
         """Return True for a model turn that gave the run's final answer (in ``result``)."""
         return (
             self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(self.result)
+        )
+
+    @property
+    def is_unfinished(self) -> bool:
+        """Return True for a tool call the run's end closed (stopped, interrupted, failed).
+
+        It has no result: the tool never answered and the model was sent nothing.
+        """
+        return (
+            self.kind == StepKind.TOOL_CALL
+            and self.status == StepStatus.ERROR
+            and not self.result
+            and not self.is_parse_error
         )
 
     @property

@@ -66,10 +66,24 @@ class RunRecorder:
         self._last_sync: dict[int, float] = {}
         self._utf16_length: dict[int, int] = {}
         self._call_step_ids: dict[tuple[int, str], int] = {}
+        self._finished_turns: set[int] = set()
 
     def _update(self, event: Event, **kwargs: object) -> Update:
         return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
                       **kwargs)  # type: ignore[arg-type]  # fmt: skip
+
+    async def flush_text(self) -> None:
+        """Save the whole streamed text of every model turn still open (before a cancel).
+
+        Between snapshots the stored text lags up to :data:`TEXT_SYNC_INTERVAL_S` behind
+        what the page showed; a run that stops mid-stream keeps all of it.
+        """
+        for iteration, step_id in self._turn_step_ids.items():
+            if iteration in self._finished_turns:
+                continue
+            text = "".join(self._turn_text.get(iteration, []))
+            if text:
+                await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
 
     async def record(self, event: Event) -> Update:
         """Write what ``event`` means to the database; return what changed."""
@@ -102,6 +116,7 @@ class RunRecorder:
             await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
             return self._update(event, step_id=step_id, text_snapshot=text)
         if isinstance(event, ModelTurnFinished):
+            self._finished_turns.add(event.iteration)
             usage = event.usage or {}
             step = await database_sync_to_async(store.step_finish)(
                 step_id=self._turn_step_ids[event.iteration],

@@ -31,12 +31,14 @@ logger = logging.getLogger(__name__)
 
 Listener = Callable[[Update], Awaitable[None]]
 
-CANCELLED = "The run was cancelled."
+CANCELLED = "The run was cancelled (the server stopped it)."
+STOPPED = "Stopped at your request. What the agent did until then is kept above."
 INTERNAL_ERROR = "The run stopped because of an internal error ({error}). It has been logged."
 CONFIG_ERROR = "The model is not configured correctly: {error}"
 
-# Runs going on in this process; the set keeps their tasks from being garbage-collected.
-_TASKS: set[asyncio.Task[AgentRun | None]] = set()
+# Runs going on in this process, by run id; holding the tasks also keeps them from being
+# garbage-collected.
+_TASKS: dict[int, asyncio.Task[AgentRun | None]] = {}
 
 
 def model_config() -> ModelConfig:
@@ -139,7 +141,8 @@ async def execute_run(
         return update.run
 
     iterations = 0
-    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id))
+    this_task = asyncio.current_task()
+    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, this_task))
     try:
         try:
             model = model or get_model()
@@ -148,13 +151,26 @@ async def execute_run(
         tools = get_tools() if tools is None else tools
         strategy = run_strategy(run_row)
         async for event in run(model, tools, messages, strategy=strategy, limits=run_limits()):
-            update = await recorder.record(event)
+            # A write that has started is let finish even if the run is cancelled
+            # meanwhile, so the cancel is recorded after it, never under it.
+            write = asyncio.ensure_future(recorder.record(event))
+            try:
+                update = await asyncio.shield(write)
+            except asyncio.CancelledError:
+                await write
+                raise
             iterations = getattr(event, "iteration", iterations)
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
     except asyncio.CancelledError:
-        await asyncio.shield(finish(RunStatus.CANCELLED, CANCELLED, iterations))
+        stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
+
+        async def record_cancel() -> AgentRun:
+            await recorder.flush_text()
+            return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED, iterations)
+
+        await asyncio.shield(record_cancel())
         raise
     except Exception as exc:
         logger.exception("run %s failed inside the loop", run_id)
@@ -167,12 +183,21 @@ async def execute_run(
     return finished
 
 
-async def _heartbeat(run_id: int) -> None:
-    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled."""
+async def _heartbeat(run_id: int, task: asyncio.Task[object] | None) -> None:
+    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled.
+
+    Each beat also looks for a stop request that did not reach this process over the
+    channel layer (no tab of the conversation is connected here) and cancels ``task``.
+    """
     while True:
         await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
         try:
             await database_sync_to_async(store.run_heartbeat)(run_id=run_id, at=utcnow())
+            if task is not None and await database_sync_to_async(store.run_cancel_requested)(
+                run_id=run_id
+            ):
+                task.cancel()
+                return
         except Exception:
             logger.exception("run %s: heartbeat failed", run_id)
 
@@ -187,11 +212,23 @@ def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[Age
             return None
 
     task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
-    _TASKS.add(task)
-    task.add_done_callback(_TASKS.discard)
+    _TASKS[run_id] = task
+    task.add_done_callback(lambda _: _TASKS.pop(run_id, None))
     return task
 
 
 def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
     """Return the run tasks this process is running (a copy)."""
-    return set(_TASKS)
+    return set(_TASKS.values())
+
+
+def cancel_local(run_id: int) -> bool:
+    """Cancel run ``run_id`` if this process runs it; return whether it did.
+
+    The run ends as ``cancelled`` with its steps so far kept (see :func:`execute_run`).
+    """
+    task = _TASKS.get(run_id)
+    if task is None or task.done():
+        return False
+    task.cancel()
+    return True

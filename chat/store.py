@@ -115,14 +115,17 @@ def conversations_adopt(*, guest_key: str, user_id: int) -> int:
     )
 
 
+def _runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+    """Return ``runs`` with what rendering a run needs: user message and ordered steps."""
+    return runs.select_related("user_message").prefetch_related(
+        Prefetch("steps", queryset=AgentStep.objects.order_by("ordinal"))
+    )
+
+
 def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
     """Return the conversation's runs, oldest first, with user message and steps loaded."""
-    return list(
-        AgentRun.objects.filter(conversation_id=conversation_id)
-        .select_related("user_message")
-        .prefetch_related(Prefetch("steps", queryset=AgentStep.objects.order_by("ordinal")))
-        .order_by("started_at", "id")
-    )
+    runs = AgentRun.objects.filter(conversation_id=conversation_id)
+    return list(_runs_loaded(runs).order_by("started_at", "id"))
 
 
 def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
@@ -237,7 +240,8 @@ def _count_tool_calls(run: AgentRun) -> None:
     unparsed = parse_error_q()
     counts = run.steps.filter(kind=StepKind.TOOL_CALL).aggregate(
         calls=Count("pk", filter=~unparsed),
-        errors=Count("pk", filter=Q(status=StepStatus.ERROR) & ~unparsed),
+        # A call the run's end closed (no result) did not fail: it never answered.
+        errors=Count("pk", filter=Q(status=StepStatus.ERROR) & ~unparsed & ~Q(result="")),
         format_errors=Count("pk", filter=unparsed),
     )
     run.tool_call_count = counts["calls"]
@@ -255,7 +259,8 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
 
     Their process died (a crash, a kill -9, a restart): the run can never finish, so it
     ends as ``interrupted`` with its steps kept, and steps left running are closed as
-    errors. Works across processes, as it needs only the database. Returns those runs.
+    errors. Works across processes, as it needs only the database. Returns those runs,
+    loaded like :func:`conversation_runs`.
     """
     cutoff = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
     stale = AgentRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
@@ -276,7 +281,34 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             _count_tool_calls(run)
             run.save()
             interrupted.append(run)
-    return interrupted
+    # Loaded for rendering (the page is sent the whole run again: its steps were closed).
+    ids = [run.pk for run in interrupted]
+    return list(_runs_loaded(AgentRun.objects.filter(pk__in=ids)).order_by("started_at", "id"))
+
+
+def run_request_cancel(*, conversation_id: int, at: datetime) -> AgentRun | None:
+    """Ask for the conversation's running run to stop; return it, or None if none runs.
+
+    Only records the request (``cancel_requested_at``); the process running the run
+    cancels its task (:func:`chat.runs.cancel_local`, or its heartbeat notices).
+    """
+    with transaction.atomic():
+        run = (
+            AgentRun.objects.select_for_update()
+            .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
+            .first()
+        )
+        if run is None:
+            return None
+        if run.cancel_requested_at is None:
+            run.cancel_requested_at = at
+            run.save(update_fields=["cancel_requested_at"])
+        return run
+
+
+def run_cancel_requested(*, run_id: int) -> bool:
+    """Return True if someone asked for the run to stop."""
+    return AgentRun.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
 
 
 def run_get(*, run_id: int) -> AgentRun:
@@ -294,7 +326,10 @@ def run_finish(
     usage: dict[str, int],
     finished_at: datetime,
 ) -> AgentRun:
-    """Store how the run ended, close any step still running, add the assistant message."""
+    """Store how the run ended, close any step still running, add the assistant message.
+
+    A run that did not succeed comes back loaded like :func:`conversation_runs`.
+    """
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id)
         run.status = status
@@ -319,6 +354,9 @@ def run_finish(
                 run=run,
             )
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
+    if status != RunStatus.SUCCEEDED:
+        # The page is sent the whole run again (steps it closed): load what that needs.
+        return _runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
     return run
 
 

@@ -31,8 +31,18 @@
     if (button) button.textContent = isBusy ? "Working…" : "Send";
   }
 
+  function isStop(element) {
+    return !!(element && element.closest && element.closest(".stop-form"));
+  }
+
   // Keep the user's text instead of sending it into a refusal while a run is going.
   document.addEventListener("htmx:wsConfigSend", function (event) {
+    if (isStop(event.target)) {
+      // Stop: sent once; the button waits for the run's end to replace it.
+      var button = event.target.querySelector("button");
+      if (button) { button.disabled = true; button.textContent = "Stopping…"; }
+      return;
+    }
     if (!busy()) return;
     var trigger = event.detail && event.detail.triggeringEvent;
     if (trigger) trigger.preventDefault();  // no native form submit either
@@ -100,7 +110,8 @@
   document.addEventListener("htmx:wsClose", function () {
     setConnection("closed", "reconnecting…");
   });
-  document.addEventListener("htmx:wsAfterSend", function () {
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    if (isStop(event.target)) return;
     input().value = "";
     stickToBottom = true;
   });

@@ -1,0 +1,57 @@
+"""Stop in headless Chromium: the button cancels the run in every tab and keeps its steps."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+
+
+def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, browser_page):
+    app = start_app(token_delay_ms=20, tool_delay_ms=20_000)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_selector("#connection[data-state=open]")
+
+    page.fill("#composer-input", QUESTION)
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".tool-card[data-status=running]", timeout=10_000)
+    other.wait_for_selector(".run-status .stop", timeout=10_000)  # the other tab can stop too
+    page.click(".run-status .stop")
+
+    for tab in (page, other):
+        tab.wait_for_selector(".run-status[data-status=cancelled]", timeout=10_000)
+        status = tab.inner_text(".run-status")
+        assert "Cancelled" in status and "Stopped at your request" in status
+        assert tab.locator(".run-status .stop").count() == 0
+        assert tab.locator(".tool-card[data-status=running]").count() == 0
+        assert tab.locator(".tool-card.unfinished[data-status=error]").count() == 3
+        assert "tool error" not in status  # they did not fail: they never answered
+        assert "Stopped at your request" in tab.locator(".tool-card").first.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "browser-stopped.png"), full_page=True)
+
+    with sqlite3.connect(app.database) as db:
+        (status,) = db.execute("SELECT status FROM chat_agentrun").fetchone()
+        steps = db.execute("SELECT kind, status FROM chat_agentstep ORDER BY ordinal").fetchall()
+    assert status == "cancelled"
+    assert steps[0] == ("model_turn", "ok") and len(steps) == 4  # kept, closed as errors
+
+    # The chat is usable at once: a new question runs (the slow tools are not asked).
+    page.fill("#composer-input", "Hello")
+    page.press("#composer-input", "Enter")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.run-status[data-status=succeeded]').length === 1",
+        timeout=20_000,
+    )
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator(".run-status[data-status=cancelled]").count() == 1

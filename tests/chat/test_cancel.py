@@ -1,0 +1,174 @@
+"""Stop: a cancel frame (or a stop request seen by the heartbeat) ends the run as cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+
+from agents.events import utcnow
+from chat import store
+from chat.consumers import NOTHING_TO_STOP
+from chat.live import group_name
+from chat.models import AgentRun
+from chat.runs import STOPPED, create_run, execute_run, running_tasks
+from tests.chat.conftest import wait_for_runs
+from tests.chat.test_consumer import connect, make_conversation, receive_until_finished
+from tests.fakes import tool_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STARTED: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def slow_lookup(town: str) -> str:
+    """Look a town up, slowly."""
+    STARTED["event"].set()
+    await asyncio.sleep(30)
+    return f"{town}: done"
+
+
+@pytest.fixture
+def slow_tools(monkeypatch):
+    """Make runs call ``slow_lookup``; ``await tool_started()`` once it runs."""
+    STARTED["event"] = asyncio.Event()
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [slow_lookup])
+
+
+async def tool_started() -> None:
+    await asyncio.wait_for(STARTED["event"].wait(), 5)
+
+
+async def wait_until(predicate, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+@database_sync_to_async
+def run_with_steps() -> tuple[AgentRun, list]:
+    run = AgentRun.objects.get()
+    return run, list(run.steps.order_by("ordinal"))
+
+
+async def test_stop_cancels_a_running_tool_and_keeps_what_was_done(scripted_model, slow_tools):
+    scripted_model.script = [
+        AIMessage("Looking.", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+        AIMessage("never reached"),
+    ]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "Suzhou?"}))
+    await tool_started()
+
+    await communicator.send_to(text_data=json.dumps({"type": "cancel", "HEADERS": {}}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    run, steps = await run_with_steps()
+    assert run.status == "cancelled" and run.error == STOPPED
+    assert run.cancel_requested_at is not None
+    assert (run.tool_call_count, run.tool_error_count) == (1, 0)
+    assert [(s.kind, s.status) for s in steps] == [("model_turn", "ok"), ("tool_call", "error")]
+    assert steps[0].text == "Looking."
+    assert steps[1].error == STOPPED and steps[1].arguments == {"town": "Suzhou"}
+    assert len(scripted_model.prompts) == 1  # the model was not asked again
+    last = frames[-1]
+    # The whole run comes again: the tool card is no longer running in any open page.
+    assert 'id="run-' in last and 'data-status="cancelled"' in last
+    assert 'data-tool="slow_lookup" data-status="error"' in last
+    assert "Stopped at your request" in last
+
+
+async def test_stop_during_streaming_keeps_all_the_text_streamed_so_far(scripted_model):
+    words = " ".join(f"word{i}" for i in range(400))
+    scripted_model.script = [AIMessage(words)]
+    scripted_model.delay_s = 0.01
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "talk"}))
+    for _ in range(30):  # a few deltas in, well before the 0.75 s snapshot
+        await communicator.receive_from()
+
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    run, (turn,) = await run_with_steps()
+    assert run.status == "cancelled" and turn.status == "error"
+    assert turn.text and words.startswith(turn.text) and len(turn.text) < len(words)
+    assert len(turn.text.split()) >= 25  # flushed whole, not the last snapshot (none yet)
+
+
+async def test_stop_with_nothing_running_says_so_and_the_socket_stays_usable(scripted_model):
+    scripted_model.script = [AIMessage("hello")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    assert NOTHING_TO_STOP in await communicator.receive_from()
+
+    await communicator.send_to(text_data=json.dumps({"content": "hi"}))
+    frames = await receive_until_finished(communicator)
+    assert "status-succeeded" in frames[-1]
+    await wait_for_runs()
+    await communicator.disconnect()
+
+
+async def test_a_stop_sent_to_the_group_cancels_the_run_in_the_process_running_it(
+    scripted_model, slow_tools
+):
+    """The path a stop takes when the tab is connected to another server process."""
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    user, conversation = await make_conversation()
+    watcher = await connect(conversation.pk, user)
+    await watcher.connect()
+    await watcher.send_to(text_data=json.dumps({"content": "Suzhou?"}))
+    await tool_started()
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=utcnow()
+    )
+    await get_channel_layer().group_send(
+        group_name(conversation.pk), {"type": "run.cancel", "run_id": run.pk}
+    )
+    await receive_until_finished(watcher)
+    await wait_for_runs()
+    await watcher.disconnect()
+    run, _ = await run_with_steps()
+    assert run.status == "cancelled" and run.error == STOPPED
+
+
+async def test_the_heartbeat_finds_a_stop_request_no_socket_delivered(
+    scripted_model, slow_tools, settings
+):
+    """No tab of the conversation is connected to the run's process: the heartbeat stops it."""
+    settings.AGENT_HEARTBEAT_S = 0.05
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    task = asyncio.get_running_loop().create_task(execute_run(run.pk))
+    await tool_started()
+    assert not running_tasks()  # not started through start_run: nothing to cancel locally
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=utcnow()
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    run, _ = await run_with_steps()
+    assert run.status == "cancelled" and run.error == STOPPED
