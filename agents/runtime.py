@@ -40,6 +40,7 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from agents.model_errors import describe_model_error
 from agents.strategies import ParseError, Strategy, ToolCallAction, strict_json
 from agents.strategies.base import IntermediateStep, new_tool_call_id
 from agents.strategies.tool_calling import ToolCallingStrategy
@@ -55,7 +56,6 @@ TOOL_TIMED_OUT = "Error: tool {name!r} did not finish within {seconds:g} seconds
 CLIPPED_NOTE = "\n[clipped: showing the first {shown:,} of {total:,} characters]"
 
 # Why a run ended without an answer, stored on the run and shown to the user.
-MODEL_FAILED = "The model call failed: {error}"
 MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
 EMPTY_ANSWER = "The model returned neither text nor tool calls."
 ITERATION_LIMIT = "Stopped after {limit} model turns without a final answer."
@@ -201,14 +201,16 @@ async def run(
                     if delta:
                         yield TextDelta(iteration=iteration, text=delta)
         except Exception as exc:
+            # The user reads why in plain words; the turn keeps the provider's whole
+            # error ("RateLimitError: Error code: 429 - {...}") for the audit trail.
             if isinstance(exc, TimeoutError):
-                error = MODEL_TIMED_OUT.format(seconds=limits.model_timeout_s)
+                error = detail = MODEL_TIMED_OUT.format(seconds=limits.model_timeout_s)
             else:
-                error = MODEL_FAILED.format(error=_error_text(exc))
-            text = str(merged.text) if merged is not None else ""
+                error, detail = describe_model_error(exc), _error_text(exc)
+            text = strict_json.scrub(str(merged.text)) if merged is not None else ""
             yield ModelTurnFinished(
                 iteration=iteration, text=text, tool_calls=(), invalid_tool_calls=(),
-                usage=None, duration_ms=_elapsed_ms(start), raw={}, error=error,
+                usage=None, duration_ms=_elapsed_ms(start), raw={}, error=detail,
             )  # fmt: skip
             yield RunFinished(
                 status=RunStatus.FAILED, output="", iterations=iteration, error=error,

@@ -8,7 +8,9 @@ real client, chunk merging and ``tool_call_id`` pairing are exercised with no ne
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from agents.events import RunStatus, StepStatus, TextDelta, ToolCallFinished
+from agents.events import ModelTurnFinished, RunStatus, StepStatus, TextDelta, ToolCallFinished
 from agents.models.registry import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
@@ -79,10 +81,15 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length))
         self.server.requests.append(body)  # type: ignore[attr-defined]
         status, turn = self.server.script.pop(0)  # type: ignore[attr-defined]
+        if status == "hang":
+            time.sleep(turn)  # longer than the client's time-out
+            return
         if status != 200:
             payload = json.dumps({"error": {"message": turn, "type": "invalid_request_error"}})
             self.send_response(status)
             self.send_header("content-type", "application/json")
+            # The client honours it: retries wait 10 ms instead of its 0.5 s+ backoff.
+            self.send_header("retry-after-ms", "10")
             self.send_header("content-length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload.encode())
@@ -109,9 +116,10 @@ def server() -> Iterator[ThreadingHTTPServer]:
 
 def openai_model(server: ThreadingHTTPServer, **overrides: Any):
     host, port = server.server_address
+    options: dict[str, Any] = {"timeout_s": 5, "max_retries": 0, **overrides}
     config = ModelConfig(
         provider="openai", model="fake-model", base_url=f"http://{host}:{port}/v1",
-        api_key="sk-test", timeout_s=5, max_retries=0, **overrides,
+        api_key="sk-test", **options,
     )  # fmt: skip
     return build_model(config)
 
@@ -141,13 +149,16 @@ async def test_a_run_through_chat_openai_pairs_results_by_tool_call_id(server):
     assert [c["id"] for c in assistant["tool_calls"]] == ["call_w", "call_c"]
 
 
-async def test_an_authentication_error_fails_the_run_with_the_providers_message(server):
+async def test_an_authentication_error_is_not_retried_and_fails_in_plain_words(server):
     server.script = [(401, "Incorrect API key provided")]
-    events = [e async for e in run(openai_model(server), default_tools(), [HumanMessage("hi")])]
+    model = openai_model(server, max_retries=2)
+    events = [e async for e in run(model, default_tools(), [HumanMessage("hi")])]
     end = events[-1]
     assert end.status is RunStatus.FAILED
-    assert "AuthenticationError" in end.error
-    assert "Incorrect API key provided" in end.error
+    assert end.error.startswith("The model provider refused the credentials (HTTP 401)")
+    turn = next(e for e in events if isinstance(e, ModelTurnFinished))
+    assert "AuthenticationError: " in turn.error and "Incorrect API key" in turn.error
+    assert len(server.requests) == 1  # retrying cannot fix a refused key
 
 
 def text_turn(*pieces: str) -> list[dict[str, Any]]:
@@ -199,3 +210,51 @@ async def test_native_options_reach_the_provider_on_the_first_turn_only(server):
     assert first["tool_choice"] == {"type": "function", "function": {"name": "weather_forecast"}}
     assert first["parallel_tool_calls"] is False
     assert "tool_choice" not in second and second["parallel_tool_calls"] is False
+
+
+async def test_a_rate_limit_is_retried_with_backoff_and_the_run_succeeds(server):
+    server.script = [(429, "Rate limit reached"), (429, "Rate limit reached"),
+                     (200, answer_turn())]  # fmt: skip
+    model = openai_model(server, max_retries=2)
+    events = [e async for e in run(model, default_tools(), [HumanMessage("hi")])]
+    assert events[-1].status is RunStatus.SUCCEEDED
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ([(429, "Rate limit reached")] * 3, "limiting requests (HTTP 429)"),
+        ([(503, "overloaded")] * 3, "server error (HTTP 503)"),
+        ([(400, "This model's maximum context length is 8192 tokens")],
+         "rejected the request (HTTP 400): This model's maximum context length"),
+        ([(404, "The model `gpt-9` does not exist")], "does not know this model"),
+    ],
+)  # fmt: skip
+async def test_provider_errors_fail_the_run_in_plain_words(server, script, expected):
+    server.script = list(script)
+    model = openai_model(server, max_retries=2)
+    events = [e async for e in run(model, default_tools(), [HumanMessage("hi")])]
+    end = events[-1]
+    assert end.status is RunStatus.FAILED and expected in end.error
+    assert "{" not in end.error  # no raw JSON payload in what the user reads
+    assert len(server.requests) == len(script)  # 429 and 5xx were retried, 4xx not
+
+
+async def test_a_provider_that_does_not_answer_times_out_in_plain_words(server):
+    server.script = [("hang", 3.0)]
+    model = openai_model(server, max_retries=0, timeout_s=0.5)
+    events = [e async for e in run(model, default_tools(), [HumanMessage("hi")])]
+    assert events[-1].status is RunStatus.FAILED
+    assert events[-1].error == "The model provider did not answer in time, even after retries."
+
+
+async def test_an_unreachable_provider_fails_in_plain_words():
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = ModelConfig(provider="openai", model="m", base_url=f"http://127.0.0.1:{port}/v1",
+                         api_key="sk-test", timeout_s=2, max_retries=0)  # fmt: skip
+    events = [e async for e in run(build_model(config), default_tools(), [HumanMessage("hi")])]
+    assert events[-1].status is RunStatus.FAILED
+    assert "could not be reached" in events[-1].error

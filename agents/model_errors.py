@@ -1,0 +1,73 @@
+"""Say why a model call failed in words a user understands; keep the details for the log.
+
+Providers fail in a handful of ways: the key is refused (401/403), the model is unknown
+(404), the request is rejected (400, e.g. a prompt over the context window), requests are
+rate-limited (429), the server errs (5xx), the connection fails or times out. The OpenAI
+client that langchain-openai uses already retries what retrying can fix (connection
+errors, timeouts, 408, 409, 429 and 5xx) ``OPENAI_MAX_RETRIES`` times with exponential
+backoff, honouring ``Retry-After``; an error that reaches the loop is final. The classes
+are recognised by ``status_code`` and class name, so this module needs no provider SDK.
+"""
+
+from __future__ import annotations
+
+RATE_LIMITED = (
+    "The model provider is limiting requests (HTTP 429) and still was after retries. "
+    "Wait a minute and ask again."
+)
+AUTH_REFUSED = (
+    "The model provider refused the credentials (HTTP {status}). An administrator needs "
+    "to check the API key (OPENAI_API_KEY)."
+)
+NOT_FOUND = (
+    "The model provider does not know this model or address (HTTP 404). An administrator "
+    "needs to check OPENAI_MODEL and OPENAI_BASE_URL."
+)
+REJECTED = "The model provider rejected the request (HTTP {status}): {detail}"
+SERVER_ERROR = (
+    "The model provider had a server error (HTTP {status}) and still did after retries. "
+    "Try again later."
+)
+UNREACHABLE = "The model provider could not be reached (a connection error). Try again later."
+PROVIDER_TIMEOUT = "The model provider did not answer in time, even after retries."
+OTHER = "The model call failed ({kind}). The details are in the run's log for an administrator."
+
+_DETAIL_CHARS = 300
+
+
+def _detail(exc: BaseException) -> str:
+    """Return the provider's own message, from its JSON body when there is one."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str) and message:
+            return message[:_DETAIL_CHARS]
+    return (getattr(exc, "message", None) or str(exc))[:_DETAIL_CHARS]
+
+
+def describe_model_error(exc: BaseException) -> str:
+    """Return a one-line explanation of ``exc`` for the user (no stack, no raw payload).
+
+    Status errors are classed by ``exc.status_code``; connection errors and time-outs by
+    the class names ``APITimeoutError`` / ``*Timeout*`` and ``APIConnectionError`` /
+    ``ConnectError``. Anything else names only the exception class.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        if status == 429:
+            return RATE_LIMITED
+        if status in (401, 403):
+            return AUTH_REFUSED.format(status=status)
+        if status == 404:
+            return NOT_FOUND
+        if status >= 500:
+            return SERVER_ERROR.format(status=status)
+        if 400 <= status < 500:
+            return REJECTED.format(status=status, detail=_detail(exc))
+    if "APITimeoutError" in names or any("Timeout" in name for name in names):
+        return PROVIDER_TIMEOUT
+    if names & {"APIConnectionError", "ConnectError", "ConnectionError"}:
+        return UNREACHABLE
+    return OTHER.format(kind=type(exc).__name__)
