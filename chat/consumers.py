@@ -37,6 +37,10 @@ NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this
 CANCEL_MESSAGE_TYPE = "run.cancel"
 NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
+RATE_LIMITED = (
+    "You have started {limit} runs in the last minute, the most allowed. Your message was "
+    "not sent: try again in {seconds} s."
+)
 TOO_DEEP = "That frame is nested too deeply to read."
 
 
@@ -160,10 +164,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._interrupt_stale_runs()
         try:
             run = await database_sync_to_async(create_run)(
-                conversation_id=self.conversation_id, content=content
+                conversation_id=self.conversation_id, content=content, rate_limited=True
             )
         except store.RunAlreadyGoing:
             await self.send(text_data=fragments.error(RUN_GOING))
+            return
+        except store.RateLimited as exc:
+            message = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
+            await self.send(text_data=fragments.error(message))
             return
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(fragments.run_started(run) + fragments.error(""))

@@ -46,18 +46,22 @@ def model_config() -> ModelConfig:
     return settings.AGENT_MODEL
 
 
-def create_run(*, conversation_id: int, content: str) -> AgentRun:
+def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
     """Store the user's message and a running run with the configured model (sync).
 
-    Raises :class:`chat.store.RunAlreadyGoing` if the conversation has a run going.
+    Raises :class:`chat.store.RunAlreadyGoing` if the conversation has a run going, and
+    with ``rate_limited`` :class:`chat.store.RateLimited` when its owner is over
+    ``CHAT_RUNS_PER_MINUTE`` (0 turns the limit off).
     """
     config = model_config()
+    limit = settings.CHAT_RUNS_PER_MINUTE if rate_limited else 0
     return store.run_start(
         conversation_id=conversation_id,
         content=content,
         provider=config.provider,
         model_name=config.model_name,
         started_at=utcnow(),
+        runs_per_minute=limit or None,
     )
 
 

@@ -6,6 +6,7 @@ callers use them only through ``channels.db.database_sync_to_async``.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -164,16 +165,22 @@ def run_start(
     provider: str,
     model_name: str,
     started_at: datetime,
+    runs_per_minute: int | None = None,
 ) -> AgentRun:
     """Store the user's message and a new running run for it; return the run.
 
-    Raises :class:`RunAlreadyGoing` if the conversation has a running run already.
+    Raises :class:`RunAlreadyGoing` if the conversation has a running run already, and
+    :class:`RateLimited` if ``runs_per_minute`` is set and the conversation's owner (the
+    user, or the guest's browser) has started that many runs, in any of their
+    conversations, in the minute before ``started_at``. Nothing is stored then.
     """
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         runs_interrupt_stale(conversation_id=conversation_id, now=started_at)
         if conversation.runs.filter(status=RunStatus.RUNNING).exists():
             raise RunAlreadyGoing(conversation_id)
+        if runs_per_minute is not None:
+            _check_rate(conversation, runs_per_minute, started_at)
         if not conversation.title:
             conversation.title = _title(content)
         conversation.save(update_fields=["title", "updated_at"])
@@ -192,6 +199,32 @@ def run_start(
             started_at=started_at,
             heartbeat_at=started_at,
         )
+
+
+class RateLimited(Exception):
+    """The owner started too many runs lately; ``retry_after_s`` says when one is free."""
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"{limit} runs per minute; retry after {retry_after_s} s")
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+RATE_WINDOW = timedelta(minutes=1)
+
+
+def _check_rate(conversation: Conversation, limit: int, now: datetime) -> None:
+    """Raise :class:`RateLimited` if the conversation's owner is at ``limit`` runs."""
+    if conversation.owner_id is not None:
+        owned = Q(conversation__owner_id=conversation.owner_id)
+    else:
+        owned = Q(conversation__owner__isnull=True, conversation__guest_key=conversation.guest_key)
+    recent = AgentRun.objects.filter(owned, started_at__gt=now - RATE_WINDOW)
+    starts = list(recent.order_by("-started_at").values_list("started_at", flat=True)[:limit])
+    if len(starts) >= limit:
+        # A slot frees when the oldest of the last ``limit`` runs leaves the window.
+        wait = (starts[-1] + RATE_WINDOW - now).total_seconds()
+        raise RateLimited(limit, max(1, math.ceil(wait)))
 
 
 class ConversationStarted(Exception):

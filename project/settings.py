@@ -146,6 +146,8 @@ AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
 AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
+# New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
+CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
 # A running run's process writes a heartbeat this often; a run whose heartbeat is older
 # than AGENT_STALE_AFTER_S is taken for dead (its process crashed) and marked interrupted.
 AGENT_HEARTBEAT_S = env_float("AGENT_HEARTBEAT_S", 10.0, minimum=0.05)
