@@ -68,13 +68,16 @@ class RunLimits:
     ``max_iterations``: model turns before the run ends as ``max_iterations``;
     ``tool_timeout_s`` / ``model_timeout_s``: seconds one tool call / one model turn may
     take; ``max_observation_chars``: longest tool result the model sees (longer ones are
-    clipped with a note; the full result stays on the event).
+    clipped with a note; the full result stays on the event); ``max_result_chars``:
+    longest result kept on the event, for storage (a tool that returns megabytes is
+    clipped there too, with a note).
     """
 
     max_iterations: int = 15
     tool_timeout_s: float = 30.0
     model_timeout_s: float = 120.0
     max_observation_chars: int = 8_000
+    max_result_chars: int = 1_000_000
 
 
 def _elapsed_ms(start: float) -> int:
@@ -285,6 +288,7 @@ async def run(
             for done in asyncio.as_completed(tasks):
                 call, status, result, error, duration_ms = await done
                 observation = clip(result, limits.max_observation_chars)
+                result = clip(result, max(limits.max_result_chars, limits.max_observation_chars))
                 yield ToolCallFinished(
                     iteration=iteration, tool_call_id=call["id"], name=call["name"],
                     status=status, result=result, observation=observation, error=error,

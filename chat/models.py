@@ -16,6 +16,11 @@ from django.db import models
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 
+PREVIEW_NOTE = (
+    "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
+    "CSV export have the whole result]"
+)
+
 
 class UnicodeJSONEncoder(json.JSONEncoder):
     """Write JSON with non-ASCII text as it is, so "苏州" stays searchable in the column.
@@ -267,6 +272,18 @@ class AgentStep(models.Model):
         parses back to exactly the same values, numbers compared as decimals.
         """
         return pretty_json(self.result)
+
+    @property
+    def result_preview(self) -> str:
+        """Return :attr:`result_display` cut to ``CHAT_RESULT_PREVIEW_CHARS`` with a note.
+
+        The chat page shows this; a tool returning megabytes would make every reload of
+        the conversation that heavy. The admin and the CSV export show the whole result.
+        """
+        limit = settings.CHAT_RESULT_PREVIEW_CHARS
+        if len(self.result) <= limit:
+            return self.result_display
+        return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

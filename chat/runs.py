@@ -82,6 +82,7 @@ def run_limits() -> RunLimits:
         tool_timeout_s=settings.AGENT_TOOL_TIMEOUT_S,
         model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
         max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+        max_result_chars=settings.AGENT_MAX_RESULT_CHARS,
     )
 
 

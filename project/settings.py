@@ -145,6 +145,9 @@ AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 15, minimum=1)
 AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
 AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
+AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=100)
+# The chat page shows this much of a tool result; the admin and the CSV have it whole.
+CHAT_RESULT_PREVIEW_CHARS = env_int("CHAT_RESULT_PREVIEW_CHARS", 20_000, minimum=100)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)

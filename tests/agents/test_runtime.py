@@ -372,3 +372,18 @@ async def test_cancelling_the_run_cancels_pending_tool_calls():
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.wait_for(cancelled.wait(), timeout=2)
+
+
+async def test_a_huge_result_is_stored_up_to_the_cap_with_a_note():
+    @tool
+    def flood() -> str:
+        """Return far too much."""
+        return "x" * 50_000
+
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[tool_call("flood", {}, "f1")]),
+                                      AIMessage("done")])  # fmt: skip
+    events = await collect(model, [flood], max_observation_chars=1_000, max_result_chars=20_000)
+    (finished,) = of_type(events, ToolCallFinished)
+    assert finished.result.startswith("x" * 20_000)
+    assert "[clipped: showing the first 20,000 of 50,000 characters]" in finished.result
+    assert "[clipped: showing the first 1,000 of 50,000 characters]" in finished.observation

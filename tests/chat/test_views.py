@@ -211,3 +211,18 @@ def test_zero_width_joiners_in_chat_text_are_left_alone(client):
     client.force_login(user)
     html = client.get(f"/c/{conversation.pk}/").content.decode()
     assert f"a {family}" in html
+
+
+def test_the_page_shows_a_preview_of_a_huge_result_and_the_admin_all_of_it(client, settings):
+    settings.CHAT_RESULT_PREVIEW_CHARS = 1_000
+    user = User.objects.create_user("alice", password="pw")
+    conversation = Conversation.objects.create(owner=user)
+    run = stored_run(conversation, question="q", result="y" * 5_000, answer="a")
+    client.force_login(user)
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "y" * 1_000 in page and "y" * 1_001 not in page
+    assert "showing the first 1,000 of 5,000 characters" in page
+    admin = User.objects.create_superuser("root", password="pw")
+    client.force_login(admin)
+    trace = client.get(f"/admin/chat/agentrun/{run.pk}/change/").content.decode()
+    assert "y" * 5_000 in trace
