@@ -5,7 +5,8 @@ Protocol (the htmx websocket extension's): the browser sends the composer form a
 too), and the Stop button's form as ``{"type": "cancel"}``; the server sends HTML
 fragments that htmx swaps in by id. Errors come back as an error fragment; the socket
 stays open. Close codes: 4404, no such conversation for you; 4401, the session the socket
-was opened with has ended (logout, or login changed it).
+was opened with has ended (logout, or login changed it); 4429, the socket kept sending
+far faster than a person types (see :data:`FRAME_RATE`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from chat.validation import MessageError, clean_message
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_SESSION_ENDED = 4401
+CLOSE_FLOOD = 4429
+# Frames a socket may send: a burst of FRAME_BURST, then FRAME_RATE a second. Past that,
+# frames are dropped with a notice (at most one a second); a socket that keeps going
+# until FLOOD_CLOSE_AFTER frames were dropped is closed with CLOSE_FLOOD.
+FRAME_BURST = 20
+FRAME_RATE = 5.0
+FLOOD_CLOSE_AFTER = 200
 # How often (seconds) a socket that only listens re-checks that its session still exists.
 SESSION_RECHECK_S = 5.0
 
@@ -42,6 +50,7 @@ RATE_LIMITED = (
     "not sent: try again in {seconds} s."
 )
 TOO_DEEP = "That frame is nested too deeply to read."
+FLOODED = "Too many messages at once: some were ignored. Slow down."
 
 
 class FrameError(MessageError):
@@ -88,6 +97,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     conversation_id: int | None = None
     _session_checked_at: float = 0.0
+    _tokens: float = FRAME_BURST
+    _tokens_at: float = 0.0
+    _dropped: int = 0
+    _flood_notice_at: float = 0.0
+
+    def _take_token(self) -> bool:
+        """Return True if a frame may be handled now (a token bucket per socket)."""
+        now = time.monotonic()
+        if self._tokens_at:
+            self._tokens = min(FRAME_BURST, self._tokens + (now - self._tokens_at) * FRAME_RATE)
+        self._tokens_at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
 
     async def _session_ended(self) -> bool:
         """Return True if the socket's session is gone (logout, or the key changed at login).
@@ -149,6 +173,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation_id is None:
+            return
+        if not self._take_token():
+            # Checked before anything costly (JSON, the session query): a flood is cheap.
+            self._dropped += 1
+            if self._dropped >= FLOOD_CLOSE_AFTER:
+                await self.close(code=CLOSE_FLOOD)
+                return
+            now = time.monotonic()
+            if now - self._flood_notice_at >= 1.0:
+                self._flood_notice_at = now
+                await self.send(text_data=fragments.error(FLOODED))
             return
         if await self._session_ended():
             await self._close_ended_session()

@@ -438,3 +438,42 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
 
     await communicator.disconnect()  # the server would; ends the app
     assert not await database_sync_to_async(AgentRun.objects.exists)()
+
+
+async def test_a_flood_of_frames_is_dropped_with_a_notice_then_closed(scripted_model):
+    from chat.consumers import CLOSE_FLOOD, FLOOD_CLOSE_AFTER, FLOODED, FRAME_BURST
+
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    for _ in range(FRAME_BURST):  # a burst is fine: each gets its answer
+        await communicator.send_to(text_data="not json")
+    for _ in range(FRAME_BURST):
+        assert "not valid JSON" in await communicator.receive_from()
+    await communicator.send_to(text_data="not json")
+    assert FLOODED in await communicator.receive_from()  # one notice, then silence
+    for _ in range(FLOOD_CLOSE_AFTER):
+        await communicator.send_to(text_data="not json")
+    output = await communicator.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": CLOSE_FLOOD}
+    assert not await database_sync_to_async(AgentRun.objects.exists)()
+    await communicator.disconnect()
+
+
+async def test_after_a_short_flood_the_socket_is_usable_again(scripted_model):
+    from chat.consumers import FRAME_BURST, FRAME_RATE
+
+    scripted_model.script = [AIMessage("still here")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    for _ in range(FRAME_BURST + 5):
+        await communicator.send_to(text_data="{}")
+    await asyncio.sleep(2 / FRAME_RATE)  # tokens come back
+    while not await communicator.receive_nothing(timeout=0.1):
+        await communicator.receive_from()
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    frames = await receive_until_finished(communicator)
+    assert "still here" in "\n".join(frames)
+    await wait_for_runs()
+    await communicator.disconnect()
