@@ -13,8 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -33,8 +33,13 @@ CHROMIUM_FLAGS = [
 
 @dataclass(frozen=True)
 class LiveServer:
+    """A Daphne started by ``start_app``: its URL, database file, process, port and log."""
+
     url: str
     database: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    port: int = 0
+    log: Path | None = None
 
 
 def _free_port() -> int:
@@ -48,38 +53,56 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     """Return a function that starts Daphne serving the app on a free port.
 
     ``start_app(token_delay_ms=3)`` migrates a scratch SQLite file, starts the server and
-    returns its URL and database path; every server started is stopped after the test.
+    returns its URL, database path and process; every server started is stopped after the
+    test. ``env`` adds or overrides environment variables of the server (e.g.
+    ``AGENT_STALE_AFTER_S``); ``database`` serves an existing file instead of a new one
+    (migrate runs again, a no-op, as on a deploy); ``port`` binds a given port, so a
+    restarted server answers where the page's websocket reconnects.
     """
     processes: list[subprocess.Popen[bytes]] = []
 
-    def start(token_delay_ms: int = 3, tool_delay_ms: int = 0) -> LiveServer:
+    def start(
+        token_delay_ms: int = 3,
+        tool_delay_ms: int = 0,
+        *,
+        env: Mapping[str, str] | None = None,
+        database: Path | None = None,
+        port: int | None = None,
+    ) -> LiveServer:
         name = f"browser-{len(processes)}"
-        database = tmp_path / f"{name}.sqlite3"
-        env = {
+        database = database or tmp_path / f"{name}.sqlite3"
+        server_env = {
             **os.environ,
             "DATABASE_URL": f"sqlite:///{database}",
             "DEMO_TOKEN_DELAY_MS": str(token_delay_ms),
             "DEMO_TOOL_DELAY_MS": str(tool_delay_ms),
             "DJANGO_SETTINGS_MODULE": "project.settings",
+            **(env or {}),
         }
-        env.pop("OPENAI_API_KEY", None)
+        server_env.pop("OPENAI_API_KEY", None)
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=env, check=True,
+            cwd=ROOT, env=server_env, check=True,
         )  # fmt: skip
-        port = _free_port()
+        port = port or _free_port()
         log_path = tmp_path / f"{name}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
              "project.asgi:application"],
-            cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+            cwd=ROOT, env=server_env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         processes.append(process)
         deadline = time.monotonic() + 30
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return LiveServer(url=f"http://127.0.0.1:{port}", database=database)
+                return LiveServer(
+                    url=f"http://127.0.0.1:{port}",
+                    database=database,
+                    process=process,
+                    port=port,
+                    log=log_path,
+                )
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"Daphne did not start: {log_path.read_text()}")
@@ -87,6 +110,8 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
 
     yield start
     for process in processes:
+        if process.poll() is not None:
+            continue  # already ended (a test killed it)
         process.terminate()
         try:
             process.wait(timeout=10)
