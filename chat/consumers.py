@@ -20,7 +20,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agents.events import utcnow
-from chat import fragments, store
+from chat import fragments, reaper, store
 from chat.live import GroupPublisher, group_name, publish_run_statuses
 from chat.runs import cancel_local, create_run, start_run
 from chat.validation import MessageError, clean_message
@@ -151,6 +151,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = conversation.pk
         await self.channel_layer.group_add(group_name(conversation.pk), self.channel_name)
         await self.accept()
+        reaper.ensure_started()
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
         await self._interrupt_stale_runs()
@@ -158,12 +159,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for run in runs:
             await self.send(text_data=fragments.run_caught_up(run))
 
-    async def _interrupt_stale_runs(self) -> None:
+    async def _interrupt_stale_runs(self) -> list[Any]:
         """Mark runs of a dead process interrupted and tell every tab of the conversation."""
         interrupted = await database_sync_to_async(store.runs_interrupt_stale)(
             conversation_id=self.conversation_id, now=utcnow()
         )
         await publish_run_statuses(self.channel_layer, interrupted)
+        return interrupted
 
     async def disconnect(self, code: int) -> None:
         if self.conversation_id is not None:
@@ -220,6 +222,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         it, else the conversation's group is told, reaching the other processes' sockets.
         """
         assert self.conversation_id is not None
+        if await self._interrupt_stale_runs():
+            return  # its process is dead: now it is marked so, in every tab
         run = await database_sync_to_async(store.run_request_cancel)(
             conversation_id=self.conversation_id, at=utcnow()
         )

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
-from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 
 from chat.models import (
     PARSE_ERROR_PREFIXES,
@@ -32,9 +32,11 @@ from chat.models import (
 
 TITLE_LENGTH = 60
 INTERRUPTED = (
-    "The server stopped while this run was going (no sign of life since {since:%Y-%m-%d "
-    "%H:%M:%S} UTC). The steps up to then are kept."
+    "The server stopped while this run was going (last sign of life {since:%Y-%m-%d "
+    "%H:%M:%S} UTC). What was done until then is kept above; send your message again to "
+    "retry."
 )
+INTERRUPTED_STEP = "The server stopped before this step finished."
 
 
 def _title(content: str) -> str:
@@ -296,10 +298,18 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
     loaded like :func:`conversation_runs`.
     """
     cutoff = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
-    stale = AgentRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff)
+    # A live process acts on a stop request at its next heartbeat; a run stopped three
+    # heartbeats ago with no beat since has no process, whatever the stale cut-off says.
+    stop_cutoff = now - timedelta(seconds=3 * settings.AGENT_HEARTBEAT_S)
+    stale = AgentRun.objects.filter(status=RunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff)
+        | Q(cancel_requested_at__lt=stop_cutoff, heartbeat_at__lt=F("cancel_requested_at"))
+    )
     if conversation_id is not None:
         stale = stale.filter(conversation_id=conversation_id)
     interrupted: list[AgentRun] = []
+    if not stale.exists():
+        return []  # no write transaction (SQLite's BEGIN IMMEDIATE) when nothing is stale
     with transaction.atomic():
         for run in stale.select_for_update():
             since = run.heartbeat_at or run.started_at
@@ -309,8 +319,11 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             run.finished_at = since
             run.duration_ms = max(0, int((since - run.started_at).total_seconds() * 1000))
             run.steps.filter(status=StepStatus.RUNNING).update(
-                status=StepStatus.ERROR, error=error, finished_at=since
+                status=StepStatus.ERROR, error=INTERRUPTED_STEP, finished_at=since
             )
+            # The loop's count of turns died with the process; the stored turns did not.
+            turns = run.steps.aggregate(n=Max("iteration"))
+            run.iterations = turns["n"] or 0
             _count_tool_calls(run)
             run.save()
             interrupted.append(run)

@@ -117,3 +117,53 @@ async def test_tabs_already_open_are_told_when_a_dead_run_is_marked_interrupted(
     assert 'data-status="interrupted"' in caught_up
     await open_tab.disconnect()
     await new_tab.disconnect()
+
+
+async def test_an_open_tab_is_told_when_a_run_goes_stale_without_a_reload(settings):
+    """Found by the crash test: a tab that reconnected before the run went stale kept
+    showing "Working…"; each process now sweeps stale runs every heartbeat."""
+    import json as _json
+
+    from channels.db import database_sync_to_async
+
+    from tests.chat.test_consumer import connect, make_conversation
+
+    settings.AGENT_HEARTBEAT_S = 0.05
+    settings.AGENT_STALE_AFTER_S = 60
+    user, conversation = await make_conversation()
+    run = await database_sync_to_async(running_run)(conversation, heartbeat_age_s=1)
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    caught_up = await communicator.receive_from()  # the run, still running
+    assert 'data-status="running"' in caught_up
+
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        heartbeat_at=timezone.now() - timedelta(seconds=120)
+    )
+    frame = await communicator.receive_from(timeout=5)
+    assert 'data-status="interrupted"' in frame and "send your message again" in frame
+    assert "The server stopped before this step finished." in frame
+    await communicator.send_to(text_data=_json.dumps({"type": "cancel"}))
+    assert "Nothing to stop" in await communicator.receive_from()
+    await communicator.disconnect()
+    run = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
+    assert run.iterations == 1 and run.status == "interrupted"
+
+
+def test_a_stopped_run_with_no_heartbeat_since_is_taken_for_dead(settings):
+    """Stop pressed on a run whose process died: no wait for the stale cut-off."""
+    settings.AGENT_HEARTBEAT_S = 10
+    settings.AGENT_STALE_AFTER_S = 60
+    conversation = Conversation.objects.create()
+    dead = running_run(conversation, heartbeat_age_s=45)  # not stale yet
+    AgentRun.objects.filter(pk=dead.pk).update(
+        cancel_requested_at=timezone.now() - timedelta(seconds=31)
+    )
+    (interrupted,) = store.runs_interrupt_stale(now=timezone.now())
+    assert interrupted.pk == dead.pk and interrupted.status == "interrupted"
+
+    alive = running_run(conversation, heartbeat_age_s=1)  # beat after the request: alive
+    AgentRun.objects.filter(pk=alive.pk).update(
+        cancel_requested_at=timezone.now() - timedelta(seconds=31)
+    )
+    assert store.runs_interrupt_stale(now=timezone.now()) == []

@@ -1,0 +1,215 @@
+"""The server dies mid-run (kill -9) and comes back: the run ends interrupted, in Chromium.
+
+The promise (docs/configuration.md, "One machine or several"): a run left ``running`` by a
+dead process is marked ``interrupted`` once its heartbeat is older than
+``AGENT_STALE_AFTER_S``, keeps its steps, closes those left running as errors, and the
+conversation takes a new message. These tests kill Daphne with SIGKILL while tool cards
+are running, start a new Daphne on the same port and database file, and look at the page
+a person had open the whole time, before and after a reload.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+TRAVEL_QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+FOLLOW_UP = "What's the weather in Hangzhou, and what is 17*23?"
+HEARTBEAT_S = 0.2
+STALE_AFTER_S = 1.0
+# Slow enough that the tool cards are still running when the server is killed.
+SLOW_MODEL = {"token_delay_ms": 40, "tool_delay_ms": 3000}
+
+
+def heartbeat_env(*, heartbeat_s: float, stale_after_s: float) -> dict[str, str]:
+    return {"AGENT_HEARTBEAT_S": str(heartbeat_s), "AGENT_STALE_AFTER_S": str(stale_after_s)}
+
+
+def ask_and_wait_for_a_running_tool(page, question: str) -> None:
+    page.fill("#composer-input", question)
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".tool-card[data-status=running]", timeout=20_000)
+
+
+def kill_mid_run(server) -> None:
+    """SIGKILL the server: no shutdown code runs, the run's rows stay as they were."""
+    server.process.kill()
+    assert server.process.wait(timeout=10) == -9
+
+
+def db_rows(database) -> tuple[list[tuple], list[tuple]]:
+    """Return ``(runs, steps)``: (id, status, error) and (run, kind, tool, status, error)."""
+    with sqlite3.connect(database) as db:
+        runs = db.execute("SELECT id, status, error FROM chat_agentrun ORDER BY id").fetchall()
+        steps = db.execute(
+            "SELECT run_id, kind, tool_name, status, error FROM chat_agentstep"
+            " ORDER BY run_id, ordinal"
+        ).fetchall()
+    return runs, steps
+
+
+def wait_for_status(page, run_id: int, status: str, timeout_ms: int) -> None:
+    page.wait_for_selector(f"#run-{run_id}-status[data-status={status}]", timeout=timeout_ms)
+
+
+def assert_shown_interrupted(page, run_id: int, running_tools: list[str]) -> None:
+    """Check what a person sees of the crashed run: the status, the note, the steps."""
+    run = page.locator(f"#run-{run_id}")
+    status = run.locator(".run-status")
+    assert status.get_attribute("data-status") == "interrupted"
+    assert "Interrupted" in status.locator(".badge").inner_text()
+    note = status.locator(".run-error").inner_text()
+    assert "The server stopped while this run was going" in note
+    assert "What was done until then is kept" in note and "send your message again" in note
+    # The model turn that asked for the tools is still there, finished.
+    turns = run.locator(".turn[data-kind=model_turn]")
+    assert turns.count() >= 1
+    assert turns.nth(0).get_attribute("data-status") == "ok"
+    # The tool cards that were running are closed as errors that say why; none spins on.
+    assert run.locator(".tool-card[data-status=running]").count() == 0
+    assert run.locator(".spinner").count() == 0
+    cards = run.locator(".tool-card")
+    shown = sorted(cards.nth(i).get_attribute("data-tool") for i in range(cards.count()))
+    assert shown == sorted(running_tools)
+    for i in range(cards.count()):
+        # An error card, badged as a call the run's end closed (not as a failed tool).
+        assert cards.nth(i).get_attribute("data-status") == "error"
+        assert cards.nth(i).locator(".badge").inner_text() == "did not finish"
+    # The composer is free again.
+    assert page.inner_text("#send") == "Send"
+
+
+def explanation_problems(page, run_id: int) -> list[str]:
+    """Return what misleads a reader of the interrupted run (checked last, all at once).
+
+    Each closed card should say the server stopped, not show an empty error "sent to the
+    model" (nothing was sent: the tool never returned); the status line should count the
+    model turn that was stored (the loop's count is lost with the process, the rows are not).
+    """
+    problems = []
+    cards = page.locator(f"#run-{run_id} .tool-card")
+    for i in range(cards.count()):
+        tool = cards.nth(i).get_attribute("data-tool")
+        body = cards.nth(i).locator(".tool-body").inner_text()
+        if "The server stopped before this step finished." not in body:
+            problems.append(f"{tool} card does not say why it stopped: {body!r}")
+        if "SENT TO THE MODEL" in body.upper():
+            problems.append(f"{tool} card says its error was sent to the model")
+    status = page.locator(f"#run-{run_id}-status").inner_text()
+    if "1 model turn" not in status:
+        problems.append(f"status line miscounts the stored model turn: {status!r}")
+    return problems
+
+
+def assert_a_follow_up_succeeds(page, run_count: int) -> None:
+    page.fill("#composer-input", FOLLOW_UP)
+    page.press("#composer-input", "Enter")
+    page.wait_for_function(
+        "n => document.querySelectorAll('.run').length >= n"
+        " && !document.querySelector('.run-status[data-status=running]')",
+        arg=run_count,
+        timeout=30_000,
+    )
+    last = page.locator(".run").nth(run_count - 1)
+    assert last.locator(".run-status").get_attribute("data-status") == "succeeded"
+    assert "391" in last.locator(".turn.answer").inner_text()
+
+
+def test_a_run_cut_off_by_a_server_crash_is_shown_interrupted_after_a_restart(
+    start_app, browser_page
+):
+    env = heartbeat_env(heartbeat_s=HEARTBEAT_S, stale_after_s=STALE_AFTER_S)
+    first = start_app(**SLOW_MODEL, env=env)
+    page = browser_page
+    page.goto(first.url + "/")
+    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    ask_and_wait_for_a_running_tool(page, TRAVEL_QUESTION)
+    page.wait_for_function("document.querySelectorAll('.tool-card').length === 3")
+    time.sleep(2 * HEARTBEAT_S)  # let a heartbeat land after the tools started
+    runs, steps = db_rows(first.database)
+    [(run_id, status, _)] = runs
+    assert status == "running"
+    running_tools = [tool for _, _, tool, st, _ in steps if st == "running" and tool]
+    assert len(running_tools) == 3
+
+    kill_mid_run(first)
+    crashed_at = time.monotonic()
+    page.wait_for_selector("#connection[data-state=closed]", timeout=10_000)
+    assert "reconnecting" in page.inner_text("#connection")
+    # The page cannot know yet what became of the run.
+    assert page.get_attribute(f"#run-{run_id}-status", "data-status") == "running"
+    page.screenshot(path=str(ARTIFACTS / "browser-crash-1-connection-lost.png"), full_page=True)
+
+    # A new process on the same database file and port: the page's socket reconnects.
+    second = start_app(**SLOW_MODEL, env=env, database=first.database, port=first.port)
+    assert time.monotonic() - crashed_at > STALE_AFTER_S  # restarting takes longer
+    # htmx's ws extension retries with full-jitter backoff (up to 2**n s after n failures).
+    page.wait_for_selector("#connection[data-state=open]", timeout=70_000)
+    wait_for_status(page, run_id, "interrupted", timeout_ms=5_000)
+    assert_shown_interrupted(page, run_id, running_tools)
+    page.screenshot(path=str(ARTIFACTS / "browser-crash-2-reconnected.png"), full_page=True)
+
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    assert_shown_interrupted(page, run_id, running_tools)
+    page.screenshot(path=str(ARTIFACTS / "browser-crash-3-reloaded.png"), full_page=True)
+
+    runs, steps = db_rows(second.database)
+    assert runs[0][:2] == (run_id, "interrupted")
+    assert "The server stopped while this run was going" in runs[0][2]
+    kept = [(kind, tool, st) for run, kind, tool, st, _ in steps if run == run_id]
+    assert kept[0] == ("model_turn", "", "ok")
+    assert sorted(kept[1:]) == sorted(("tool_call", tool, "error") for tool in running_tools)
+
+    assert_a_follow_up_succeeds(page, 2)
+    page.screenshot(path=str(ARTIFACTS / "browser-crash-4-follow-up.png"), full_page=True)
+    runs, _ = db_rows(second.database)
+    assert [status for _, status, _ in runs] == ["interrupted", "succeeded"]
+    assert page.dialogs == []
+    problems = explanation_problems(page, run_id)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_tab_that_reconnects_before_the_run_goes_stale_is_told_when_it_does(
+    start_app, browser_page
+):
+    """The default AGENT_STALE_AFTER_S (60 s) is far longer than a restart takes.
+
+    The open tab reconnects while the dead run's heartbeat is still fresh, so it is sent
+    the run as running; it must still learn, within about AGENT_STALE_AFTER_S, that the
+    run was interrupted, without a reload.
+    """
+    stale_after_s = 6.0
+    env = heartbeat_env(heartbeat_s=0.5, stale_after_s=stale_after_s)
+    first = start_app(**SLOW_MODEL, env=env)
+    page = browser_page
+    page.goto(first.url + "/")
+    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    # Reconnect at once rather than after a random back-off, so the tab is surely back
+    # before the run goes stale (the timing, not the outcome, is what this pins down).
+    page.evaluate("htmx.config.wsReconnectDelay = () => 250")
+    ask_and_wait_for_a_running_tool(page, TRAVEL_QUESTION)
+    [(run_id, _, _)] = db_rows(first.database)[0]
+
+    kill_mid_run(first)
+    crashed_at = time.monotonic()
+    page.wait_for_selector("#connection[data-state=closed]", timeout=10_000)
+    start_app(**SLOW_MODEL, env=env, database=first.database, port=first.port)
+    page.wait_for_selector("#connection[data-state=open]", timeout=20_000)
+    reconnected_after = time.monotonic() - crashed_at
+    assert reconnected_after < stale_after_s, "restart too slow for this test's premise"
+    assert page.get_attribute(f"#run-{run_id}-status", "data-status") == "running"
+
+    try:
+        wait_for_status(page, run_id, "interrupted", timeout_ms=int((stale_after_s + 5) * 1000))
+    finally:
+        page.screenshot(
+            path=str(ARTIFACTS / "browser-crash-5-reconnected-early.png"), full_page=True
+        )
+    assert page.inner_text("#send") == "Send"
