@@ -77,9 +77,10 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
             "DEMO_TOKEN_DELAY_MS": str(token_delay_ms),
             "DEMO_TOOL_DELAY_MS": str(tool_delay_ms),
             "DJANGO_SETTINGS_MODULE": "project.settings",
-            **(env or {}),
         }
+        # The offline demo model unless the test points the app at a provider itself.
         server_env.pop("OPENAI_API_KEY", None)
+        server_env.update(env or {})
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=ROOT, env=server_env, check=True,

@@ -1,0 +1,129 @@
+"""A fake OpenAI-compatible chat server that fails on cue, to watch the app handle faults.
+
+Each request to ``POST /v1/chat/completions`` takes the next step of ``--script`` (the
+last one repeats): ``ok`` streams a short text answer, ``429``/``401``/``500``/``503``/...
+answer with that HTTP status and an OpenAI-style error body (``Retry-After: 1`` on 429 and
+5xx), and ``hang`` never answers (for client time-outs). No network beyond 127.0.0.1.
+
+    .venv/bin/python scripts/fake_provider.py --port 9999 --script 429,ok
+    OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 make run
+
+With ``429,ok`` the first request is rate-limited, the OpenAI client retries after the
+``Retry-After`` second and the run succeeds; with ``401`` the run fails with a message
+about the API key. The server prints one line per request it answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "This answer comes from the fake provider (scripts/fake_provider.py)."
+MESSAGES = {
+    400: "The request was rejected by the fake provider.",
+    401: "Incorrect API key provided (fake provider).",
+    403: "This key may not use this model (fake provider).",
+    404: "The model does not exist (fake provider).",
+    429: "Rate limit reached (fake provider).",
+    500: "The fake provider had an internal error.",
+    503: "The fake provider is overloaded.",
+}
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    event = {
+        "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": "fake-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }  # fmt: skip
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Answer each chat-completions request with the script's next step."""
+
+    server: FakeProvider
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        step = self.server.next_step()
+        print(f"request {self.server.count}: {step}", flush=True)
+        if step == "hang":
+            time.sleep(3600)
+            return
+        if step != "ok":
+            status = int(step)
+            body = json.dumps({"error": {"message": MESSAGES.get(status, f"HTTP {status}"),
+                                         "type": "fake_error"}}).encode()  # fmt: skip
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            if status == 429 or status >= 500:
+                self.send_header("retry-after", "1")
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(_chunk({"role": "assistant", "content": ""}))
+        for word in ANSWER.split(" "):
+            self.wfile.write(_chunk({"content": word + " "}))
+        self.wfile.write(_chunk({}, finish="stop"))
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+class FakeProvider(ThreadingHTTPServer):
+    """The server: ``script`` is the list of steps; the last one repeats."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int, script: list[str]) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
+        self.script = script
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def next_step(self) -> str:
+        """Return the step for the next request."""
+        with self._lock:
+            step = self.script[min(self.count, len(self.script) - 1)]
+            self.count += 1
+            return step
+
+
+def parse_script(text: str) -> list[str]:
+    """Return the steps of ``--script``: ``ok``, ``hang`` or an HTTP status (400-599)."""
+    steps = [step.strip().lower() for step in text.split(",") if step.strip()]
+    for step in steps:
+        if step not in ("ok", "hang") and not (step.isdigit() and 400 <= int(step) <= 599):
+            raise argparse.ArgumentTypeError(f"{step!r}: use ok, hang or an HTTP status 400-599")
+    if not steps:
+        raise argparse.ArgumentTypeError("the script is empty")
+    return steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=9999)
+    parser.add_argument("--script", type=parse_script, default=["ok"],
+                        help="comma-separated steps, e.g. 429,ok (the last repeats)")  # fmt: skip
+    args = parser.parse_args(argv)
+    server = FakeProvider(args.port, args.script)
+    print(f"fake provider on http://127.0.0.1:{args.port}/v1, script {','.join(args.script)}",
+          flush=True)  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
