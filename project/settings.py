@@ -149,6 +149,9 @@ AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=10
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.
 CHAT_RESULT_PREVIEW_CHARS = env_int("CHAT_RESULT_PREVIEW_CHARS", 20_000, minimum=100)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
+# Streamed text is sent to the page at most this often (ms): consecutive deltas in between
+# go as one fragment. 0 sends every delta on its own.
+CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 50.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
 # A running run's process writes a heartbeat this often; a run whose heartbeat is older

@@ -390,7 +390,8 @@ async def test_a_socket_that_connects_mid_run_is_sent_the_run_so_far():
     assert 'data-status="running"' in frame
 
 
-async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_model):
+async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_model, settings):
+    settings.CHAT_STREAM_FLUSH_MS = 0  # every delta on its own
     scripted_model.script = [AIMessage("a😀 b c")]
     user, conversation = await make_conversation()
     frames = await ask_over_socket(conversation, user, "emoji please")
@@ -477,3 +478,25 @@ async def test_after_a_short_flood_the_socket_is_usable_again(scripted_model):
     assert "still here" in "\n".join(frames)
     await wait_for_runs()
     await communicator.disconnect()
+
+
+async def test_streamed_text_is_coalesced_into_fewer_fragments_in_order(scripted_model, settings):
+    """A token every few ms would otherwise be a channel-layer message per token per tab."""
+    settings.CHAT_STREAM_FLUSH_MS = 40
+    words = [f"w{i} " for i in range(60)]
+    scripted_model.script = [AIMessage("".join(words))]
+    scripted_model.delay_s = 0.005
+    user, conversation = await make_conversation()
+    frames = await ask_over_socket(conversation, user, "talk")
+
+    deltas = [
+        (int(m.group(1)), m.group(2))
+        for f in frames
+        if (m := re.search(r'data-offset="(\d+)">(.*)</div>$', f, re.S))
+    ]
+    assert 1 < len(deltas) < 30  # fewer fragments than the 60 deltas
+    text = ""
+    for offset, piece in deltas:  # each starts where the text so far ends: nothing lost
+        assert offset == len(text)
+        text += piece
+    assert text == "".join(words)
