@@ -21,7 +21,7 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, reaper, store
-from chat.live import GroupPublisher, group_name, publish_run_statuses
+from chat.live import FRAGMENT_MESSAGE_TYPE, GroupPublisher, group_name, publish_run_statuses
 from chat.runs import cancel_local, create_run, start_run
 from chat.validation import MessageError, clean_message
 
@@ -234,6 +234,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_send(
                 group_name(self.conversation_id), {"type": CANCEL_MESSAGE_TYPE, "run_id": run.pk}
             )
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Relay run fragments straight to the socket; hand anything else to Channels.
+
+        Channels' ``dispatch`` first runs ``close_old_connections`` in the database
+        thread for every message. A fragment needs no database (the session re-check
+        uses ``database_sync_to_async``, which does that itself), and under load that
+        hop per fragment per socket queued every run's writes behind it: bench/load.py
+        measured 200 conversations' step events going from p95 9.5 s to 2.7 s without it.
+        """
+        if message.get("type") == FRAGMENT_MESSAGE_TYPE:
+            await self.run_fragment(message)
+            return
+        await super().dispatch(message)
 
     async def run_cancel(self, message: dict[str, Any]) -> None:
         """Cancel a run of this conversation if this process runs it (see ``_cancel_run``)."""

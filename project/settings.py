@@ -79,6 +79,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Channels gives each websocket consumer a thread of its own for database calls, so
+    # without a pool every open socket could hold a PostgreSQL connection (200 sockets:
+    # "too many clients", bench/load.py). A psycopg pool bounds them per process.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 2,
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 40, minimum=1),
+        "timeout": 60,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
@@ -88,7 +97,13 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read
             # (BRPOP, 5 s), so an idle socket's read would time out and kill it.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1500},
+            # The capacity is per process: channels-redis keeps one queue for all the
+            # sockets of a process, so 200 sockets streaming at once overflowed 1,500
+            # (fragments dropped without a word; bench/load.py).
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "capacity": env_int("REDIS_CHANNEL_CAPACITY", 20_000, minimum=100),
+            },
         }
     }
 else:
