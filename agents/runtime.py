@@ -9,6 +9,7 @@ sees on its next turn, and an error event); failures of the loop itself raise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -194,16 +195,26 @@ async def run(
         bound = strategy.bind(model, list(tools), iteration=iteration)
         history = [*prompt, *strategy.format_scratchpad(intermediate_steps)]
         merged: AIMessageChunk | None = None
+        # The turn's deadline is checked only while waiting for the model, never while the
+        # caller handles a yielded delta: firing inside the caller (writing a row) would
+        # cancel that instead and end the run as cancelled, not timed out (found under load).
+        deadline = asyncio.get_running_loop().time() + limits.model_timeout_s
+        stream = aiter(bound.astream(history))
         try:
-            async with asyncio.timeout(limits.model_timeout_s):
-                async for chunk in bound.astream(history):
-                    merged = chunk if merged is None else merged + chunk
-                    # A plain str (.text is a callable str subclass), storable (no lone
-                    # surrogates, which a provider's JSON can carry as "\ud83d").
-                    delta = strict_json.scrub(str(chunk.text))
-                    if delta:
-                        yield TextDelta(iteration=iteration, text=delta)
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        chunk = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                merged = chunk if merged is None else merged + chunk
+                # A plain str (.text is a callable str subclass), storable (no lone
+                # surrogates, which a provider's JSON can carry as "\ud83d").
+                delta = strict_json.scrub(str(chunk.text))
+                if delta:
+                    yield TextDelta(iteration=iteration, text=delta)
         except Exception as exc:
+            await _close(stream)
             # The user reads why in plain words; the turn keeps the provider's whole
             # error ("RateLimitError: Error code: 429 - {...}") for the audit trail.
             if isinstance(exc, TimeoutError):
@@ -346,6 +357,14 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
         else:
             calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+
+
+async def _close(stream: Any) -> None:
+    """Close an async generator the loop stopped reading (a time-out or an error)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
 
 
 def _call_dict(action: ToolCallAction) -> dict[str, Any]:

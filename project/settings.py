@@ -80,9 +80,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Channels gives each websocket consumer a thread of its own for database calls, so
-    # without a pool every open socket could hold a PostgreSQL connection (200 sockets:
-    # "too many clients", bench/load.py). A psycopg pool bounds them per process.
+    # Each HTTP request runs its sync view in a thread with a connection of its own, so
+    # 200 page loads at once met PostgreSQL's "too many clients" (bench/load.py). A
+    # psycopg pool bounds the connections of a process.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env_int("DATABASE_POOL_MAX_SIZE", 40, minimum=1),
@@ -101,14 +101,27 @@ if REDIS_URL:
             # sockets of a process, so 200 sockets streaming at once overflowed 1,500
             # (fragments dropped without a word; bench/load.py).
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # redis-py caps a pool at 100 connections and channels-redis holds one
+                # per command in flight: 200 sockets joining at once hit the cap.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000, minimum=1),
+                    }
+                ],
                 "capacity": env_int("REDIS_CHANNEL_CAPACITY", 20_000, minimum=100),
             },
         }
     }
 else:
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1500}}
+        # A message older than `expiry` (default 60 s) is dropped and its socket removed
+        # from the group: a tab of a slow, loaded process would then hear nothing more.
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1500, "expiry": 300},
+        }
     }
 
 AUTH_PASSWORD_VALIDATORS = [

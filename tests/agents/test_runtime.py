@@ -387,3 +387,17 @@ async def test_a_huge_result_is_stored_up_to_the_cap_with_a_note():
     assert finished.result.startswith("x" * 20_000)
     assert "[clipped: showing the first 20,000 of 50,000 characters]" in finished.result
     assert "[clipped: showing the first 1,000 of 50,000 characters]" in finished.observation
+
+
+async def test_the_model_time_limit_never_fires_inside_the_caller():
+    """Found under load: the deadline fired while the caller wrote a delta's row, which
+    cancelled the write and ended the run as cancelled instead of timed out."""
+    model = ScriptedChatModel(script=[AIMessage("one two three four")])
+    events = []
+    async for event in run(model, [add], [HumanMessage("q")],
+                           limits=RunLimits(model_timeout_s=0.3)):  # fmt: skip
+        events.append(event)
+        if isinstance(event, TextDelta):
+            await asyncio.sleep(0.15)  # not interrupted: no CancelledError here
+    assert events[-1].status is RunStatus.FAILED
+    assert events[-1].error == "The model did not answer within 0.3 seconds."
