@@ -1,0 +1,688 @@
+"""Load-test one Daphne process with N concurrent websocket conversations.
+
+Run from the repository root (see bench/README.md)::
+
+    .venv/bin/python bench/load.py [--conversations 200] [--ramp-s 2] [--json]
+
+It migrates a scratch SQLite database (or the one given with ``--database-url``), starts
+Daphne on it exactly as the browser tests do, with the offline demo model, and then plays
+N browsers at once, their starts spread over ``--ramp-s`` seconds. Each one gets a session
+the way a browser does (``GET /``, the cookie check, the redirect to its new conversation),
+opens ``/ws/chat/<id>/`` with its session cookie and the site's Origin, sends one of the
+travel questions of ``chat/views.py`` and reads HTML fragments until its run's final
+status line, noting the arrival time (``time.time()``) of every frame.
+
+Afterwards it reads every run's steps from the database and checks, client by client, that
+a frame created each step, a frame gave its final state, the run's final status arrived,
+and the streamed text (deltas with their offsets, plus the periodic whole-text snapshots)
+adds up to the stored text. Anything missing is a lost event. Latency is a frame's arrival
+minus the step's ``started_at`` / ``finished_at`` (the run's ``finished_at`` for the status
+line): the time from the event in the server to the frame in the client, both on this
+machine's clock.
+
+Prints completed runs, lost events, latency percentiles, wall time and runs per second,
+Daphne's VmRSS / VmHWM before and after, its peak threads and open files (sampled every
+0.5 s), CPU seconds, and the lines of its log that look like errors (``daphne.log`` in the
+temporary directory). Exits 1 if a run did not succeed or an event was lost. The server is
+stopped and the temporary directory removed (unless ``--keep``) however the script ends,
+Ctrl-C and SIGTERM included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import html
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1024 * 1024
+FINAL_STEP = ("ok", "error")
+LOST_KINDS = ("message accepted", "step started", "step finished", "run status", "text")
+
+RUN_RE = re.compile(r'<section class="run" id="run-(\d+)"')
+STATUS_RE = re.compile(r'id="run-(\d+)-status" data-status="(\w+)"')
+STEP_RE = re.compile(r'id="step-(\d+)"[^>]*?\sdata-status="(\w+)"')
+DELTA_RE = re.compile(
+    r'<div hx-swap-oob="beforeend:#step-(\d+)-text"(?: data-offset="(\d+)")?>(.*?)</div>', re.S
+)
+SNAPSHOT_RE = re.compile(
+    r'<div class="turn-text streaming" id="step-(\d+)-text" hx-swap-oob="true">(.*?)</div>', re.S
+)
+CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
+# Errors, and what channels-redis logs (at INFO) when it drops a message: "over capacity".
+LOG_PROBLEMS = re.compile(r"Traceback|ERROR|CRITICAL|locked|Too many open files|over capacity")
+
+
+def examples() -> list[str]:
+    """Return the example questions of ``chat/views.py`` (read with ast: no Django here)."""
+    tree = ast.parse((ROOT / "chat" / "views.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "EXAMPLES" for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise LookupError("no EXAMPLES in chat/views.py")
+
+
+# --- the server ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """Return ``VmRSS``, ``VmHWM`` (bytes), ``Threads`` and open ``fds`` of process ``pid``."""
+    figures = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                figures[key] = int(value.split()[0]) * 1024
+            elif key == "Threads":
+                figures[key] = int(value)
+    figures["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    return figures
+
+
+def open_files_limit(pid: int) -> int:
+    """Return the soft limit of open files of process ``pid`` (``/proc/<pid>/limits``)."""
+    with open(f"/proc/{pid}/limits") as limits:
+        line = next(line for line in limits if line.startswith("Max open files"))
+    return int(line.split()[3])
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU time of process ``pid`` in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Migrate, start Daphne on a free port, yield (process, port); always stop it."""
+    manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
+    subprocess.run(manage, cwd=ROOT, env=env, check=True)
+    port = _free_port()
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+               "project.asgi:application"]  # fmt: skip
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Daphne did not start:\n{log.read_text()}") from None
+                time.sleep(0.1)
+        yield process, port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- the clients --------------------------------------------------------------------------
+
+
+@dataclass
+class Client:
+    """One simulated browser: its conversation, the frames it received and when."""
+
+    index: int
+    question: str
+    conversation_id: int | None = None
+    began: float = 0.0
+    opened: float = 0.0
+    sent: float = 0.0
+    done: float = 0.0
+    frames: list[tuple[float, str]] = field(default_factory=list)
+    final_status: str = ""
+    error: str = ""
+
+
+async def converse(client: Client, base: str, delay: float, timeout: float) -> None:
+    """Open a session and a socket as a browser would, ask, read until the run ends."""
+    import httpx
+    from websockets.asyncio.client import connect
+
+    await asyncio.sleep(delay)
+    client.began = time.time()
+    try:
+        async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as http:
+            page = await http.get(f"{base}/")
+            match = CONVERSATION_RE.search(page.url.path)
+            if page.status_code != 200 or not match:
+                client.error = f"GET / ended at {page.url} with HTTP {page.status_code}"
+                return
+            client.conversation_id = int(match.group(1))
+            cookie = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
+        uri = f"{base.replace('http', 'ws', 1)}/ws/chat/{client.conversation_id}/"
+        # No client pings: browsers send none, and a late pong under load would close the
+        # socket from this side and count as a loss the server did not cause.
+        async with connect(
+            uri, origin=base, additional_headers={"Cookie": cookie}, ping_interval=None,
+            open_timeout=timeout, max_size=None,
+        ) as ws:  # fmt: skip
+            client.opened = time.time()
+            await ws.send(json.dumps({"content": client.question}))
+            client.sent = time.time()
+            while True:
+                frame = await ws.recv()
+                client.frames.append((time.time(), frame))
+                if isinstance(frame, str) and (status := _final_status(frame)):
+                    client.final_status = status
+                    client.done = time.time()
+                    return
+    except asyncio.CancelledError:
+        client.error = client.error or "timed out"
+        raise
+    except Exception as exc:
+        client.error = f"{type(exc).__name__}: {exc}"
+
+
+def _final_status(frame: str) -> str:
+    for _run, status in STATUS_RE.findall(frame):
+        if status != "running":
+            return status
+    return ""
+
+
+async def play(
+    clients: list[Client], base: str, pid: int, *, ramp_s: float, timeout_s: float
+) -> dict[str, int]:
+    """Run every client, starts spread evenly over ``ramp_s``; cancel the rest at the timeout.
+
+    Return the peaks of the server's ``/proc`` figures (``proc_status``), sampled every 0.5 s.
+    """
+    n = len(clients)
+    tasks = [
+        asyncio.create_task(converse(c, base, ramp_s * i / n, timeout_s))
+        for i, c in enumerate(clients)
+    ]
+    peaks: dict[str, int] = {}
+
+    async def sample() -> None:
+        while True:
+            for key, value in proc_status(pid).items():
+                peaks[key] = max(peaks.get(key, 0), value)
+            await asyncio.sleep(0.5)
+
+    sampler = asyncio.create_task(sample())
+    _done, pending = await asyncio.wait(tasks, timeout=timeout_s + ramp_s)
+    for task in [*pending, sampler]:
+        task.cancel()
+    await asyncio.gather(*pending, sampler, return_exceptions=True)
+    return peaks
+
+
+# --- the check ----------------------------------------------------------------------------
+
+
+def _utc_seconds(value: datetime | str | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):  # SQLite: naive UTC text
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def read_rows(database_url: str, conversation_ids: list[int]) -> tuple[list[dict], list[dict]]:
+    """Return the runs of ``conversation_ids`` and their steps, as dicts, from the database."""
+    run_sql = (
+        "SELECT id, conversation_id, status, error, started_at, finished_at FROM chat_agentrun "
+        "WHERE conversation_id IN ({})"
+    )
+    step_sql = (
+        "SELECT s.id, s.run_id, s.kind, s.status, s.text, s.started_at, s.finished_at "
+        "FROM chat_agentstep s JOIN chat_agentrun r ON r.id = s.run_id "
+        "WHERE r.conversation_id IN ({}) ORDER BY s.run_id, s.ordinal"
+    )
+    if database_url.startswith("sqlite:"):
+        path = ROOT / database_url.removeprefix("sqlite:///")  # relative: to the server's cwd
+        connection: Any = sqlite3.connect(path)
+        marks = ",".join("?" * len(conversation_ids))
+    else:
+        import psycopg
+
+        connection = psycopg.connect(database_url)
+        marks = ",".join(["%s"] * len(conversation_ids))
+    with connection:
+        tables = []
+        for sql in (run_sql, step_sql):
+            cursor = connection.execute(sql.format(marks), conversation_ids)
+            names = [column[0] for column in cursor.description]
+            tables.append([dict(zip(names, row, strict=True)) for row in cursor.fetchall()])
+    connection.close()
+    return tables[0], tables[1]
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass
+class Check:
+    """What the clients saw against what the database holds."""
+
+    steps: int = 0
+    runs: int = 0
+    texts: int = 0  # model turns whose streamed text was compared with the stored text
+    lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KINDS, 0))
+    latency_ms: dict[str, list[float]] = field(
+        default_factory=lambda: {"step started": [], "step finished": [], "run finished": []}
+    )
+    examples: list[str] = field(default_factory=list)
+
+    def lose(self, kind: str, what: str) -> None:
+        self.lost[kind] += 1
+        if len(self.examples) < 10:
+            self.examples.append(what)
+
+    @property
+    def lost_total(self) -> int:
+        return sum(self.lost.values())
+
+
+@dataclass
+class Seen:
+    """What one client's frames showed of its run: when each thing first arrived."""
+
+    accepted: float | None = None  # the frame with the user's message and the empty run
+    status: float | None = None  # the run's final status line
+    started: dict[int, float] = field(default_factory=dict)  # step id -> arrival
+    finished: dict[int, float] = field(default_factory=dict)
+    text: dict[int, str] = field(default_factory=dict)  # streamed text, as the page has it
+    gaps: dict[int, int] = field(default_factory=dict)  # deltas past the end of that text
+
+
+def read_frames(frames: list[tuple[float, str]], run_id: int) -> Seen:
+    """Return what ``frames`` (arrival time, frame) showed of run ``run_id``.
+
+    Streamed text is rebuilt as the page's script does: a delta is appended when its
+    ``data-offset`` is where the text ends, and a whole-text snapshot replaces the text.
+    A delta starting past the end is a gap (the page drops it and waits for a snapshot).
+    """
+    seen = Seen()
+    for at, frame in frames:
+        if not isinstance(frame, str):
+            continue
+        if seen.accepted is None and str(run_id) in RUN_RE.findall(frame):
+            seen.accepted = at
+        for step_id, status in STEP_RE.findall(frame):
+            if status == "running":
+                seen.started.setdefault(int(step_id), at)
+            elif status in FINAL_STEP:
+                seen.finished.setdefault(int(step_id), at)
+        for step_id, snapshot in SNAPSHOT_RE.findall(frame):
+            seen.text[int(step_id)] = html.unescape(snapshot)
+        for step_id, offset, delta in DELTA_RE.findall(frame):
+            key = int(step_id)
+            so_far = seen.text.get(key, "")
+            if offset and int(offset) > _utf16(so_far):
+                seen.gaps[key] = seen.gaps.get(key, 0) + 1
+            elif not offset or int(offset) == _utf16(so_far):
+                seen.text[key] = so_far + html.unescape(delta)
+        for status_run, status in STATUS_RE.findall(frame):
+            if status_run == str(run_id) and status != "running" and seen.status is None:
+                seen.status = at
+    return seen
+
+
+def check(clients: list[Client], runs: list[dict], steps: list[dict]) -> Check:
+    """Compare each client's frames with its run's rows: lost events and latencies."""
+    result = Check()
+    run_of = {r["conversation_id"]: r for r in runs}
+    steps_of: dict[int, list[dict]] = {}
+    for step in steps:
+        steps_of.setdefault(step["run_id"], []).append(step)
+    for client in clients:
+        run = run_of.get(client.conversation_id)
+        if run is None:
+            continue  # never accepted: reported as a failed run, not as lost events
+        result.runs += 1
+        seen = read_frames(client.frames, run["id"])
+        where = f"client {client.index} (conversation {client.conversation_id}, run {run['id']})"
+        if seen.accepted is None:
+            result.lose("message accepted", f"{where}: no frame with the run")
+        if seen.status is None:
+            result.lose("run status", f"{where}: no final status line")
+        elif (end := _utc_seconds(run["finished_at"])) is not None:
+            result.latency_ms["run finished"].append((seen.status - end) * 1000)
+        for step in steps_of.get(run["id"], []):
+            result.steps += 1
+            sid = step["id"]
+            for kind, arrivals, column in (
+                ("step started", seen.started, "started_at"),
+                ("step finished", seen.finished, "finished_at"),
+            ):
+                if sid not in arrivals:
+                    result.lose(kind, f"{where}: step {sid} ({step['kind']}) never {kind[5:]}")
+                elif (db_at := _utc_seconds(step[column])) is not None:
+                    result.latency_ms[kind].append((arrivals[sid] - db_at) * 1000)
+            if step["kind"] != "model_turn":
+                continue
+            stored, streamed = step["text"] or "", seen.text.get(sid, "")
+            result.texts += 1 if stored else 0
+            if seen.gaps.get(sid) or streamed != stored:
+                result.lose(
+                    "text",
+                    f"{where}: step {sid} streamed {_utf16(streamed)} of {_utf16(stored)} "
+                    f"UTF-16 units, {seen.gaps.get(sid, 0)} gaps",
+                )
+    return result
+
+
+# --- the report ---------------------------------------------------------------------------
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Return the nearest-rank ``p`` percentile (0-100) of ``values``, or None if empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * p // 100))
+    return ordered[int(rank) - 1]
+
+
+def machine(database_url: str, redis_url: str) -> dict[str, Any]:
+    """Return what the figures depend on: CPUs, memory, Python, database, versions."""
+    with open("/proc/cpuinfo") as info:
+        cpu = next((line.split(":", 1)[1].strip() for line in info if "model name" in line), "")
+    with open("/proc/meminfo") as info:
+        memory = int(info.readline().split()[1]) * 1024
+    info_: dict[str, Any] = {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "memory_gib": round(memory / 1024**3, 1),
+        "python": platform.python_version(),
+        "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+    }
+    if database_url.startswith("sqlite:"):
+        info_["database"] = f"SQLite {sqlite3.sqlite_version}"
+    else:
+        import psycopg
+
+        with psycopg.connect(database_url) as connection:
+            version = connection.execute("SHOW server_version").fetchone()[0]
+        info_["database"] = f"PostgreSQL {version.split()[0]}"
+    info_["channel_layer"] = "Redis (channels-redis)" if redis_url else "in-memory"
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    info_["commit"] = head.stdout.strip() + (" (with local changes)" if changed.stdout else "")
+    for package in ("Django", "daphne", "channels", "channels-redis", "websockets", "httpx"):
+        try:
+            info_[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info_[package] = "not installed"
+    return info_
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def report(figures: dict[str, Any]) -> str:
+    """Return the figures as the text table and the verdict line."""
+    m, runs, mem = figures["machine"], figures["runs"], figures["server"]
+    per_run = figures["frames"] / max(1, runs["completed"])
+    lost = ", ".join(f"{k} {v}" for k, v in figures["lost"].items())
+    lines = [
+        f"$ {figures['command']}",
+        f"{m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, "
+        f"{m['database']}, {m['channel_layer']} channel layer, Django {m['Django']}, "
+        f"Daphne {m['daphne']}, Channels {m['channels']}, websockets {m['websockets']}; "
+        f"commit {m['commit']}",
+        f"demo model: token delay {figures['token_delay_ms']:g} ms, "
+        f"tool delay {figures['tool_delay_ms']:g} ms; starts spread over {figures['ramp_s']:g} s",
+        "",
+        f"conversations      {figures['conversations']}",
+        f"runs completed     {runs['completed']} / {figures['conversations']} "
+        f"(succeeded {runs['succeeded']})",
+        f"wall time          {figures['wall_s']:.1f} s (first request to "
+        f"{'last status line' if runs['completed'] == figures['conversations'] else 'give-up'}), "
+        f"{figures['runs_per_s']:.1f} runs/s",
+        f"frames received    {figures['frames']:,} ({per_run:.0f} per run); steps checked "
+        f"{figures['steps']:,}, streamed texts checked {figures['texts']:,}",
+        f"lost events        {figures['lost_total']} ({lost})",
+        "",
+        f"{'latency, ms':<30}{'count':>7}{'p50':>8}{'p95':>8}{'max':>8}",
+    ]
+    for name, row in figures["latency_ms"].items():
+        lines.append(
+            f"{name:<30}{row['count']:>7}{_ms(row['p50']):>8}{_ms(row['p95']):>8}"
+            f"{_ms(row['max']):>8}"
+        )
+    lines += [
+        "",
+        f"Daphne VmRSS       {mem['rss_before_mib']:.0f} MiB before, {mem['rss_after_mib']:.0f} MiB"
+        f" after; VmHWM {mem['hwm_after_mib']:.0f} MiB",
+        f"Daphne threads     {mem['threads_before']} before, {mem['threads_peak']} at peak; "
+        f"open files {mem['fds_before']} before, {mem['fds_peak']} at peak "
+        f"(limit {mem['fds_limit']})",
+        f"CPU seconds        Daphne {mem['cpu_s']:.1f}, this client {figures['client_cpu_s']:.1f}",
+        f"server log         {len(figures['log_problems'])} lines matching errors",
+    ]
+    lines += [f"  {line}" for line in figures["log_problems"][:5]]
+    for failure in figures["failures"][:10]:
+        lines.append(f"not succeeded: {failure}")
+    lines += [f"lost: {example}" for example in figures["lost_examples"]]
+    lines.append(figures["verdict"])
+    return "\n".join(lines)
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {
+        "count": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "max": max(values) if values else None,
+    }
+
+
+# --- main -------------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Start the server, play the clients, check them against the database; return figures."""
+    database_url = args.database_url or f"sqlite:///{workdir / 'load.sqlite3'}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DEMO_TOKEN_DELAY_MS": f"{args.token_delay_ms:g}",
+        "DEMO_TOOL_DELAY_MS": f"{args.tool_delay_ms:g}",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+    }
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("REDIS_URL", None)
+    if args.redis_url:
+        env["REDIS_URL"] = args.redis_url
+    questions = examples()
+    clients = [Client(i, questions[i % len(questions)]) for i in range(args.conversations)]
+    log = workdir / "daphne.log"
+    with daphne(env, log) as (process, port):
+        before, cpu_before = proc_status(process.pid), cpu_seconds(process.pid)
+        say(f"Daphne {process.pid} on port {port}; {args.conversations} conversations...")
+        began = time.time()
+        base = f"http://127.0.0.1:{port}"
+        peaks = asyncio.run(
+            play(clients, base, process.pid, ramp_s=args.ramp_s, timeout_s=args.timeout_s)
+        )
+        # Until the last status line; until the give-up when a client never got one.
+        ended = time.time()
+        if all(c.done for c in clients):
+            ended = max(c.done for c in clients)
+        after, cpu_after = proc_status(process.pid), cpu_seconds(process.pid)
+        fds_limit = open_files_limit(process.pid)
+    conversation_ids = [c.conversation_id for c in clients if c.conversation_id is not None]
+    runs, steps = read_rows(database_url, conversation_ids) if conversation_ids else ([], [])
+    result = check(clients, runs, steps)
+
+    run_of = {r["conversation_id"]: r for r in runs}
+    failures = []
+    for c in clients:
+        run = run_of.get(c.conversation_id) or {}
+        if c.final_status != "succeeded" or run.get("status") != "succeeded":
+            failures.append(
+                f"client {c.index} conversation {c.conversation_id}: client saw "
+                f"{c.final_status or 'no final status'}, database says "
+                f"{run.get('status', 'no run')} {run.get('error') or ''} {c.error}".rstrip()
+            )
+    log_problems = [line for line in log.read_text().splitlines() if LOG_PROBLEMS.search(line)]
+    completed = sum(1 for c in clients if c.final_status)
+    succeeded = sum(1 for c in clients if c.final_status == "succeeded")
+    accepted_ms = [
+        (c.frames[0][0] - c.sent) * 1000 for c in clients if c.frames and c.sent
+    ]  # client clock only
+    connect_ms = [(c.opened - c.began) * 1000 for c in clients if c.opened]
+    latency = {name: _summary(values) for name, values in result.latency_ms.items()}
+    latency["all step events"] = _summary(
+        result.latency_ms["step started"] + result.latency_ms["step finished"]
+    )
+    latency["run duration (database)"] = _summary(
+        [
+            (_utc_seconds(r["finished_at"]) - _utc_seconds(r["started_at"])) * 1000
+            for r in runs
+            if r["finished_at"] is not None
+        ]
+    )
+    latency["send -> first frame (client)"] = _summary(accepted_ms)
+    latency["GET / -> socket open (client)"] = _summary(connect_ms)
+    clean = not failures and result.lost_total == 0
+    wall = ended - began
+    verdict = (
+        f"verdict: {'OK' if clean else 'FAILED'}: {succeeded}/{args.conversations} "
+        f"conversations succeeded, {result.lost_total} events lost, step events p95 "
+        f"{_ms(latency['all step events']['p95'])} ms"
+    )
+    return {
+        "command": " ".join([".venv/bin/python", "bench/load.py", *sys.argv[1:]]),
+        "machine": machine(database_url, args.redis_url),
+        "conversations": args.conversations,
+        "ramp_s": args.ramp_s,
+        "token_delay_ms": args.token_delay_ms,
+        "tool_delay_ms": args.tool_delay_ms,
+        "runs": {"completed": completed, "succeeded": succeeded, "in_database": len(runs)},
+        "wall_s": wall,
+        "runs_per_s": completed / wall if wall > 0 else 0.0,
+        "frames": sum(len(c.frames) for c in clients),
+        "steps": result.steps,
+        "texts": result.texts,
+        "lost": result.lost,
+        "lost_total": result.lost_total,
+        "lost_examples": result.examples,
+        "latency_ms": latency,
+        "server": {
+            "rss_before_mib": before["VmRSS"] / MIB,
+            "rss_after_mib": after["VmRSS"] / MIB,
+            "hwm_before_mib": before["VmHWM"] / MIB,
+            "hwm_after_mib": after["VmHWM"] / MIB,
+            "rss_peak_sampled_mib": peaks.get("VmRSS", 0) / MIB,
+            "threads_before": before["Threads"],
+            "threads_peak": peaks.get("Threads", 0),
+            "fds_before": before["fds"],
+            "fds_peak": peaks.get("fds", 0),
+            "fds_limit": fds_limit,
+            "cpu_s": cpu_after - cpu_before,
+        },
+        "client_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
+        "failures": failures,
+        "log_problems": log_problems[:50],
+        "log": str(log),
+        "ok": clean,
+        "verdict": verdict,
+    }
+
+
+def say(text: str) -> None:
+    """Print progress to standard error."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=200, help="concurrent browsers")
+    parser.add_argument("--ramp-s", type=float, default=2.0, help="spread the starts over this")
+    parser.add_argument(
+        "--timeout-s", type=float, default=300.0, help="give up on clients after this"
+    )
+    parser.add_argument(
+        "--token-delay-ms",
+        type=float,
+        default=float(os.environ.get("DEMO_TOKEN_DELAY_MS", 15)),
+        help="demo model: pause between streamed chunks (DEMO_TOKEN_DELAY_MS)",
+    )
+    parser.add_argument(
+        "--tool-delay-ms",
+        type=float,
+        default=float(os.environ.get("DEMO_TOOL_DELAY_MS", 400)),
+        help="demo tools: simulated latency of each call (DEMO_TOOL_DELAY_MS)",
+    )
+    parser.add_argument("--database-url", help="instead of a scratch SQLite file (e.g. postgres)")
+    parser.add_argument("--redis-url", help="use the Redis channel layer (REDIS_URL)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (the table goes to standard error)"
+    )
+    args = parser.parse_args(argv)
+    if args.conversations < 1:
+        parser.error("--conversations must be at least 1")
+    # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    try:
+        figures = measure(args, workdir)
+    except KeyboardInterrupt:
+        say("Interrupted; Daphne was stopped.")
+        return 130
+    finally:
+        if args.keep:
+            say(f"Kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    text = report(figures)
+    if args.json:
+        say(text)
+        print(json.dumps(figures, indent=2))
+    else:
+        print(text)
+    return 0 if figures["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
