@@ -162,19 +162,21 @@ async def execute_run(
             try:
                 update = await asyncio.shield(write)
             except asyncio.CancelledError:
-                await write
+                await asyncio.shield(write)
                 raise
             iterations = getattr(event, "iteration", iterations)
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
     except asyncio.CancelledError:
-        stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
 
         async def record_cancel() -> AgentRun:
+            stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
             await recorder.flush_text()
             return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED, iterations)
 
+        # Shielded as a whole: a second cancel (two tabs pressing Stop) must not leave
+        # the run recorded as running.
         await asyncio.shield(record_cancel())
         raise
     except Exception as exc:
@@ -201,7 +203,8 @@ async def _heartbeat(run_id: int, task: asyncio.Task[object] | None) -> None:
             if task is not None and await database_sync_to_async(store.run_cancel_requested)(
                 run_id=run_id
             ):
-                task.cancel()
+                if not task.cancelling():
+                    task.cancel()
                 return
         except Exception:
             logger.exception("run %s: heartbeat failed", run_id)
@@ -214,12 +217,26 @@ def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[Age
         try:
             return await execute_run(run_id, listeners=listeners)
         except asyncio.CancelledError:
+            # Cancelled before execute_run could record it (in its first database
+            # calls): end the run here, or it would look running until it went stale.
+            await asyncio.shield(_finish_if_running(run_id, listeners))
             return None
 
     task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
     _TASKS[run_id] = task
     task.add_done_callback(lambda _: _TASKS.pop(run_id, None))
     return task
+
+
+async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None:
+    """End run ``run_id`` as cancelled if nothing recorded its end; tell the listeners."""
+    run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
+    if run_row.status != RunStatus.RUNNING:
+        return
+    stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
+    event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=0,
+                        error=STOPPED if stopped else CANCELLED)  # fmt: skip
+    await _notify(listeners, await RunRecorder(run_row).record(event))
 
 
 def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
@@ -235,5 +252,6 @@ def cancel_local(run_id: int) -> bool:
     task = _TASKS.get(run_id)
     if task is None or task.done():
         return False
-    task.cancel()
+    if not task.cancelling():  # a second cancel would interrupt the recording of the first
+        task.cancel()
     return True

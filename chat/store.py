@@ -37,6 +37,9 @@ INTERRUPTED = (
     "retry."
 )
 INTERRUPTED_STEP = "The server stopped before this step finished."
+ENDED_FOR_GOOD = (
+    RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ITERATIONS,
+)  # fmt: skip
 
 
 def _title(content: str) -> str:
@@ -378,6 +381,10 @@ def run_finish(
     """
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id)
+        if run.status in ENDED_FOR_GOOD:
+            # Recorded already (a stop that came as the run finished): the first end
+            # stands. An interrupted run may still be finished by a slow, live process.
+            return _runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
         run.status = status
         run.output = output
         run.error = error

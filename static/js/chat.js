@@ -107,8 +107,17 @@
   });
 
   document.addEventListener("htmx:wsOpen", function () { setConnection("open", "live"); });
-  document.addEventListener("htmx:wsClose", function () {
-    setConnection("closed", "reconnecting…");
+  // The server's own close codes end the socket for good (the extension does not
+  // reconnect after them): say so instead of "reconnecting…" forever.
+  var FINAL_CLOSES = {
+    4401: "signed out: reload the page",
+    4404: "not found: reload the page",
+    4429: "too many messages: reload the page"
+  };
+  document.addEventListener("htmx:wsClose", function (event) {
+    var code = event.detail && event.detail.event && event.detail.event.code;
+    if (FINAL_CLOSES[code]) setConnection("ended", FINAL_CLOSES[code]);
+    else setConnection("closed", "reconnecting…");
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target)) return;

@@ -16,7 +16,7 @@ from chat import store
 from chat.consumers import NOTHING_TO_STOP
 from chat.live import group_name
 from chat.models import AgentRun
-from chat.runs import STOPPED, create_run, execute_run, running_tasks
+from chat.runs import STOPPED, cancel_local, create_run, execute_run, running_tasks, start_run
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import connect, make_conversation, receive_until_finished
 from tests.fakes import tool_call
@@ -172,3 +172,84 @@ async def test_the_heartbeat_finds_a_stop_request_no_socket_delivered(
         await asyncio.wait_for(task, 5)
     run, _ = await run_with_steps()
     assert run.status == "cancelled" and run.error == STOPPED
+
+
+# Races found by review: each of these left a run "running" (or rewrote a finished one).
+
+
+async def run_state(run_id: int) -> tuple[str, str, list[str]]:
+    @database_sync_to_async
+    def read() -> tuple[str, str, list[str]]:
+        run = AgentRun.objects.get(pk=run_id)
+        return run.status, run.error, list(run.steps.values_list("status", flat=True))
+
+    return await read()
+
+
+async def test_two_stops_at_once_still_record_the_cancel(scripted_model, slow_tools):
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    user, conversation = await make_conversation()
+    first = await connect(conversation.pk, user)
+    second = await connect(conversation.pk, user)
+    await first.connect()
+    await second.connect()
+    await first.send_to(text_data=json.dumps({"content": "q"}))
+    await tool_started()
+    await first.send_to(text_data=json.dumps({"type": "cancel"}))
+    await second.send_to(text_data=json.dumps({"type": "cancel"}))
+    await first.send_to(text_data=json.dumps({"type": "cancel"}))
+    await wait_for_runs()
+    await asyncio.sleep(0.3)
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    status, error, steps = await run_state(run.pk)
+    assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_a_second_cancel_of_the_task_is_ignored(scripted_model, slow_tools):
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    start_run(run.pk, listeners=[])
+    await tool_started()
+    assert cancel_local(run.pk)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    cancel_local(run.pk)
+    await wait_for_runs()
+    assert (await run_state(run.pk))[0] == "cancelled"
+
+
+async def test_a_cancel_before_the_run_got_going_is_recorded(scripted_model, slow_tools):
+    scripted_model.script = [AIMessage("never")]
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    start_run(run.pk, listeners=[])
+    await asyncio.sleep(0)
+    assert cancel_local(run.pk)
+    await wait_for_runs()
+    assert (await run_state(run.pk))[0] == "cancelled"
+
+
+async def test_a_cancel_after_the_run_succeeded_changes_nothing(scripted_model):
+    scripted_model.script = [AIMessage("The answer.")]
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    gate = asyncio.Event()
+
+    async def slow_listener(update) -> None:
+        if update.run is not None and update.run.status == "succeeded":
+            gate.set()
+            await asyncio.sleep(0.5)
+
+    start_run(run.pk, listeners=[slow_listener])
+    await asyncio.wait_for(gate.wait(), 5)
+    cancel_local(run.pk)
+    await wait_for_runs()
+    finished = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
+    assert (finished.status, finished.output) == ("succeeded", "The answer.")
