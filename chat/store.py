@@ -37,6 +37,7 @@ INTERRUPTED = (
     "retry."
 )
 INTERRUPTED_STEP = "The server stopped before this step finished."
+CANCELLED_STEP = "Cancelled before this step finished."
 ENDED_FOR_GOOD = (
     RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ITERATIONS,
 )  # fmt: skip
@@ -394,8 +395,10 @@ def run_finish(
         run.input_tokens = usage.get("input_tokens")
         run.output_tokens = usage.get("output_tokens")
         run.total_tokens = usage.get("total_tokens")
+        # Steps still going are closed with a short reason; the run's line says the rest.
+        closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
         run.steps.filter(status=StepStatus.RUNNING).update(
-            status=StepStatus.ERROR, error=error or f"run ended: {status}", finished_at=finished_at
+            status=StepStatus.ERROR, error=closed or f"run ended: {status}", finished_at=finished_at
         )
         _count_tool_calls(run)
         run.save()

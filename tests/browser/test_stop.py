@@ -36,7 +36,7 @@ def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, brows
         assert tab.locator(".tool-card[data-status=running]").count() == 0
         assert tab.locator(".tool-card.unfinished[data-status=error]").count() == 3
         assert "tool error" not in status  # they did not fail: they never answered
-        assert "Stopped at your request" in tab.locator(".tool-card").first.inner_text()
+        assert "Cancelled before this step finished" in tab.locator(".tool-card").first.inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-stopped.png"), full_page=True)
 
     with sqlite3.connect(app.database) as db:
