@@ -60,8 +60,20 @@ class FrameError(MessageError):
 CANCEL = "cancel"
 
 
-def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> str:
-    """Return the message text of a frame, stripped, or :data:`CANCEL` for a stop request.
+class StopRequest:
+    """A frame asking to stop the running run (``{"type": "cancel"}``).
+
+    Its own type, not a string: a message whose text is "cancel" must not stop anything.
+    """
+
+
+STOP = StopRequest()
+
+
+def parse_frame(
+    text_data: str | None, bytes_data: bytes | None, *, max_chars: int
+) -> str | StopRequest:
+    """Return the message text of a frame, stripped, or :data:`STOP` for a stop request.
 
     Raises :class:`FrameError` for binary, non-JSON or too deeply nested frames,
     non-objects, unknown types, missing, empty (or only invisible characters) or over-long
@@ -80,7 +92,7 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         raise FrameError(NOT_OBJECT)
     kind = payload.get("type", "message")
     if kind == CANCEL:
-        return CANCEL
+        return STOP
     if kind != "message":
         raise FrameError(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
@@ -195,7 +207,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except FrameError as exc:
             await self.send(text_data=fragments.error(str(exc)))
             return
-        if content == CANCEL:
+        if isinstance(content, StopRequest):
             await self._cancel_run()
             return
         await self._interrupt_stale_runs()

@@ -254,3 +254,16 @@ async def test_a_cancel_after_the_run_succeeded_changes_nothing(scripted_model):
     await wait_for_runs()
     finished = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
     assert (finished.status, finished.output) == ("succeeded", "The answer.")
+
+
+async def test_a_message_that_says_cancel_is_a_message_not_a_stop(scripted_model):
+    """Found rereading the change: the stop request was the string "cancel"."""
+    scripted_model.script = [AIMessage("You said cancel.")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "cancel"}))
+    frames = await receive_until_finished(communicator)
+    assert "status-succeeded" in frames[-1] and NOTHING_TO_STOP not in "\n".join(frames)
+    await wait_for_runs()
+    await communicator.disconnect()
