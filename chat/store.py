@@ -233,6 +233,11 @@ def _check_rate(conversation: Conversation, limit: int, now: datetime) -> None:
         raise RateLimited(limit, max(1, math.ceil(wait)))
 
 
+def conversation_started(*, conversation_id: int) -> bool:
+    """Return True once the conversation has a message (its strategy is then fixed)."""
+    return Message.objects.filter(conversation_id=conversation_id).exists()
+
+
 class ConversationStarted(Exception):
     """The conversation has messages already; its strategy can no longer change."""
 
@@ -257,7 +262,7 @@ def conversation_configure(
         if conversation is None:
             return None
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        if conversation.messages.exists():
+        if conversation_started(conversation_id=conversation.pk):
             raise ConversationStarted(conversation_id)
         conversation.strategy = strategy
         conversation.tool_choice = tool_choice

@@ -65,7 +65,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
     )
     config = model_config()
-    editable = not conversation.messages.exists()
+    editable = not store.conversation_started(conversation_id=conversation.pk)
     context = {
         **settings_context(conversation, editable=editable),
         "conversation": conversation,
@@ -106,7 +106,7 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
-    if conversation.messages.exists():
+    if store.conversation_started(conversation_id=conversation.pk):
         # Fixed at the first message, whatever was posted (valid or not).
         if not request.headers.get("HX-Request"):
             return redirect("chat:conversation", conversation_id=conversation.pk)
