@@ -3,7 +3,9 @@
 langchain-core's ``GenericFakeChatModel`` has no ``bind_tools``; this one accepts it and
 answers from a script: each turn pops the next item (an ``AIMessage``, an exception to
 raise, or a callable taking the messages and returning either). Text is streamed word by
-word so the loop's ``TextDelta`` events are exercised.
+word so the loop's ``TextDelta`` events are exercised; ``gates`` hold a turn mid-stream
+until the test lets it go, so "while the model is still talking" is a state a test
+creates, not a race it hopes to win.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ class ScriptedChatModel(BaseChatModel):
 
     ``calls`` keeps, per turn, the ``stop`` sequences and the bound keyword arguments
     (``tools`` as names, ``tool_choice``, ``parallel_tool_calls``) the model was called with.
+    ``gates`` maps a chunk's index (in every streamed turn) to an ``asyncio.Event`` the
+    stream waits for before sending that chunk: an event the test never sets holds the turn
+    until the run is cancelled, like a model that stopped answering.
     """
 
     script: list[Any] = Field(default_factory=list)
     prompts: list[list[BaseMessage]] = Field(default_factory=list)
     calls: list[dict[str, Any]] = Field(default_factory=list)
     delay_s: float = 0.0
+    gates: dict[int, Any] = Field(default_factory=dict)
     model_name: str = "scripted"
 
     @property
@@ -109,7 +115,10 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         message = self._next(messages, stop, **kwargs)
-        for chunk in self._chunks(message):
+        for index, chunk in enumerate(self._chunks(message)):
+            gate = self.gates.get(index)
+            if gate is not None:
+                await gate.wait()
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             yield ChatGenerationChunk(message=chunk)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +22,7 @@ from agents.models.registry import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.tools import default_tools
+from tests.timing import WAIT_S
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -82,7 +82,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         self.server.requests.append(body)  # type: ignore[attr-defined]
         status, turn = self.server.script.pop(0)  # type: ignore[attr-defined]
         if status == "hang":
-            time.sleep(turn)  # longer than the client's time-out
+            # Until the test is over, however long the client takes to give up.
+            self.server.hung_up.wait(WAIT_S)  # type: ignore[attr-defined]
             return
         if status != 200:
             payload = json.dumps({"error": {"message": turn, "type": "invalid_request_error"}})
@@ -107,16 +108,18 @@ def server() -> Iterator[ThreadingHTTPServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
     httpd.requests = []  # type: ignore[attr-defined]
     httpd.script = []  # type: ignore[attr-defined]
+    httpd.hung_up = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
+    httpd.hung_up.set()  # type: ignore[attr-defined]
     httpd.shutdown()
     httpd.server_close()
 
 
 def openai_model(server: ThreadingHTTPServer, **overrides: Any):
     host, port = server.server_address
-    options: dict[str, Any] = {"timeout_s": 5, "max_retries": 0, **overrides}
+    options: dict[str, Any] = {"timeout_s": WAIT_S, "max_retries": 0, **overrides}
     config = ModelConfig(
         provider="openai", model="fake-model", base_url=f"http://{host}:{port}/v1",
         api_key="sk-test", **options,
@@ -242,7 +245,7 @@ async def test_provider_errors_fail_the_run_in_plain_words(server, script, expec
 
 
 async def test_a_provider_that_does_not_answer_times_out_in_plain_words(server):
-    server.script = [("hang", 3.0)]
+    server.script = [("hang", None)]
     model = openai_model(server, max_retries=0, timeout_s=0.5)
     events = [e async for e in run(model, default_tools(), [HumanMessage("hi")])]
     assert events[-1].status is RunStatus.FAILED

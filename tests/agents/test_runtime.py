@@ -20,6 +20,7 @@ from agents.events import (
 )
 from agents.runtime import RunLimits, run
 from tests.fakes import ScriptedChatModel, tool_call
+from tests.timing import WAIT_S
 
 
 @tool
@@ -90,7 +91,7 @@ async def test_it_runs_parallel_calls_concurrently_and_pairs_results_by_tool_cal
 
     async def slow(x: str) -> str:
         """Wait until the fast tool has run: deadlocks unless calls run concurrently."""
-        await asyncio.wait_for(started.wait(), timeout=5)
+        await asyncio.wait_for(started.wait(), timeout=WAIT_S)
         return f"slow {x}"
 
     async def fast(x: str) -> str:
@@ -237,7 +238,8 @@ async def test_a_model_that_raises_fails_the_run_in_plain_words_keeping_the_erro
 
 
 async def test_a_model_that_hangs_times_out():
-    model = ScriptedChatModel(script=[AIMessage("slow words here")], delay_s=1.0)
+    # Its first chunk waits for an event nobody sets: it never answers, on any machine.
+    model = ScriptedChatModel(script=[AIMessage("slow words here")], gates={0: asyncio.Event()})
     events = await collect(model, [add], model_timeout_s=0.05)
 
     assert events[-1].status is RunStatus.FAILED
@@ -345,12 +347,14 @@ async def test_repeated_or_missing_tool_call_ids_are_made_unique():
 
 
 async def test_cancelling_the_run_cancels_pending_tool_calls():
+    started = asyncio.Event()
     cancelled = asyncio.Event()
 
     async def wait_forever() -> str:
         """Wait until cancelled."""
+        started.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -362,16 +366,15 @@ async def test_cancelling_the_run_cancels_pending_tool_calls():
     tools = [StructuredTool.from_function(coroutine=wait_forever, name="wait_forever")]
 
     async def consume():
-        async for event in run(model, tools, [HumanMessage("q")]):
-            if isinstance(event, ToolCallStarted):
-                await asyncio.sleep(0.05)
+        async for _ in run(model, tools, [HumanMessage("q")]):
+            pass
 
     task = asyncio.ensure_future(consume())
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(started.wait(), timeout=WAIT_S)  # the call is pending
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.wait_for(cancelled.wait(), timeout=2)
+    await asyncio.wait_for(cancelled.wait(), timeout=WAIT_S)
 
 
 async def test_a_huge_result_is_stored_up_to_the_cap_with_a_note():
