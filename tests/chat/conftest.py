@@ -1,13 +1,17 @@
-"""Shared fixtures: a fast demo model, a scripted model hook, and run-task hygiene."""
+"""Shared fixtures: a fast demo model, a scripted model hook, run-task hygiene, and a
+websocket communicator and a clock that do not depend on the machine's speed."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import types
 
 import pytest
+from channels.testing import WebsocketCommunicator
 
 from tests.fakes import ScriptedChatModel
+from tests.timing import WAIT_S
 
 
 @pytest.fixture(autouse=True)
@@ -26,10 +30,58 @@ def scripted_model(monkeypatch):
     return model
 
 
-async def wait_for_runs(timeout: float = 10.0) -> None:
+async def wait_for_runs(timeout: float = WAIT_S) -> None:
     """Wait until this process has no run tasks left."""
     from chat.runs import running_tasks
 
     tasks = running_tasks()
     if tasks:
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
+
+
+class Communicator(WebsocketCommunicator):
+    """Channels' ``WebsocketCommunicator`` with waits that hold on a busy machine.
+
+    Its own default of 1 s per connect, frame and disconnect is a premise, not a safety
+    net: a connect makes four database hops through one ORM thread, and a frame may wait
+    behind a run's writes; on a loaded machine a second is not much. ``receive_nothing``
+    keeps its short default: "nothing came within" is what it asks.
+    """
+
+    async def connect(self, timeout: float = WAIT_S):
+        return await super().connect(timeout)
+
+    async def receive_output(self, timeout: float = WAIT_S):
+        return await super().receive_output(timeout)
+
+    async def receive_from(self, timeout: float = WAIT_S):
+        return await super().receive_from(timeout)
+
+    async def disconnect(self, code: int = 1000, timeout: float = WAIT_S):
+        return await super().disconnect(code, timeout)
+
+
+class FrozenClock:
+    """A ``time.monotonic`` that stands still until the test moves it on."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def consumer_clock(monkeypatch) -> FrozenClock:
+    """Freeze the chat consumer's clock (its token bucket and notices); return it.
+
+    How many frames a socket may send depends on the time between them: on a loaded
+    machine a flood of 200 frames took long enough to earn a token, one frame got through
+    and the socket was not closed. With the clock frozen, only ``advance`` earns tokens.
+    """
+    clock = FrozenClock()
+    monkeypatch.setattr("chat.consumers.time", types.SimpleNamespace(monotonic=clock.monotonic))
+    return clock

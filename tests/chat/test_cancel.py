@@ -18,8 +18,14 @@ from chat.live import group_name
 from chat.models import AgentRun
 from chat.runs import STOPPED, cancel_local, create_run, execute_run, running_tasks, start_run
 from tests.chat.conftest import wait_for_runs
-from tests.chat.test_consumer import connect, make_conversation, receive_until_finished
+from tests.chat.test_consumer import (
+    connect,
+    make_conversation,
+    receive_until,
+    receive_until_finished,
+)
 from tests.fakes import tool_call
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +36,7 @@ STARTED: dict[str, asyncio.Event] = {}
 async def slow_lookup(town: str) -> str:
     """Look a town up, slowly."""
     STARTED["event"].set()
-    await asyncio.sleep(30)
+    await asyncio.Event().wait()  # answers only by being cancelled
     return f"{town}: done"
 
 
@@ -42,14 +48,17 @@ def slow_tools(monkeypatch):
 
 
 async def tool_started() -> None:
-    await asyncio.wait_for(STARTED["event"].wait(), 5)
+    await asyncio.wait_for(STARTED["event"].wait(), WAIT_S)
 
 
-async def wait_until(predicate, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
+async def settle(communicator, label: str) -> list[str]:
+    """Return the frames up to the answer to a marker frame sent now.
+
+    A consumer handles a socket's frames one at a time, in order: once the marker is
+    answered, every frame sent before it has been handled, however slow the machine.
+    """
+    await communicator.send_to(text_data=json.dumps({"type": label}))
+    return await receive_until(communicator, lambda frame: label in frame)
 
 
 @database_sync_to_async
@@ -90,16 +99,20 @@ async def test_stop_cancels_a_running_tool_and_keeps_what_was_done(scripted_mode
     assert "Stopped at your request" in last
 
 
-async def test_stop_during_streaming_keeps_all_the_text_streamed_so_far(scripted_model):
+async def test_stop_during_streaming_keeps_all_the_text_streamed_so_far(
+    scripted_model, monkeypatch
+):
     words = " ".join(f"word{i}" for i in range(400))
     scripted_model.script = [AIMessage(words)]
-    scripted_model.delay_s = 0.01
+    scripted_model.gates = {40: asyncio.Event()}  # the model stops talking after 40 words
+    # No snapshot saves the text on the way (on a slow machine one came within the 40
+    # words): what is stored can only come from the flush when the run stops.
+    monkeypatch.setattr("chat.recorder.TEXT_SYNC_INTERVAL_S", 3600.0)
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
     await communicator.send_to(text_data=json.dumps({"content": "talk"}))
-    for _ in range(30):  # a few deltas in, well before the 0.75 s snapshot
-        await communicator.receive_from()
+    await receive_until(communicator, lambda frame: "word39 " in frame)
 
     await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
     await receive_until_finished(communicator)
@@ -108,8 +121,7 @@ async def test_stop_during_streaming_keeps_all_the_text_streamed_so_far(scripted
 
     run, (turn,) = await run_with_steps()
     assert run.status == "cancelled" and turn.status == "error"
-    assert turn.text and words.startswith(turn.text) and len(turn.text) < len(words)
-    assert len(turn.text.split()) >= 25  # flushed whole, not the last snapshot (none yet)
+    assert turn.text == "".join(f"word{i} " for i in range(40))  # flushed whole
 
 
 async def test_stop_with_nothing_running_says_so_and_the_socket_stays_usable(scripted_model):
@@ -170,7 +182,7 @@ async def test_the_heartbeat_finds_a_stop_request_no_socket_delivered(
         conversation_id=conversation.pk, at=utcnow()
     )
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, WAIT_S)
     run, _ = await run_with_steps()
     assert run.status == "cancelled" and run.error == STOPPED
 
@@ -202,7 +214,9 @@ async def test_two_stops_at_once_still_record_the_cancel(scripted_model, slow_to
     await second.send_to(text_data=json.dumps({"type": "cancel"}))
     await first.send_to(text_data=json.dumps({"type": "cancel"}))
     await wait_for_runs()
-    await asyncio.sleep(0.3)
+    # Every stop has been handled (not just "0.3 s have passed") before the rows are read.
+    await settle(first, "settled-first")
+    await settle(second, "settled-second")
     run = await database_sync_to_async(AgentRun.objects.get)()
     status, error, steps = await run_state(run.pk)
     assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
@@ -244,13 +258,13 @@ async def test_a_cancel_after_the_run_succeeded_changes_nothing(scripted_model):
     gate = asyncio.Event()
 
     async def slow_listener(update) -> None:
-        if update.run is not None and update.run.status == "succeeded":
+        if update.run is not None and update.run.status == "succeeded" and not gate.is_set():
             gate.set()
-            await asyncio.sleep(0.5)
+            await asyncio.Event().wait()  # the task is still going until it is cancelled
 
     start_run(run.pk, listeners=[slow_listener])
-    await asyncio.wait_for(gate.wait(), 5)
-    cancel_local(run.pk)
+    await asyncio.wait_for(gate.wait(), WAIT_S)
+    assert cancel_local(run.pk)  # the task had not ended: the cancel reaches it
     await wait_for_runs()
     finished = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
     assert (finished.status, finished.output) == ("succeeded", "The answer.")

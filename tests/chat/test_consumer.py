@@ -6,18 +6,19 @@ import asyncio
 import json
 import os
 import re
+from collections.abc import Callable
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser, User
 from langchain_core.messages import AIMessage, ToolMessage
 
 from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.recorder import TEXT_SYNC_INTERVAL_S
 from chat.routing import websocket_urlpatterns
-from tests.chat.conftest import wait_for_runs
+from tests.chat.conftest import Communicator, wait_for_runs
 from tests.fakes import tool_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,10 +32,8 @@ def make_conversation(username: str = "alice") -> tuple[User, Conversation]:
     return user, Conversation.objects.create(owner=user)
 
 
-async def connect(conversation_id: int, user) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/"
-    )
+async def connect(conversation_id: int, user) -> Communicator:
+    communicator = Communicator(URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation_id}/")
     communicator.scope["user"] = user
     communicator.scope["session"] = None
     return communicator
@@ -51,14 +50,20 @@ async def ask_over_socket(conversation, user, content: str) -> list[str]:
     return frames
 
 
-async def receive_until_finished(communicator, timeout: float = 10.0) -> list[str]:
-    """Collect frames until the run's final status line arrives."""
+async def receive_until(communicator, last: Callable[[str], bool]) -> list[str]:
+    """Collect frames up to and including the first one for which ``last`` is true."""
     frames: list[str] = []
     while True:
-        frame = await communicator.receive_from(timeout=timeout)
-        frames.append(frame)
-        if re.search(r'class="run-status status-(?!running)', frame):
+        frames.append(await communicator.receive_from())
+        if last(frames[-1]):
             return frames
+
+
+async def receive_until_finished(communicator) -> list[str]:
+    """Collect frames until the run's final status line arrives."""
+    return await receive_until(
+        communicator, lambda frame: bool(re.search(r'class="run-status status-(?!running)', frame))
+    )
 
 
 async def test_a_message_streams_fragments_with_tool_cards_and_stores_every_step():
@@ -237,18 +242,23 @@ async def test_someone_elses_conversation_closes_the_socket():
 
 
 async def test_a_second_message_while_a_run_is_going_is_refused(scripted_model):
+    from chat.consumers import RUN_GOING
+
+    go_on = asyncio.Event()
     scripted_model.script = [AIMessage("a long answer " * 20)]
-    scripted_model.delay_s = 0.01
+    scripted_model.gates = {3: go_on}  # the first run is going until the test says so
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
     await communicator.send_to(text_data=json.dumps({"content": "first"}))
     await communicator.send_to(text_data=json.dumps({"content": "second"}))
+    await receive_until(communicator, lambda frame: RUN_GOING in frame)
+    go_on.set()
     frames = await receive_until_finished(communicator)
     await wait_for_runs()
     await communicator.disconnect()
 
-    assert any("still working on your last message" in f for f in frames)
+    assert "status-succeeded" in frames[-1]
     assert await database_sync_to_async(AgentRun.objects.count)() == 1
 
 
@@ -260,7 +270,7 @@ async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
 
     from project.asgi import application
 
-    communicator = WebsocketCommunicator(
+    communicator = Communicator(
         application,
         f"/ws/chat/{conversation.pk}/",
         headers=[
@@ -273,7 +283,7 @@ async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
     assert connected
     await communicator.disconnect()
 
-    stranger = WebsocketCommunicator(
+    stranger = Communicator(
         application,
         f"/ws/chat/{conversation.pk}/",
         headers=[(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")],
@@ -286,7 +296,7 @@ async def test_the_full_asgi_stack_serves_an_anonymous_visitors_session(client):
 def asgi_communicator(path: str, origin: bytes, host: bytes = b"127.0.0.1:8000"):
     from project.asgi import application
 
-    return WebsocketCommunicator(application, path, headers=[(b"origin", origin), (b"host", host)])
+    return Communicator(application, path, headers=[(b"origin", origin), (b"host", host)])
 
 
 @pytest.mark.parametrize(
@@ -333,20 +343,25 @@ async def test_streamed_text_is_saved_and_resent_whole_so_late_joiners_catch_up(
 
 
 async def test_a_page_opened_mid_stream_shows_the_text_so_far(scripted_model, client):
+    go_on = asyncio.Event()
     scripted_model.script = [AIMessage("early words and more words " * 12)]
     scripted_model.delay_s = 0.05
+    # The turn stops talking until the page is loaded: it is mid-stream by construction.
+    # The sleeps before the gate add up to more than TEXT_SYNC_INTERVAL_S, so the text
+    # has been saved (and a snapshot sent) at least once before it.
+    gate = int(TEXT_SYNC_INTERVAL_S / scripted_model.delay_s) + 5
+    scripted_model.gates = {gate: go_on}
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
     await communicator.send_to(text_data=json.dumps({"content": "stream please"}))
-    # Wait for the first snapshot (sent after TEXT_SYNC_INTERVAL_S of streaming).
-    while True:
-        frame = await communicator.receive_from(timeout=5)
-        if 'hx-swap-oob="true"' in frame and "turn-text streaming" in frame:
-            break
+    await receive_until(
+        communicator, lambda frame: 'hx-swap-oob="true"' in frame and "turn-text streaming" in frame
+    )
     # sync_to_async (thread-sensitive) runs the view on the ORM's thread, as Daphne does.
     await sync_to_async(client.force_login)(user)
     response = await sync_to_async(client.get)(f"/c/{conversation.pk}/")
+    go_on.set()
     await receive_until_finished(communicator)
     await wait_for_runs()
     await communicator.disconnect()
@@ -441,7 +456,9 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
     assert not await database_sync_to_async(AgentRun.objects.exists)()
 
 
-async def test_a_flood_of_frames_is_dropped_with_a_notice_then_closed(scripted_model):
+async def test_a_flood_of_frames_is_dropped_with_a_notice_then_closed(
+    scripted_model, consumer_clock
+):
     from chat.consumers import CLOSE_FLOOD, FLOOD_CLOSE_AFTER, FLOODED, FRAME_BURST
 
     user, conversation = await make_conversation()
@@ -455,24 +472,27 @@ async def test_a_flood_of_frames_is_dropped_with_a_notice_then_closed(scripted_m
     assert FLOODED in await communicator.receive_from()  # one notice, then silence
     for _ in range(FLOOD_CLOSE_AFTER):
         await communicator.send_to(text_data="not json")
-    output = await communicator.receive_output(timeout=5)
+    output = await communicator.receive_output()
     assert output == {"type": "websocket.close", "code": CLOSE_FLOOD}
     assert not await database_sync_to_async(AgentRun.objects.exists)()
     await communicator.disconnect()
 
 
-async def test_after_a_short_flood_the_socket_is_usable_again(scripted_model):
-    from chat.consumers import FRAME_BURST, FRAME_RATE
+async def test_after_a_short_flood_the_socket_is_usable_again(scripted_model, consumer_clock):
+    from chat.consumers import FLOODED, FRAME_BURST, FRAME_RATE
 
     scripted_model.script = [AIMessage("still here")]
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
-    for _ in range(FRAME_BURST + 5):
+    for _ in range(FRAME_BURST + 1):
         await communicator.send_to(text_data="{}")
-    await asyncio.sleep(2 / FRAME_RATE)  # tokens come back
-    while not await communicator.receive_nothing(timeout=0.1):
-        await communicator.receive_from()
+    # The burst is answered, the frame after it dropped with a notice. (Frames dropped
+    # silently after it would leave the test no way to tell they were read before the
+    # clock moves on: then they, not the message, would take the tokens that come back.)
+    answers = await receive_until(communicator, lambda frame: FLOODED in frame)
+    assert len(answers) == FRAME_BURST + 1
+    consumer_clock.advance(2 / FRAME_RATE)  # tokens come back
     await communicator.send_to(text_data=json.dumps({"content": "hello"}))
     frames = await receive_until_finished(communicator)
     assert "still here" in "\n".join(frames)
@@ -480,21 +500,37 @@ async def test_after_a_short_flood_the_socket_is_usable_again(scripted_model):
     await communicator.disconnect()
 
 
-async def test_streamed_text_is_coalesced_into_fewer_fragments_in_order(scripted_model, settings):
+async def test_streamed_text_is_coalesced_into_fewer_fragments_in_order(
+    scripted_model, settings, monkeypatch
+):
     """A token every few ms would otherwise be a channel-layer message per token per tab."""
-    settings.CHAT_STREAM_FLUSH_MS = 40
+    # The model sends three bursts of 20 tokens, each once the page has the one before;
+    # a burst takes far less than the 500 ms window, however loaded the machine.
+    settings.CHAT_STREAM_FLUSH_MS = 500
+    # No snapshot (on a slow machine one came mid-stream): the deltas must add up alone.
+    monkeypatch.setattr("chat.recorder.TEXT_SYNC_INTERVAL_S", 3600.0)
     words = [f"w{i} " for i in range(60)]
+    bursts = {20: asyncio.Event(), 40: asyncio.Event()}
     scripted_model.script = [AIMessage("".join(words))]
-    scripted_model.delay_s = 0.005
+    scripted_model.gates = bursts
     user, conversation = await make_conversation()
-    frames = await ask_over_socket(conversation, user, "talk")
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "talk"}))
+    frames: list[str] = []
+    for index, go_on in bursts.items():
+        frames += await receive_until(communicator, lambda f, w=words[index - 1]: w in f)
+        go_on.set()
+    frames += await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
 
     deltas = [
         (int(m.group(1)), m.group(2))
         for f in frames
         if (m := re.search(r'data-offset="(\d+)">(.*)</div>$', f, re.S))
     ]
-    assert 1 < len(deltas) < 30  # fewer fragments than the 60 deltas
+    assert 3 <= len(deltas) < 30  # fewer fragments than the 60 deltas, one burst each
     text = ""
     for offset, piece in deltas:  # each starts where the text so far ends: nothing lost
         assert offset == len(text)

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage
 from chat import store
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from chat.runs import create_run, execute_run
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,17 +69,32 @@ def test_opening_the_page_shows_a_dead_run_as_interrupted(client, settings):
     assert "Working…" not in html
 
 
-def test_a_live_run_keeps_its_heartbeat_fresh(scripted_model, settings):
-    settings.AGENT_HEARTBEAT_S = 0.05
-    scripted_model.script = [AIMessage("slow " * 10)]
-    scripted_model.delay_s = 0.03
-    conversation = Conversation.objects.create()
-    run = create_run(conversation_id=conversation.pk, content="take your time")
+async def test_a_live_run_keeps_its_heartbeat_fresh(scripted_model, settings):
+    from channels.db import database_sync_to_async
 
-    finished = asyncio.run(execute_run(run.pk))
+    settings.AGENT_HEARTBEAT_S = 0.05
+    go_on = asyncio.Event()
+    scripted_model.script = [AIMessage("slow " * 10)]
+    scripted_model.gates = {5: go_on}  # mid-answer until a heartbeat has been written
+    conversation = await database_sync_to_async(Conversation.objects.create)()
+    run = await database_sync_to_async(create_run)(
+        conversation_id=conversation.pk, content="take your time"
+    )
+    task = asyncio.get_running_loop().create_task(execute_run(run.pk))
+
+    @database_sync_to_async
+    def beaten() -> bool:
+        heartbeat = AgentRun.objects.get(pk=run.pk).heartbeat_at
+        return heartbeat > run.started_at + timedelta(seconds=0.05)
+
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while not await beaten():
+        assert asyncio.get_running_loop().time() < deadline, "no heartbeat while running"
+        await asyncio.sleep(0.05)
+    go_on.set()
+    finished = await asyncio.wait_for(task, WAIT_S)
 
     assert finished.status == "succeeded"
-    assert finished.heartbeat_at > run.started_at + timedelta(seconds=0.05)
 
 
 async def test_tabs_already_open_are_told_when_a_dead_run_is_marked_interrupted(settings):
@@ -140,7 +156,7 @@ async def test_an_open_tab_is_told_when_a_run_goes_stale_without_a_reload(settin
     await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
         heartbeat_at=timezone.now() - timedelta(seconds=120)
     )
-    frame = await communicator.receive_from(timeout=5)
+    frame = await communicator.receive_from()
     assert 'data-status="interrupted"' in frame and "send your message again" in frame
     assert "The server stopped before this step finished." in frame
     await communicator.send_to(text_data=_json.dumps({"type": "cancel"}))
