@@ -1,9 +1,14 @@
 """A fake OpenAI-compatible chat server that fails on cue, to watch the app handle faults.
 
 Each request to ``POST /v1/chat/completions`` takes the next step of ``--script`` (the
-last one repeats): ``ok`` streams a short text answer, ``429``/``401``/``500``/``503``/...
-answer with that HTTP status and an OpenAI-style error body (``Retry-After: 1`` on 429 and
-5xx), and ``hang`` never answers (for client time-outs). No network beyond 127.0.0.1.
+last one repeats): ``ok`` streams a short text answer, ``long`` a longer one, ``tools`` a
+sentence and two tool calls (the bundled ``weather_forecast`` and ``calculator``),
+``429``/``401``/``500``/``503``/... answer with that HTTP status and an OpenAI-style error
+body (``Retry-After: 1`` on 429 and 5xx), and ``hang`` never answers (for client
+time-outs). A text step ending in ``+hold`` (``long+hold``) stops halfway through its text
+until someone posts to ``/release``: each post lets one held stream (the first held
+first) go on, so a test decides when the model finishes, not the machine's speed.
+``--word-delay-ms`` paces the streamed words. No network beyond 127.0.0.1.
 
     .venv/bin/python scripts/fake_provider.py --port 9999 --script 429,ok
     OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 make run
@@ -25,6 +30,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ANSWER = "This answer comes from the fake provider (scripts/fake_provider.py)."
+LONG_ANSWER = (
+    "Suzhou is mild this week, with light rain on the second day and sun after it. "
+    "The product of seventeen and twenty-three is 391. The classical gardens are at "
+    "their best in the morning, before the tour groups arrive, and the canals are "
+    "quiet after dark. This longer answer comes from the fake provider."
+)
+TOOLS_TEXT = "Let me look up the weather in Suzhou and work out 17*23 for you."
+TOOL_CALLS = [
+    ("call_weather", "weather_forecast", {"town": "Suzhou"}),
+    ("call_calculator", "calculator", {"expression": "17*23"}),
+]
+TEXT_STEPS = {"ok": ANSWER, "long": LONG_ANSWER, "tools": TOOLS_TEXT}
 MESSAGES = {
     400: "The request was rejected by the fake provider.",
     401: "Incorrect API key provided (fake provider).",
@@ -54,12 +71,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.path.rstrip("/").endswith("/release"):
+            self.server.holds.release()
+            print("release", flush=True)
+            self.send_response(204)
+            self.end_headers()
+            return
         step = self.server.next_step()
         print(f"request {self.server.count}: {step}", flush=True)
         if step == "hang":
             time.sleep(3600)
             return
-        if step != "ok":
+        if step.isdigit():
             status = int(step)
             body = json.dumps({"error": {"message": MESSAGES.get(status, f"HTTP {status}"),
                                          "type": "fake_error"}}).encode()  # fmt: skip
@@ -71,13 +94,29 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        kind, _, hold = step.partition("+")
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
         self.wfile.write(_chunk({"role": "assistant", "content": ""}))
-        for word in ANSWER.split(" "):
-            self.wfile.write(_chunk({"content": word + " "}))
-        self.wfile.write(_chunk({}, finish="stop"))
+        words = TEXT_STEPS[kind].split(" ")
+        for index, word in enumerate(words):
+            if hold and index == len(words) // 2:
+                self.wfile.flush()
+                print(f"request {self.server.count}: held", flush=True)
+                self.server.holds.acquire()
+            if self.server.word_delay_s:
+                time.sleep(self.server.word_delay_s)
+            self.wfile.write(_chunk({"content": word + (" " if index < len(words) - 1 else "")}))
+            self.wfile.flush()
+        if kind == "tools":
+            for index, (call_id, name, args) in enumerate(TOOL_CALLS):
+                self.wfile.write(_chunk({"tool_calls": [
+                    {"index": index, "id": call_id, "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(args)}}]}))  # fmt: skip
+            self.wfile.write(_chunk({}, finish="tool_calls"))
+        else:
+            self.wfile.write(_chunk({}, finish="stop"))
         self.wfile.write(b"data: [DONE]\n\n")
 
 
@@ -86,10 +125,12 @@ class FakeProvider(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, port: int, script: list[str]) -> None:
+    def __init__(self, port: int, script: list[str], word_delay_s: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.script = script
+        self.word_delay_s = word_delay_s
         self.count = 0
+        self.holds = threading.Semaphore(0)
         self._lock = threading.Lock()
 
     def next_step(self) -> str:
@@ -101,11 +142,15 @@ class FakeProvider(ThreadingHTTPServer):
 
 
 def parse_script(text: str) -> list[str]:
-    """Return the steps of ``--script``: ``ok``, ``hang`` or an HTTP status (400-599)."""
+    """Return the steps of ``--script``: a text step (``ok``, ``long``, ``tools``, each
+    maybe with ``+hold``), ``hang`` or an HTTP status (400-599)."""
     steps = [step.strip().lower() for step in text.split(",") if step.strip()]
+    texts = [*TEXT_STEPS, *(f"{kind}+hold" for kind in TEXT_STEPS)]
     for step in steps:
-        if step not in ("ok", "hang") and not (step.isdigit() and 400 <= int(step) <= 599):
-            raise argparse.ArgumentTypeError(f"{step!r}: use ok, hang or an HTTP status 400-599")
+        if step not in (*texts, "hang") and not (step.isdigit() and 400 <= int(step) <= 599):
+            raise argparse.ArgumentTypeError(
+                f"{step!r}: use {', '.join(texts)}, hang or an HTTP status 400-599"
+            )
     if not steps:
         raise argparse.ArgumentTypeError("the script is empty")
     return steps
@@ -116,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9999)
     parser.add_argument("--script", type=parse_script, default=["ok"],
                         help="comma-separated steps, e.g. 429,ok (the last repeats)")  # fmt: skip
+    parser.add_argument("--word-delay-ms", type=float, default=0.0,
+                        help="pause before each streamed word")  # fmt: skip
     args = parser.parse_args(argv)
-    server = FakeProvider(args.port, args.script)
+    server = FakeProvider(args.port, args.script, args.word_delay_ms / 1000)
     print(f"fake provider on http://127.0.0.1:{args.port}/v1, script {','.join(args.script)}",
           flush=True)  # fmt: skip
     with contextlib.suppress(KeyboardInterrupt):

@@ -2,7 +2,13 @@
 
 The server runs exactly as ``make run`` does (same ASGI app, same settings module); only
 the database file is a temporary one. REDIS_URL is passed through, so under CI's second
-pass the browser talks through the Redis channel layer.
+pass the browser talks through the Redis channel layer. ``fake_provider`` serves the
+OpenAI protocol from scripts/fake_provider.py, for a model that fails on cue or holds its
+answer until the test releases it.
+
+Every wait is for something in the page or the database; ``WAIT_MS`` (Playwright's default
+time-out here) only turns a hang into a failure. bench/busy.py runs these tests on a
+loaded machine to keep it so.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.timing import WAIT_MS, WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -83,7 +92,7 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
         server_env.update(env or {})
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=server_env, check=True,
+            cwd=ROOT, env=server_env, check=True, timeout=2 * WAIT_S,
         )  # fmt: skip
         port = port or _free_port()
         log_path = tmp_path / f"{name}.log"
@@ -93,7 +102,7 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
             cwd=ROOT, env=server_env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         processes.append(process)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_S
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -138,6 +147,7 @@ def browser_page():
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        context.set_default_timeout(WAIT_MS)  # for every wait, page and tab of the test
         page = context.new_page()
         dialogs: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
@@ -146,3 +156,54 @@ def browser_page():
             yield page
         finally:
             browser.close()
+
+
+@dataclass(frozen=True)
+class FakeProvider:
+    """A scripts/fake_provider.py process: its base URL and a way to let a held answer go."""
+
+    base_url: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Return the server environment that points the app at this provider."""
+        return {"OPENAI_API_KEY": "unused", "OPENAI_BASE_URL": self.base_url,
+                "OPENAI_MODEL": "fake-model"}  # fmt: skip
+
+    def release(self) -> None:
+        """Let the first answer held by a ``+hold`` step go on (or the next one at once)."""
+        request = urllib.request.Request(self.base_url + "/release", data=b"", method="POST")
+        urllib.request.urlopen(request, timeout=WAIT_S).close()
+
+
+@pytest.fixture
+def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
+    """Return ``start(script, word_delay_ms=0)``; every fake provider is stopped after the test.
+
+    ``script`` is scripts/fake_provider.py's ``--script``: e.g. ``429,ok`` or
+    ``tools+hold,long``.
+    """
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def start(script: str, word_delay_ms: float = 0) -> FakeProvider:
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "scripts/fake_provider.py", "--port", str(port), "--script", script,
+             "--word-delay-ms", str(word_delay_ms)],
+            cwd=ROOT, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        processes.append(process)
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return FakeProvider(base_url=f"http://127.0.0.1:{port}/v1")
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the fake provider did not start")
+                time.sleep(0.05)
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()

@@ -22,14 +22,13 @@ def ask(page, question: str, run_number: int) -> None:
     page.wait_for_function(
         "n => document.querySelectorAll('.run-status:not([data-status=running])').length >= n",
         arg=run_number,
-        timeout=20_000,
     )
 
 
 def test_a_visitor_asks_watches_tool_cards_and_finds_them_after_a_reload(live_app, browser_page):
     page = browser_page
     page.goto(live_app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    page.wait_for_selector("#connection[data-state=open]")
     assert "Offline demo model" in page.inner_text("#model-badge")
 
     ask(page, TRAVEL_QUESTION, 1)
@@ -51,7 +50,7 @@ def test_a_visitor_asks_watches_tool_cards_and_finds_them_after_a_reload(live_ap
     assert "391" in second_run.locator(".turn.answer").inner_text()
 
     page.reload()
-    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    page.wait_for_selector("#connection[data-state=open]")
     assert page.locator(".run").count() == 2
     assert page.locator(".run").nth(0).locator(".tool-card[data-status=ok]").count() == 3
     assert page.locator(".run").nth(1).locator(".tool-card[data-status=ok]").count() == 2

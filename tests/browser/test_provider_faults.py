@@ -3,51 +3,17 @@ OpenAI protocol on 127.0.0.1 and fails on cue; the app talks to it through ChatO
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, ROOT
+from tests.browser.conftest import ARTIFACTS
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def provider() -> Iterator:
-    """Return ``start(script) -> base_url``; every fake provider is stopped afterwards."""
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(script: str) -> str:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        process = subprocess.Popen(
-            [sys.executable, "scripts/fake_provider.py", "--port", str(port), "--script", script],
-            cwd=ROOT, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        processes.append(process)
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return f"http://127.0.0.1:{port}/v1"
-            except OSError:
-                time.sleep(0.05)
-        pytest.fail("the fake provider did not start")
-
-    yield start
-    for process in processes:
-        process.kill()
-        process.wait()
 
 
 def ask(page, question: str) -> None:
     page.fill("#composer-input", question)
     page.press("#composer-input", "Enter")
-    page.wait_for_selector(".run-status:not([data-status=running])", timeout=20_000)
+    page.wait_for_selector(".run-status:not([data-status=running])")
 
 
 @pytest.mark.parametrize(
@@ -58,11 +24,10 @@ def ask(page, question: str) -> None:
         ("503", "failed", "server error (HTTP 503) and still did after retries"),
     ],
 )
-def test_provider_faults_are_retried_or_explained(provider, start_app, browser_page, script,
-                                                  status, says):  # fmt: skip
-    base_url = provider(script)
-    app = start_app(env={"OPENAI_API_KEY": "unused", "OPENAI_BASE_URL": base_url,
-                         "OPENAI_MODEL": "fake-model", "OPENAI_MAX_RETRIES": "1"})  # fmt: skip
+def test_provider_faults_are_retried_or_explained(fake_provider, start_app, browser_page,
+                                                  script, status, says):  # fmt: skip
+    provider = fake_provider(script)
+    app = start_app(env={**provider.env, "OPENAI_MAX_RETRIES": "1"})
     page = browser_page
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")

@@ -11,10 +11,13 @@ from tests.browser.conftest import ARTIFACTS
 pytestmark = pytest.mark.browser
 
 QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+# The tools take an hour: the run is still going when Stop is pressed, however slow the
+# machine (with 20 s, a loaded one could let them finish first).
+HOUR_MS = 3_600_000
 
 
 def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, browser_page):
-    app = start_app(token_delay_ms=20, tool_delay_ms=20_000)
+    app = start_app(token_delay_ms=20, tool_delay_ms=HOUR_MS)
     page = browser_page
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
@@ -24,12 +27,12 @@ def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, brows
 
     page.fill("#composer-input", QUESTION)
     page.press("#composer-input", "Enter")
-    page.wait_for_selector(".tool-card[data-status=running]", timeout=10_000)
-    other.wait_for_selector(".run-status .stop", timeout=10_000)  # the other tab can stop too
+    page.wait_for_selector(".tool-card[data-status=running]")
+    other.wait_for_selector(".run-status .stop")  # the other tab can stop too
     page.click(".run-status .stop")
 
     for tab in (page, other):
-        tab.wait_for_selector(".run-status[data-status=cancelled]", timeout=10_000)
+        tab.wait_for_selector(".run-status[data-status=cancelled]")
         status = tab.inner_text(".run-status")
         assert "Cancelled" in status and "Stopped at your request" in status
         assert tab.locator(".run-status .stop").count() == 0
@@ -50,7 +53,6 @@ def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, brows
     page.press("#composer-input", "Enter")
     page.wait_for_function(
         "() => document.querySelectorAll('.run-status[data-status=succeeded]').length === 1",
-        timeout=20_000,
     )
     page.reload()
     page.wait_for_selector("#connection[data-state=open]")

@@ -21,13 +21,13 @@ LABELS = {
 
 def new_chat(page) -> None:
     page.click("button.new-chat")
-    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    page.wait_for_selector("#connection[data-state=open]")
 
 
 def test_every_strategy_recovers_from_a_format_error_in_the_page(live_app, browser_page):
     page = browser_page
     page.goto(live_app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    page.wait_for_selector("#connection[data-state=open]")
 
     for number, (strategy, label) in enumerate(LABELS.items(), start=1):
         if number > 1:
@@ -35,10 +35,10 @@ def test_every_strategy_recovers_from_a_format_error_in_the_page(live_app, brows
         if strategy != "tool_calling":
             page.select_option("#strategy-select", strategy)
             # The picker answers with itself re-rendered: native options go for text ones.
-            page.wait_for_selector("#tool-choice-select", state="detached", timeout=10_000)
+            page.wait_for_selector("#tool-choice-select", state="detached")
         page.fill("#composer-input", QUESTION)
         page.press("#composer-input", "Enter")
-        page.wait_for_selector(".run-status:not([data-status=running])", timeout=20_000)
+        page.wait_for_selector(".run-status:not([data-status=running])")
 
         run = page.locator(".run")
         assert run.count() == 1
@@ -57,7 +57,7 @@ def test_every_strategy_recovers_from_a_format_error_in_the_page(live_app, brows
         page.screenshot(path=str(ARTIFACTS / f"browser-strategy-{strategy}.png"), full_page=True)
 
     page.reload()
-    page.wait_for_selector("#connection[data-state=open]", timeout=10_000)
+    page.wait_for_selector("#connection[data-state=open]")
     assert page.locator(".run .tool-card.parse-error").count() == 1
     with sqlite3.connect(live_app.database) as db:
         rows = db.execute("SELECT strategy, status FROM chat_agentrun ORDER BY id").fetchall()
