@@ -57,6 +57,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _wait_until_listening(process: subprocess.Popen[bytes], port: int, failure: Callable[[], str]):
+    """Return once ``port`` accepts connections; fail with ``failure()`` if ``process``
+    ends first or ``WAIT_S`` passes (a loaded machine takes a while to start Python)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(failure())
+            time.sleep(0.05)
+
+
 @pytest.fixture
 def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     """Return a function that starts Daphne serving the app on a free port.
@@ -102,21 +116,13 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
             cwd=ROOT, env=server_env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         processes.append(process)
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return LiveServer(
-                    url=f"http://127.0.0.1:{port}",
-                    database=database,
-                    process=process,
-                    port=port,
-                    log=log_path,
-                )
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"Daphne did not start: {log_path.read_text()}")
-                time.sleep(0.1)
+        _wait_until_listening(
+            process, port, lambda: "Daphne did not start: " + log_path.read_text()
+        )
+        return LiveServer(
+            url=f"http://127.0.0.1:{port}", database=database, process=process, port=port,
+            log=log_path,
+        )  # fmt: skip
 
     yield start
     for process in processes:
@@ -193,15 +199,8 @@ def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
             cwd=ROOT, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         processes.append(process)
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return FakeProvider(base_url=f"http://127.0.0.1:{port}/v1")
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the fake provider did not start")
-                time.sleep(0.05)
+        _wait_until_listening(process, port, lambda: "the fake provider did not start")
+        return FakeProvider(base_url=f"http://127.0.0.1:{port}/v1")
 
     yield start
     for process in processes:
