@@ -47,7 +47,7 @@ class ModelConfig:
 
 
 def _build_demo(config: ModelConfig) -> BaseChatModel:
-    from agents.models.demo import DemoChatModel
+    from agents.demo import DemoChatModel
 
     return DemoChatModel(token_delay_s=config.token_delay_s)
 
