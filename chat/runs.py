@@ -138,21 +138,20 @@ async def execute_run(
     messages = build_prompt(history, run_row.user_message.content)
     finished: AgentRun | None = None
 
-    async def finish(status: RunStatus, error: str, iterations: int) -> AgentRun:
-        event = RunFinished(status=status, output="", iterations=iterations, error=error)
+    async def finish(status: RunStatus, error: str) -> AgentRun:
+        event = RunFinished(status=status, output="", iterations=recorder.iteration, error=error)
         update = await recorder.record(event)
         await _notify(listeners, update)
         assert update.run is not None
         return update.run
 
-    iterations = 0
     this_task = asyncio.current_task()
     heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, this_task))
     try:
         try:
             model = model or get_model()
         except ValueError as exc:
-            return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc), 0)
+            return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
         tools = get_tools() if tools is None else tools
         strategy = run_strategy(run_row)
         async for event in run(model, tools, messages, strategy=strategy, limits=run_limits()):
@@ -164,7 +163,6 @@ async def execute_run(
             except asyncio.CancelledError:
                 await asyncio.shield(write)
                 raise
-            iterations = getattr(event, "iteration", iterations)
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
@@ -173,7 +171,7 @@ async def execute_run(
         async def record_cancel() -> AgentRun:
             stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
             await recorder.flush_text()
-            return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED, iterations)
+            return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED)
 
         # Shielded as a whole: a second cancel (two tabs pressing Stop) must not leave
         # the run recorded as running.
@@ -181,9 +179,7 @@ async def execute_run(
         raise
     except Exception as exc:
         logger.exception("run %s failed inside the loop", run_id)
-        return await finish(
-            RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__), iterations
-        )
+        return await finish(RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__))
     finally:
         heartbeat.cancel()
     assert finished is not None

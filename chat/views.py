@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat import store
 from chat.forms import StrategyForm, tool_choice_choices
-from chat.live import publish_run_statuses_sync
+from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
 from chat.runs import get_tools, model_config
 
@@ -61,9 +61,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
-    publish_run_statuses_sync(
-        store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
-    )
+    publish_each_sync(interrupt_stale_runs(conversation_id=conversation.pk, now=timezone.now()))
     config = model_config()
     editable = not store.conversation_started(conversation_id=conversation.pk)
     context = {

@@ -412,8 +412,8 @@ async def test_every_strategy_runs_the_demo_to_an_answer_through_a_malformed_tur
     finished = [(e.name, e.status) for e in events if isinstance(e, ToolCallFinished)]
     assert finished == [
         ("weather_forecast", StepStatus.ERROR),
-        ("weather_forecast", StepStatus.OK),
-        ("check_bnb_availability", StepStatus.OK),
+        ("weather_forecast", StepStatus.SUCCESS),
+        ("check_bnb_availability", StepStatus.SUCCESS),
     ]
     final = events[-1]
     assert isinstance(final, RunFinished) and final.status is RunStatus.SUCCEEDED
