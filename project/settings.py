@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.models.registry import ModelConfig
+from agents.providers import ModelConfig
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
