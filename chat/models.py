@@ -16,6 +16,7 @@ from django.db import models
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
+from agents.providers import ProviderEntry, find_provider
 
 PREVIEW_NOTE = (
     "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
@@ -184,6 +185,26 @@ class AgentRun(models.Model):
     def is_running(self) -> bool:
         """Return True while the run has not ended."""
         return self.status == RunStatus.RUNNING
+
+    @property
+    def provider_entry(self) -> ProviderEntry | None:
+        """Return the registry entry of the run's provider; None if it is no longer registered."""
+        return find_provider(self.provider)
+
+    @property
+    def provider_label(self) -> str:
+        """Return the run's provider for people, even one no longer registered."""
+        entry = self.provider_entry
+        return entry.label if entry else f"{self.provider}, no longer registered"
+
+    @property
+    def usage_estimated(self) -> bool:
+        """Return True when the run's token counts are its model's estimate, not a count.
+
+        A provider no longer registered cannot say: its counts are shown as stored.
+        """
+        entry = self.provider_entry
+        return entry is not None and entry.usage_estimated
 
 
 class AgentStep(models.Model):

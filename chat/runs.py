@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -18,8 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 
 from agents.events import RunFinished, RunStatus, utcnow
-from agents.models.registry import ModelConfig, build_model
 from agents.prompts import SYSTEM_PROMPT
+from agents.providers import ModelConfig, ProviderEntry, build_model, get_provider
 from agents.runtime import RunLimits, run
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
@@ -46,6 +47,36 @@ def model_config() -> ModelConfig:
     return settings.AGENT_MODEL
 
 
+def model_provider() -> ProviderEntry:
+    """Return the configured provider's entry (the system checks made sure it exists)."""
+    return get_provider(model_config().provider)
+
+
+@dataclass(frozen=True)
+class ModelBadge:
+    """The model a page header names, and whether it is a scripted stand-in for one."""
+
+    label: str
+    scripted: bool
+
+
+def model_badge(run: AgentRun | None = None) -> ModelBadge:
+    """Return the header of a page: the configured model, or the model ``run`` used.
+
+    A run of another model (or of a provider no longer registered) is named by its
+    stored model name and provider.
+    """
+    config = model_config()
+    entry = model_provider()
+    if run is None or (run.provider, run.model_name) == (entry.name, entry.model_name(config)):
+        return ModelBadge(label=entry.model_label(config), scripted=entry.scripted)
+    ran = run.provider_entry
+    return ModelBadge(
+        label=f"{run.model_name} ({run.provider_label})",
+        scripted=ran is not None and ran.scripted,
+    )
+
+
 def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
     """Store the user's message and a running run with the configured model (sync).
 
@@ -59,7 +90,7 @@ def create_run(*, conversation_id: int, content: str, rate_limited: bool = False
         conversation_id=conversation_id,
         content=content,
         provider=config.provider,
-        model_name=config.model_name,
+        model_name=model_provider().model_name(config),
         started_at=utcnow(),
         runs_per_minute=limit or None,
     )

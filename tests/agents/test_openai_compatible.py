@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, TextDelta, ToolCallFinished
-from agents.models.registry import ModelConfig, build_model
+from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.tools import default_tools

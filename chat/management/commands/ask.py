@@ -28,7 +28,7 @@ from chat.forms import StrategyForm
 from chat.live import GroupPublisher
 from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run, get_tools, model_config
+from chat.runs import Listener, create_run, execute_run, get_tools, model_badge
 from chat.validation import MessageError, clean_message
 
 RESULT_PREVIEW_CHARS = 600
@@ -155,14 +155,13 @@ class Command(BaseCommand):
         except MessageError as exc:
             raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
-        config = model_config()
         options_shown = ""
         if conversation.strategy == Strategy.TOOL_CALLING:
             options_shown = f" (tool_choice {conversation.tool_choice}, " + (
                 "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
             )
         self.stdout.write(
-            f"Model: {config.label} · strategy {conversation.strategy}{options_shown} · "
+            f"Model: {model_badge().label} · strategy {conversation.strategy}{options_shown} · "
             f"conversation {conversation.pk}\n"
         )
         try:
