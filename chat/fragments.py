@@ -3,6 +3,12 @@
 The htmx websocket extension swaps every top-level element it receives out-of-band:
 by its id (``hx-swap-oob="true"``, the default) or with an explicit strategy such as
 ``beforeend:#run-7-steps``. A page reload renders the same templates from the same rows.
+
+Every function here is sync and reads only rows loaded by the :mod:`chat.store` call it
+renders (``chat.store.rows.runs_loaded``); async code calls them inside the same
+``database_sync_to_async`` call that loaded the rows (:mod:`chat.recorder`,
+:mod:`chat.live`, :mod:`chat.consumers`). tests/chat/test_fragments.py renders each with
+database access forbidden.
 """
 
 from __future__ import annotations
@@ -10,16 +16,8 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from agents.events import (
-    ModelTurnFinished,
-    ModelTurnStarted,
-    RunFinished,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
+from chat import store
 from chat.models import AgentRun, AgentStep, RunStatus
-from chat.recorder import Update
 
 
 def run_started(run: AgentRun) -> str:
@@ -111,17 +109,9 @@ def error(message: str) -> str:
     return render_to_string("chat/_error.html", {"message": message})
 
 
-def for_update(update: Update) -> str | None:
-    """Return the fragment for a recorded event, or None when the page needs none."""
-    event = update.event
-    if isinstance(event, ModelTurnStarted | ToolCallStarted) and update.step is not None:
-        return step_appended(update.step)
-    if isinstance(event, ModelTurnFinished | ToolCallFinished) and update.step is not None:
-        return step_replaced(update.step)
-    if isinstance(event, TextDelta) and update.step_id is not None:
-        if update.text_snapshot is not None:
-            return text_replaced(update.step_id, update.text_snapshot)
-        return text_delta(update.step_id, event.text, update.text_offset)
-    if isinstance(event, RunFinished) and update.run is not None:
-        return run_ended(update.run)
-    return None
+def runs_caught_up(*, conversation_id: int) -> list[str]:
+    """Load and render the runs a page that just connected may have missed (sync).
+
+    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole.
+    """
+    return [run_caught_up(run) for run in store.runs_to_catch_up(conversation_id=conversation_id)]

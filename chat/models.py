@@ -15,6 +15,8 @@ from django.db import models
 
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
+from agents.events import is_format_error
+from agents.providers import ProviderEntry, find_provider
 
 PREVIEW_NOTE = (
     "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
@@ -43,10 +45,6 @@ class Strategy(models.TextChoices):
     XML = "xml", "XML tags"
 
 
-# A tool-call step whose error starts with one of these never ran: the model's output did
-# not parse (a format error), as opposed to a tool that ran and failed.
-PARSE_ERROR_PREFIXES = ("OutputParserException", "InvalidToolCall")
-
 TOOL_CHOICE_AUTO = "auto"
 TOOL_CHOICE_REQUIRED = "required"
 
@@ -63,10 +61,11 @@ class RunStatus(models.TextChoices):
 
 
 class StepStatus(models.TextChoices):
-    """The outcome of a step; mirrors :class:`agents.events.StepStatus`."""
+    """The outcome of a step; mirrors :class:`agents.events.StepStatus` (whose values are
+    ``ToolMessage.status``'s)."""
 
     RUNNING = StepStatusEnum.RUNNING.value, "Running"
-    OK = StepStatusEnum.OK.value, "OK"
+    SUCCESS = StepStatusEnum.SUCCESS.value, "Success"
     ERROR = StepStatusEnum.ERROR.value, "Error"
 
 
@@ -187,6 +186,26 @@ class AgentRun(models.Model):
         """Return True while the run has not ended."""
         return self.status == RunStatus.RUNNING
 
+    @property
+    def provider_entry(self) -> ProviderEntry | None:
+        """Return the registry entry of the run's provider; None if it is no longer registered."""
+        return find_provider(self.provider)
+
+    @property
+    def provider_label(self) -> str:
+        """Return the run's provider for people, even one no longer registered."""
+        entry = self.provider_entry
+        return entry.label if entry else f"{self.provider}, no longer registered"
+
+    @property
+    def usage_estimated(self) -> bool:
+        """Return True when the run's token counts are its model's estimate, not a count.
+
+        A provider no longer registered cannot say: its counts are shown as stored.
+        """
+        entry = self.provider_entry
+        return entry is not None and entry.usage_estimated
+
 
 class AgentStep(models.Model):
     """One step of a run: a model turn, or a tool call that turn asked for.
@@ -197,7 +216,9 @@ class AgentStep(models.Model):
     whole AIMessage. For a tool call, ``arguments`` is the call's JSON arguments (a string
     when the model sent text or unparseable arguments), ``result`` the observation the
     model was sent (ToolMessage content, or the error), and ``text`` the log: the model
-    text a text strategy parsed the call from.
+    text a text strategy parsed the call from. A failed step has ``error``
+    (``"ExceptionClass: message"``) and ``error_type`` (the class's name; empty for a step
+    the run's end closed); see :data:`agents.events.FORMAT_ERROR_TYPES`.
     """
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
@@ -212,6 +233,9 @@ class AgentStep(models.Model):
     arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     result = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # A database default too, so rows inserted by raw SQL (bench/tracedata.py) get one.
+    error_type = models.CharField(max_length=100, blank=True, default="", db_default="",
+                                  db_index=True)  # fmt: skip
     text = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -235,7 +259,9 @@ class AgentStep(models.Model):
     def is_answer(self) -> bool:
         """Return True for a model turn that gave the run's final answer (in ``result``)."""
         return (
-            self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(self.result)
+            self.kind == StepKind.MODEL_TURN
+            and self.status == StepStatus.SUCCESS
+            and bool(self.result)
         )
 
     @property
@@ -248,13 +274,24 @@ class AgentStep(models.Model):
             self.kind == StepKind.TOOL_CALL
             and self.status == StepStatus.ERROR
             and not self.result
-            and not self.is_parse_error
+            and not self.is_format_error
         )
 
     @property
-    def is_parse_error(self) -> bool:
+    def badge(self) -> str:
+        """Return a tool call's outcome in a word or two, as its card's badge shows it."""
+        if self.status == StepStatus.RUNNING:
+            return "running"
+        if self.status == StepStatus.SUCCESS:
+            return "ok"
+        if self.is_format_error:
+            return "format error"
+        return "did not finish" if self.is_unfinished else "error"
+
+    @property
+    def is_format_error(self) -> bool:
         """Return True for a tool call that never ran: the model's output did not parse."""
-        return self.kind == StepKind.TOOL_CALL and self.error.startswith(PARSE_ERROR_PREFIXES)
+        return self.kind == StepKind.TOOL_CALL and is_format_error(self.error_type)
 
     @property
     def arguments_json(self) -> str:

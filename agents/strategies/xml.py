@@ -18,7 +18,7 @@ from agents.strategies.base import (
     EMPTY_REPLY,
     ParseError,
     TextStrategy,
-    ToolCallAction,
+    ToolAgentAction,
     parse_tool_input,
 )
 
@@ -141,7 +141,7 @@ class XmlStrategy(TextStrategy):
     parse_text = staticmethod(parse_xml)
     cut_observation = staticmethod(cut_observation)
 
-    def format_log(self, action: ToolCallAction) -> str:
+    def format_log(self, action: ToolAgentAction) -> str:
         """Return the model's text with the ``</tool_input>`` the stop sequence cut off."""
         if "<tool_input>" in action.log and "</tool_input>" not in action.log:
             return action.log + "</tool_input>"
