@@ -9,17 +9,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.demo.scenarios import EXAMPLES
 from chat import store
 from chat.forms import StrategyForm, tool_choice_choices
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
 from chat.runs import get_tools, model_badge
 
-EXAMPLES = [
-    "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
-    "What's the weather in Hangzhou, and what is 17*23?",
-    "What time is it in Chengdu, and where can I see pandas?",
-]
 SIDEBAR_LENGTH = 200
 COOKIE_CHECK = "welcome"
 
