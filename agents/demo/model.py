@@ -49,7 +49,9 @@ WRITERS: dict[str, tuple[Callable[..., str], Callable[[str], str], Callable[...,
 """Per text strategy: the writers of a call, of a final answer and of a broken call."""
 
 ARGS_PIECE = 12  # characters of a native call's JSON arguments per streamed chunk
-_PIECE = re.compile(r"[\u3400-\u9fff]{1,3}|[^\s\u3400-\u9fff]{1,12}\s*|\s+")
+# About a token per streamed piece, as a model streams: one CJK character, or up to six
+# other characters and the space after them.
+_PIECE = re.compile(r"[\u3400-\u9fff]|[^\s\u3400-\u9fff]{1,6}\s*|\s+")
 
 
 def prompt_strategy(prompt: str) -> type[TextStrategy] | None:

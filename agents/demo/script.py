@@ -27,7 +27,7 @@ from agents.tools.places import PLACES, find_places
 # A town the gazetteer does not know, written after "in", "at" or "for": "in Atlantis".
 _NAMED_TOWN = re.compile(r"\b(?:in|at|for)\s+([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?)")
 _FIELD = re.compile(r"\{([\w.\[\]]+)(?:\|([^{}]*))?\}")
-# What the runtime puts before a tool's own error message (agents.runtime.TOOL_RAISED).
+# What the runtime puts before a tool's own error message (agents.tool_calls.TOOL_RAISED).
 _RUNTIME_PREFIX = re.compile(r"^Error: (?:tool '[^']*' failed: )?(?:\w*(?:Error|Exception): )?")
 
 
@@ -52,8 +52,7 @@ class Outcome:
 class Turn:
     """What to say next: ``calls`` to make after ``text``, or ``text`` as the final reply.
 
-    ``malformed``: write the calls so that they break the format (the ``#malformed`` tag).
-    """
+    ``malformed``: write the calls so that they break the format (the ``#malformed`` tag)."""
 
     text: str
     calls: list[Call]
