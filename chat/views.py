@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import store
-from chat.forms import StrategyForm, tool_choice_choices
+from chat.forms import StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
 from chat.runs import get_tools, model_badge
@@ -85,8 +85,7 @@ def settings_context(
         "conversation": conversation,
         "settings_editable": editable,
         "settings_error": error,
-        "strategy_choices": Strategy.choices,
-        "tool_choice_choices": tool_choice_choices(names),
+        "settings_form": StrategyForm.of(conversation, tool_names=names),
     }
 
 
