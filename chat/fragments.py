@@ -20,6 +20,15 @@ from chat import store
 from chat.models import AgentRun, AgentStep, RunStatus
 
 
+def _render(template_name: str, context: dict[str, object]) -> str:
+    """Return the template rendered, without the whitespace around its one element.
+
+    Templates keep one tag per line; the line breaks around a fragment's element would
+    otherwise travel as text nodes into every swap.
+    """
+    return render_to_string(template_name, context).strip()
+
+
 def run_started(run: AgentRun) -> str:
     """Return the user's message and the run's (empty) container, appended to the list.
 
@@ -27,13 +36,13 @@ def run_started(run: AgentRun) -> str:
     the sidebar too, and the strategy picker becomes a badge: the strategy is fixed now.
     """
     conversation = run.conversation
-    inner = render_to_string("chat/_run.html", {"run": run, "steps": []})
-    title = render_to_string("chat/_title.html", {"conversation": conversation, "oob": True})
-    link = render_to_string(
+    inner = _render("chat/_run.html", {"run": run, "steps": []})
+    title = _render("chat/_title.html", {"conversation": conversation, "oob": True})
+    link = _render(
         "chat/_conversation_link.html",
         {"item": conversation, "active": conversation.pk, "oob": True},
     )
-    settings = render_to_string(
+    settings = _render(
         "chat/_settings.html",
         {"conversation": conversation, "settings_editable": False, "oob": True},
     )
@@ -46,19 +55,19 @@ def run_caught_up(run: AgentRun) -> str:
     Sent as an append to the message list; the page's script swaps it in place of the
     element with the same id when there is one (see ``static/js/chat.js``).
     """
-    inner = render_to_string("chat/_run.html", {"run": run, "steps": list(run.steps.all())})
+    inner = _render("chat/_run.html", {"run": run, "steps": list(run.steps.all())})
     return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>'
 
 
 def step_appended(step: AgentStep) -> str:
     """Return a new step (model turn or tool card) appended to its run's steps."""
-    inner = render_to_string("chat/_step.html", {"step": step})
+    inner = _render("chat/_step.html", {"step": step})
     return f'<div hx-swap-oob="beforeend:#run-{step.run_id}-steps">{inner}</div>'
 
 
 def step_replaced(step: AgentStep) -> str:
     """Return the step re-rendered, replacing its element by id."""
-    return render_to_string("chat/_step.html", {"step": step, "oob": True})
+    return _render("chat/_step.html", {"step": step, "oob": True})
 
 
 def text_delta(step_id: int, text: str, offset: int | None = None) -> str:
@@ -88,7 +97,7 @@ def text_replaced(step_id: int, text: str) -> str:
 
 def run_status(run: AgentRun) -> str:
     """Return the run's status line, replacing it by id, and clear any error notice."""
-    return render_to_string("chat/_run_status.html", {"run": run, "oob": True}) + error("")
+    return _render("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
 def run_ended(run: AgentRun) -> str:
@@ -106,7 +115,7 @@ def run_ended(run: AgentRun) -> str:
 
 def error(message: str) -> str:
     """Return an error notice for the chat page (escaped)."""
-    return render_to_string("chat/_error.html", {"message": message})
+    return _render("chat/_error.html", {"message": message})
 
 
 def runs_caught_up(*, conversation_id: int) -> list[str]:

@@ -108,6 +108,26 @@ class Conversation(models.Model):
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"
 
+    @property
+    def uses_native_tool_calls(self) -> bool:
+        """Return True for native tool calling, whose options (``tool_choice``...) apply."""
+        return self.strategy == Strategy.TOOL_CALLING
+
+    @property
+    def settings_label(self) -> str:
+        """Return the strategy and the native options that differ from the defaults.
+
+        ``"Native tool calling · tool_choice required · one call per turn"``, as the badge
+        of a conversation whose settings are fixed shows them; the text strategies have no
+        such options.
+        """
+        parts = [self.get_strategy_display()]
+        if self.uses_native_tool_calls and self.tool_choice != TOOL_CHOICE_AUTO:
+            parts.append(f"tool_choice {self.tool_choice}")
+        if self.uses_native_tool_calls and not self.parallel_tool_calls:
+            parts.append("one call per turn")
+        return " · ".join(parts)
+
 
 class Message(models.Model):
     """One chat message; an assistant message points at the run that wrote it."""
@@ -206,6 +226,18 @@ class AgentRun(models.Model):
         entry = self.provider_entry
         return entry is not None and entry.usage_estimated
 
+    @property
+    def tokens_label(self) -> str:
+        """Return the run's token total as its status line shows it ("" when unknown).
+
+        ``"≈412 tokens (estimated)"`` when the model estimated them, else ``"412 tokens"``.
+        """
+        if not self.total_tokens:
+            return ""
+        if self.usage_estimated:
+            return f"≈{self.total_tokens} tokens (estimated)"
+        return f"{self.total_tokens} tokens"
+
 
 class AgentStep(models.Model):
     """One step of a run: a model turn, or a tool call that turn asked for.
@@ -254,6 +286,63 @@ class AgentStep(models.Model):
     def __str__(self) -> str:
         label = self.tool_name if self.kind == StepKind.TOOL_CALL else "model turn"
         return f"Step {self.ordinal} of run {self.run_id}: {label}"
+
+    @property
+    def is_model_turn(self) -> bool:
+        """Return True for a model turn (else it is a tool call)."""
+        return self.kind == StepKind.MODEL_TURN
+
+    @property
+    def is_tool_call(self) -> bool:
+        """Return True for a tool call (else it is a model turn)."""
+        return self.kind == StepKind.TOOL_CALL
+
+    @property
+    def is_running(self) -> bool:
+        """Return True while the step has no outcome yet."""
+        return self.status == StepStatus.RUNNING
+
+    @property
+    def is_error(self) -> bool:
+        """Return True for a step that failed (its ``error`` says how)."""
+        return self.status == StepStatus.ERROR
+
+    @property
+    def text_is_markdown(self) -> bool:
+        """Return True when a model turn's text is prose (native calls), not a text
+        strategy's format (Thought:, JSON blob, tags), which is shown as written."""
+        return self.run.strategy == Strategy.TOOL_CALLING
+
+    @property
+    def outcome_class(self) -> str:
+        """Return the CSS class that sets the step's card apart.
+
+        A model turn is the ``answer`` or ``thinking`` on the way; a tool call that never
+        ran is a ``parse-error``, one its run's end closed ``unfinished``.
+        """
+        if self.is_model_turn:
+            return "answer" if self.is_answer else "thinking"
+        if self.is_format_error:
+            return "parse-error"
+        return "unfinished" if self.is_unfinished else ""
+
+    @property
+    def arguments_label(self) -> str:
+        """Return the heading of a tool call's arguments."""
+        if self.is_format_error:
+            return "Arguments (as far as they could be read)"
+        return "Arguments"
+
+    @property
+    def result_label(self) -> str:
+        """Return the heading of a tool call's result: what the model was sent, and as what.
+
+        Native calls send a ToolMessage, the text strategies an observation.
+        """
+        sent_as = "ToolMessage" if self.run.strategy == Strategy.TOOL_CALLING else "observation"
+        if self.is_error:
+            return f"Error (sent to the model as the {sent_as})"
+        return f"Result ({sent_as})"
 
     @property
     def is_answer(self) -> bool:

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agents.demo.scenarios import EXAMPLES
 from chat import store
-from chat.forms import StrategyForm, tool_choice_choices
+from chat.forms import StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
 from chat.runs import get_tools, model_badge
@@ -81,8 +81,7 @@ def settings_context(
         "conversation": conversation,
         "settings_editable": editable,
         "settings_error": error,
-        "strategy_choices": Strategy.choices,
-        "tool_choice_choices": tool_choice_choices(names),
+        "settings_form": StrategyForm.of(conversation, tool_names=names),
     }
 
 
