@@ -32,11 +32,26 @@ class RunStatus(enum.StrEnum):
 
 
 class StepStatus(enum.StrEnum):
-    """The outcome of one step (model turn or tool call)."""
+    """The outcome of one step (model turn or tool call).
+
+    ``success`` and ``error`` are ``ToolMessage.status``'s values (langchain-core).
+    """
 
     RUNNING = "running"
-    OK = "ok"
+    SUCCESS = "success"
     ERROR = "error"
+
+
+FORMAT_ERROR_TYPES = frozenset({"OutputParserException", "InvalidToolCall"})
+"""``error_type`` values of a tool call that never ran: the model's output broke the
+strategy's format (LangChain's ``OutputParserException``), or a native call's arguments
+were not JSON (an ``InvalidToolCall``). Every other error type is a tool that ran and
+failed, or a model call that failed."""
+
+
+def is_format_error(error_type: str) -> bool:
+    """Return True if ``error_type`` marks a format error (see :data:`FORMAT_ERROR_TYPES`)."""
+    return error_type in FORMAT_ERROR_TYPES
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,7 @@ class ModelTurnFinished:
     duration_ms: int
     raw: dict[str, Any]
     error: str = ""
+    error_type: str = ""
     final_answer: str = ""
     at: datetime = field(default_factory=utcnow)
 
@@ -115,7 +131,9 @@ class ToolCallFinished:
 
     ``result`` is the full result text (JSON for structured output) on success, or the
     error observation on failure; ``observation`` is what the model sees (clipped to the
-    runtime's limit); ``error`` is ``"ExceptionClass: message"`` when it failed.
+    runtime's limit); ``error`` is ``"ExceptionClass: message"`` when it failed and
+    ``error_type`` that class's name (``ValidationError``, ``TimeoutError``,
+    ``UnknownTool``...; a format error's is in :data:`FORMAT_ERROR_TYPES`: no tool ran).
     """
 
     iteration: int
@@ -126,7 +144,13 @@ class ToolCallFinished:
     observation: str
     error: str
     duration_ms: int
+    error_type: str = ""
     at: datetime = field(default_factory=utcnow)
+
+    @property
+    def is_format_error(self) -> bool:
+        """Return True if no tool ran: the model's output did not parse."""
+        return is_format_error(self.error_type)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
-FINAL_STEP = ("ok", "error")
+FINAL_STEP = ("success", "error")
 LOST_KINDS = ("message accepted", "step started", "step finished", "run status", "text")
 
 RUN_RE = re.compile(r'<section class="run" id="run-(\d+)"')

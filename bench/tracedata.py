@@ -101,8 +101,8 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
         calls.append({"name": tool, "args": args, "id": call_id, "type": "tool_call"})
     turn_ms = 600 + index % 400
     steps.append(
-        (run_id * 5 - 4, run_id, 1, 1, "model_turn", "ok", "", "", None, "", "", "", 820, 64, 884,
-         json.dumps({"content": "", "tool_calls": calls}), _ts(moment),
+        (run_id * 5 - 4, run_id, 1, 1, "model_turn", "success", "", "", None, "", "", "", 820,
+         64, 884, json.dumps({"content": "", "tool_calls": calls}), _ts(moment),
          _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms)
     )  # fmt: skip
     moment += timedelta(milliseconds=turn_ms)
@@ -115,15 +115,15 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
             result = FORMULA_STARTS[(index + k) // 10 % 4] + result
         error = "TimeoutError: the tool took longer than 10 s" if failed else ""
         steps.append(
-            (run_id * 5 - 3 + k, run_id, 2 + k, 1, "tool_call", "error" if failed else "ok",
+            (run_id * 5 - 3 + k, run_id, 2 + k, 1, "tool_call", "error" if failed else "success",
              call["name"], call["id"], json.dumps(call["args"]), result, error, "", None, None,
              None, "{}", _ts(moment), _ts(moment + timedelta(milliseconds=ms)), ms)
         )  # fmt: skip
         moment += timedelta(milliseconds=ms)
     answer = ANSWER.format(i=index, m=index % 7)
     steps.append(
-        (run_id * 5, run_id, 5, 2, "model_turn", "ok", "", "", None, answer, "", answer, 1460, 180,
-         1640, json.dumps({"content": answer}), _ts(moment),
+        (run_id * 5, run_id, 5, 2, "model_turn", "success", "", "", None, answer, "", answer,
+         1460, 180, 1640, json.dumps({"content": answer}), _ts(moment),
          _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms)
     )  # fmt: skip
     end = moment + timedelta(milliseconds=turn_ms)

@@ -34,7 +34,7 @@ from chat import store
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import AgentRun, AgentStep, Conversation, Message
-from chat.runs import model_config
+from chat.runs import model_badge
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
 BOM_PARAM = "bom"
@@ -192,6 +192,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
+        "provider_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
     )  # fmt: skip
@@ -200,7 +201,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         ("Run", {"fields": (
             ("status", "strategy"),
             ("tool_choice_shown", "parallel_shown"),
-            ("provider", "model_name"),
+            ("provider_shown", "model_name"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
             ("iterations", "tool_calls", "errors"),
@@ -285,7 +286,12 @@ class AgentRunAdmin(ReadOnlyAdmin):
             f"{_tokens(run.input_tokens)} in · {_tokens(run.output_tokens)} out · "
             f"{_tokens(run.total_tokens)} total"
         )
-        return f"{counts} (estimated by the demo model)" if run.provider == "demo" else counts
+        return f"{counts} (estimated by the model, not counted)" if run.usage_estimated else counts
+
+    @admin.display(description="provider")
+    def provider_shown(self, run: AgentRun) -> str:
+        entry = run.provider_entry
+        return f"{entry.label} ({entry.name})" if entry else run.provider_label
 
     @admin.display(description="question")
     def question_text(self, run: AgentRun) -> SafeString:
@@ -401,8 +407,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if run is None:
             raise Http404("No such run.")
         conversation = run.conversation
-        config = model_config()
-        same_model = (run.provider, run.model_name) == (config.provider, config.model_name)
         context = {
             "read_only": True,
             "opened_run": run,
@@ -411,7 +415,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "conversation": conversation,
             "conversations": [],
             "runs": store.conversation_runs(conversation_id=conversation.pk),
-            "model_label": config.label if same_model else f"{run.model_name} ({run.provider})",
-            "model_is_demo": run.provider == "demo",
+            "model_badge": model_badge(run),
         }
         return render(request, "chat/page.html", context)

@@ -13,4 +13,9 @@ class ChatConfig(AppConfig):
     verbose_name = "Chat and agent runs"
 
     def ready(self) -> None:
+        from django.core import checks
+
         from chat import signals  # noqa: F401  (connects the receivers)
+        from chat.checks import TAG, check_agent_model
+
+        checks.register(check_agent_model, TAG)

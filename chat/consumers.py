@@ -21,7 +21,13 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, reaper, store
-from chat.live import FRAGMENT_MESSAGE_TYPE, GroupPublisher, group_name, publish_run_statuses
+from chat.live import (
+    FRAGMENT_MESSAGE_TYPE,
+    GroupPublisher,
+    group_name,
+    interrupt_stale_runs,
+    publish_each,
+)
 from chat.runs import cancel_local, create_run, start_run
 from chat.validation import MessageError, clean_message
 
@@ -104,6 +110,16 @@ def parse_frame(
         raise FrameError(str(exc)) from None
 
 
+def _accept_message(*, conversation_id: int, content: str) -> tuple[int, str]:
+    """Store the message and its run; return the run's id and the fragment that shows it.
+
+    Sync, one ORM call: rendered where the rows were loaded. Raises what
+    :func:`chat.runs.create_run` raises (the owner's run limit applies).
+    """
+    run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
+    return run.pk, fragments.run_started(run) + fragments.error("")
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     """Join the conversation's group, start runs for new messages, relay fragments."""
 
@@ -167,17 +183,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
         await self._interrupt_stale_runs()
-        runs = await database_sync_to_async(store.runs_to_catch_up)(conversation_id=conversation.pk)
-        for run in runs:
-            await self.send(text_data=fragments.run_caught_up(run))
+        caught_up = await database_sync_to_async(fragments.runs_caught_up)(
+            conversation_id=conversation.pk
+        )
+        for html in caught_up:
+            await self.send(text_data=html)
 
-    async def _interrupt_stale_runs(self) -> list[Any]:
-        """Mark runs of a dead process interrupted and tell every tab of the conversation."""
-        interrupted = await database_sync_to_async(store.runs_interrupt_stale)(
+    async def _interrupt_stale_runs(self) -> bool:
+        """Mark runs of a dead process interrupted and tell every tab of the conversation;
+        return whether there were any."""
+        interrupted = await database_sync_to_async(interrupt_stale_runs)(
             conversation_id=self.conversation_id, now=utcnow()
         )
-        await publish_run_statuses(self.channel_layer, interrupted)
-        return interrupted
+        await publish_each(self.channel_layer, interrupted)
+        return bool(interrupted)
 
     async def disconnect(self, code: int) -> None:
         if self.conversation_id is not None:
@@ -212,8 +231,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         await self._interrupt_stale_runs()
         try:
-            run = await database_sync_to_async(create_run)(
-                conversation_id=self.conversation_id, content=content, rate_limited=True
+            run_id, html = await database_sync_to_async(_accept_message)(
+                conversation_id=self.conversation_id, content=content
             )
         except store.RunAlreadyGoing:
             await self.send(text_data=fragments.error(RUN_GOING))
@@ -223,8 +242,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=fragments.error(message))
             return
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        await publisher.publish(fragments.run_started(run) + fragments.error(""))
-        start_run(run.pk, listeners=[publisher])
+        await publisher.publish(html)
+        start_run(run_id, listeners=[publisher])
 
     async def _cancel_run(self) -> None:
         """Stop the conversation's running run, in whichever process runs it.

@@ -58,6 +58,7 @@ COLUMNS: tuple[str, ...] = (
     "total_tokens",
     "tool_choice",
     "parallel_tool_calls",
+    "step_error_type",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -120,10 +121,15 @@ def _run_cells(run: AgentRun) -> list[str]:
     ]
 
 
-def _option_cells(run: AgentRun) -> list[str]:
-    """Return the run's native tool-calling options (added after the first 30 columns)."""
+def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
+    """Return the columns added after the first 30: the run's native tool-calling options,
+    then the step's ``error_type``."""
     parallel = run.parallel_tool_calls
-    return [run.tool_choice, "" if parallel is None else str(parallel).lower()]
+    return [
+        run.tool_choice,
+        "" if parallel is None else str(parallel).lower(),
+        step.error_type if step is not None else "",
+    ]
 
 
 def _step_cells(step: AgentStep | None) -> list[str]:
@@ -181,7 +187,7 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     for _run_id, _ordinal, run, step in heapq.merge(
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
-        yield _run_cells(run) + _step_cells(step) + _option_cells(run)
+        yield _run_cells(run) + _step_cells(step) + _added_cells(run, step)
 
 
 class _Echo:

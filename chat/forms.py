@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from django import forms
 
-from chat.models import TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, Strategy
+from chat.models import TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, Conversation, Strategy
 
 
 def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
@@ -26,13 +26,35 @@ class StrategyForm(forms.Form):
     are ignored and set to their defaults.
     """
 
-    strategy = forms.ChoiceField(choices=Strategy.choices, initial=Strategy.TOOL_CALLING)
-    tool_choice = forms.CharField(required=False, max_length=200)
-    parallel_tool_calls = forms.BooleanField(required=False, initial=True)
+    strategy = forms.ChoiceField(
+        choices=Strategy.choices,
+        initial=Strategy.TOOL_CALLING,
+        widget=forms.Select(attrs={"id": "strategy-select"}),
+    )
+    tool_choice = forms.CharField(
+        required=False, max_length=200, widget=forms.Select(attrs={"id": "tool-choice-select"})
+    )
+    parallel_tool_calls = forms.BooleanField(
+        required=False,
+        initial=True,
+        widget=forms.CheckboxInput(attrs={"id": "parallel-tool-calls"}),
+    )
 
     def __init__(self, *args: object, tool_names: Sequence[str], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.tool_choices = dict(tool_choice_choices(tool_names))
+        choices = tool_choice_choices(tool_names)
+        self.tool_choices = dict(choices)
+        self.fields["tool_choice"].widget.choices = choices  # type: ignore[attr-defined]
+
+    @classmethod
+    def of(cls, conversation: Conversation, *, tool_names: Sequence[str]) -> StrategyForm:
+        """Return an unbound form showing ``conversation``'s settings (the picker)."""
+        initial = {
+            "strategy": conversation.strategy,
+            "tool_choice": conversation.tool_choice,
+            "parallel_tool_calls": conversation.parallel_tool_calls,
+        }
+        return cls(initial=initial, tool_names=tool_names)
 
     def clean(self) -> dict[str, object]:
         """Return the cleaned values, native options at their defaults for text ones.

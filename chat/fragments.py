@@ -3,6 +3,12 @@
 The htmx websocket extension swaps every top-level element it receives out-of-band:
 by its id (``hx-swap-oob="true"``, the default) or with an explicit strategy such as
 ``beforeend:#run-7-steps``. A page reload renders the same templates from the same rows.
+
+Every function here is sync and reads only rows loaded by the :mod:`chat.store` call it
+renders (``chat.store.rows.runs_loaded``); async code calls them inside the same
+``database_sync_to_async`` call that loaded the rows (:mod:`chat.recorder`,
+:mod:`chat.live`, :mod:`chat.consumers`). tests/chat/test_fragments.py renders each with
+database access forbidden.
 """
 
 from __future__ import annotations
@@ -10,16 +16,17 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from agents.events import (
-    ModelTurnFinished,
-    ModelTurnStarted,
-    RunFinished,
-    TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
+from chat import store
 from chat.models import AgentRun, AgentStep, RunStatus
-from chat.recorder import Update
+
+
+def _render(template_name: str, context: dict[str, object]) -> str:
+    """Return the template rendered, without the whitespace around its one element.
+
+    Templates keep one tag per line; the line breaks around a fragment's element would
+    otherwise travel as text nodes into every swap.
+    """
+    return render_to_string(template_name, context).strip()
 
 
 def run_started(run: AgentRun) -> str:
@@ -29,13 +36,13 @@ def run_started(run: AgentRun) -> str:
     the sidebar too, and the strategy picker becomes a badge: the strategy is fixed now.
     """
     conversation = run.conversation
-    inner = render_to_string("chat/_run.html", {"run": run, "steps": []})
-    title = render_to_string("chat/_title.html", {"conversation": conversation, "oob": True})
-    link = render_to_string(
+    inner = _render("chat/_run.html", {"run": run, "steps": []})
+    title = _render("chat/_title.html", {"conversation": conversation, "oob": True})
+    link = _render(
         "chat/_conversation_link.html",
         {"item": conversation, "active": conversation.pk, "oob": True},
     )
-    settings = render_to_string(
+    settings = _render(
         "chat/_settings.html",
         {"conversation": conversation, "settings_editable": False, "oob": True},
     )
@@ -48,19 +55,19 @@ def run_caught_up(run: AgentRun) -> str:
     Sent as an append to the message list; the page's script swaps it in place of the
     element with the same id when there is one (see ``static/js/chat.js``).
     """
-    inner = render_to_string("chat/_run.html", {"run": run, "steps": list(run.steps.all())})
+    inner = _render("chat/_run.html", {"run": run, "steps": list(run.steps.all())})
     return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>'
 
 
 def step_appended(step: AgentStep) -> str:
     """Return a new step (model turn or tool card) appended to its run's steps."""
-    inner = render_to_string("chat/_step.html", {"step": step})
+    inner = _render("chat/_step.html", {"step": step})
     return f'<div hx-swap-oob="beforeend:#run-{step.run_id}-steps">{inner}</div>'
 
 
 def step_replaced(step: AgentStep) -> str:
     """Return the step re-rendered, replacing its element by id."""
-    return render_to_string("chat/_step.html", {"step": step, "oob": True})
+    return _render("chat/_step.html", {"step": step, "oob": True})
 
 
 def text_delta(step_id: int, text: str, offset: int | None = None) -> str:
@@ -90,7 +97,7 @@ def text_replaced(step_id: int, text: str) -> str:
 
 def run_status(run: AgentRun) -> str:
     """Return the run's status line, replacing it by id, and clear any error notice."""
-    return render_to_string("chat/_run_status.html", {"run": run, "oob": True}) + error("")
+    return _render("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
 def run_ended(run: AgentRun) -> str:
@@ -108,20 +115,12 @@ def run_ended(run: AgentRun) -> str:
 
 def error(message: str) -> str:
     """Return an error notice for the chat page (escaped)."""
-    return render_to_string("chat/_error.html", {"message": message})
+    return _render("chat/_error.html", {"message": message})
 
 
-def for_update(update: Update) -> str | None:
-    """Return the fragment for a recorded event, or None when the page needs none."""
-    event = update.event
-    if isinstance(event, ModelTurnStarted | ToolCallStarted) and update.step is not None:
-        return step_appended(update.step)
-    if isinstance(event, ModelTurnFinished | ToolCallFinished) and update.step is not None:
-        return step_replaced(update.step)
-    if isinstance(event, TextDelta) and update.step_id is not None:
-        if update.text_snapshot is not None:
-            return text_replaced(update.step_id, update.text_snapshot)
-        return text_delta(update.step_id, event.text, update.text_offset)
-    if isinstance(event, RunFinished) and update.run is not None:
-        return run_ended(update.run)
-    return None
+def runs_caught_up(*, conversation_id: int) -> list[str]:
+    """Load and render the runs a page that just connected may have missed (sync).
+
+    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole.
+    """
+    return [run_caught_up(run) for run in store.runs_to_catch_up(conversation_id=conversation_id)]

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from agents.events import TextDelta
-from chat import fragments
-from chat.models import AgentRun
+from chat import fragments, store
 from chat.recorder import Update
 
 FRAGMENT_MESSAGE_TYPE = "run.fragment"
+
+Addressed = tuple[int, str]
+"""A fragment and the conversation whose pages it is for: ``(conversation_id, html)``."""
 
 
 def group_name(conversation_id: int) -> str:
@@ -24,7 +26,7 @@ def group_name(conversation_id: int) -> str:
 
 
 class GroupPublisher:
-    """A run listener that renders each update and sends it to the conversation's group.
+    """A run listener that sends each update's fragment to the conversation's group.
 
     Streamed text is coalesced: consecutive deltas of one model turn are held for up to
     ``flush_s`` seconds (``CHAT_STREAM_FLUSH_MS``) and sent as one fragment, so a model
@@ -51,27 +53,21 @@ class GroupPublisher:
 
     async def __call__(self, update: Update) -> None:
         async with self._lock:
-            event = update.event
-            if (
-                isinstance(event, TextDelta)
-                and update.text_snapshot is None
-                and update.step_id is not None
-                and self.flush_s > 0
-            ):
-                if self._held is not None and self._held[0] != update.step_id:
+            streamed = update.streamed
+            if streamed is not None and not streamed.whole and self.flush_s > 0:
+                if self._held is not None and self._held[0] != streamed.step_id:
                     await self._send_held()  # another turn's text goes first
                 if self._held is None:
-                    self._held = (update.step_id, update.text_offset, [])
-                self._held[2].append(event.text)
+                    self._held = (streamed.step_id, streamed.offset, [])
+                self._held[2].append(streamed.text)
                 self._schedule(self.flush_s)
                 return
-            if update.text_snapshot is not None:
+            if streamed is not None and streamed.whole:
                 self._held = None  # the snapshot holds that text
             else:
                 await self._send_held()
-            html = fragments.for_update(update)
-            if html:
-                await self.publish(html)
+            if update.html:
+                await self.publish(update.html)
 
     def _schedule(self, delay: float) -> None:
         if self._flush_task is None or self._flush_task.done():
@@ -89,13 +85,23 @@ class GroupPublisher:
             await self.publish(fragments.text_delta(step_id, "".join(parts), offset))
 
 
-async def publish_run_statuses(channel_layer: Any, runs: Iterable[AgentRun]) -> None:
-    """Send each ended run to its conversation's sockets (e.g. once interrupted)."""
-    for run in runs:
-        await GroupPublisher(channel_layer, run.conversation_id).publish(fragments.run_ended(run))
+def interrupt_stale_runs(*, now: datetime, conversation_id: int | None = None) -> list[Addressed]:
+    """Mark runs of a dead process interrupted and render what their pages need (sync).
+
+    See :func:`chat.store.runs_interrupt_stale`; each run is rendered whole, in the same
+    call that loaded it.
+    """
+    runs = store.runs_interrupt_stale(now=now, conversation_id=conversation_id)
+    return [(run.conversation_id, fragments.run_ended(run)) for run in runs]
 
 
-def publish_run_statuses_sync(runs: list[AgentRun]) -> None:
-    """Like :func:`publish_run_statuses`, from sync code (views), on the default layer."""
-    if runs:
-        async_to_sync(publish_run_statuses)(get_channel_layer(), runs)
+async def publish_each(channel_layer: Any, addressed: Iterable[Addressed]) -> None:
+    """Send each fragment to its conversation's sockets."""
+    for conversation_id, html in addressed:
+        await GroupPublisher(channel_layer, conversation_id).publish(html)
+
+
+def publish_each_sync(addressed: list[Addressed]) -> None:
+    """Like :func:`publish_each`, from sync code (views), on the default layer."""
+    if addressed:
+        async_to_sync(publish_each)(get_channel_layer(), addressed)

@@ -15,6 +15,8 @@ from django.db import models
 
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
+from agents.events import is_format_error
+from agents.providers import ProviderEntry, find_provider
 
 PREVIEW_NOTE = (
     "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
@@ -43,10 +45,6 @@ class Strategy(models.TextChoices):
     XML = "xml", "XML tags"
 
 
-# A tool-call step whose error starts with one of these never ran: the model's output did
-# not parse (a format error), as opposed to a tool that ran and failed.
-PARSE_ERROR_PREFIXES = ("OutputParserException", "InvalidToolCall")
-
 TOOL_CHOICE_AUTO = "auto"
 TOOL_CHOICE_REQUIRED = "required"
 
@@ -63,10 +61,11 @@ class RunStatus(models.TextChoices):
 
 
 class StepStatus(models.TextChoices):
-    """The outcome of a step; mirrors :class:`agents.events.StepStatus`."""
+    """The outcome of a step; mirrors :class:`agents.events.StepStatus` (whose values are
+    ``ToolMessage.status``'s)."""
 
     RUNNING = StepStatusEnum.RUNNING.value, "Running"
-    OK = StepStatusEnum.OK.value, "OK"
+    SUCCESS = StepStatusEnum.SUCCESS.value, "Success"
     ERROR = StepStatusEnum.ERROR.value, "Error"
 
 
@@ -108,6 +107,26 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"
+
+    @property
+    def uses_native_tool_calls(self) -> bool:
+        """Return True for native tool calling, whose options (``tool_choice``...) apply."""
+        return self.strategy == Strategy.TOOL_CALLING
+
+    @property
+    def settings_label(self) -> str:
+        """Return the strategy and the native options that differ from the defaults.
+
+        ``"Native tool calling · tool_choice required · one call per turn"``, as the badge
+        of a conversation whose settings are fixed shows them; the text strategies have no
+        such options.
+        """
+        parts = [self.get_strategy_display()]
+        if self.uses_native_tool_calls and self.tool_choice != TOOL_CHOICE_AUTO:
+            parts.append(f"tool_choice {self.tool_choice}")
+        if self.uses_native_tool_calls and not self.parallel_tool_calls:
+            parts.append("one call per turn")
+        return " · ".join(parts)
 
 
 class Message(models.Model):
@@ -187,6 +206,38 @@ class AgentRun(models.Model):
         """Return True while the run has not ended."""
         return self.status == RunStatus.RUNNING
 
+    @property
+    def provider_entry(self) -> ProviderEntry | None:
+        """Return the registry entry of the run's provider; None if it is no longer registered."""
+        return find_provider(self.provider)
+
+    @property
+    def provider_label(self) -> str:
+        """Return the run's provider for people, even one no longer registered."""
+        entry = self.provider_entry
+        return entry.label if entry else f"{self.provider}, no longer registered"
+
+    @property
+    def usage_estimated(self) -> bool:
+        """Return True when the run's token counts are its model's estimate, not a count.
+
+        A provider no longer registered cannot say: its counts are shown as stored.
+        """
+        entry = self.provider_entry
+        return entry is not None and entry.usage_estimated
+
+    @property
+    def tokens_label(self) -> str:
+        """Return the run's token total as its status line shows it ("" when unknown).
+
+        ``"≈412 tokens (estimated)"`` when the model estimated them, else ``"412 tokens"``.
+        """
+        if not self.total_tokens:
+            return ""
+        if self.usage_estimated:
+            return f"≈{self.total_tokens} tokens (estimated)"
+        return f"{self.total_tokens} tokens"
+
 
 class AgentStep(models.Model):
     """One step of a run: a model turn, or a tool call that turn asked for.
@@ -197,7 +248,9 @@ class AgentStep(models.Model):
     whole AIMessage. For a tool call, ``arguments`` is the call's JSON arguments (a string
     when the model sent text or unparseable arguments), ``result`` the observation the
     model was sent (ToolMessage content, or the error), and ``text`` the log: the model
-    text a text strategy parsed the call from.
+    text a text strategy parsed the call from. A failed step has ``error``
+    (``"ExceptionClass: message"``) and ``error_type`` (the class's name; empty for a step
+    the run's end closed); see :data:`agents.events.FORMAT_ERROR_TYPES`.
     """
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
@@ -212,6 +265,9 @@ class AgentStep(models.Model):
     arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     result = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # A database default too, so rows inserted by raw SQL (bench/tracedata.py) get one.
+    error_type = models.CharField(max_length=100, blank=True, default="", db_default="",
+                                  db_index=True)  # fmt: skip
     text = models.TextField(blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -232,10 +288,69 @@ class AgentStep(models.Model):
         return f"Step {self.ordinal} of run {self.run_id}: {label}"
 
     @property
+    def is_model_turn(self) -> bool:
+        """Return True for a model turn (else it is a tool call)."""
+        return self.kind == StepKind.MODEL_TURN
+
+    @property
+    def is_tool_call(self) -> bool:
+        """Return True for a tool call (else it is a model turn)."""
+        return self.kind == StepKind.TOOL_CALL
+
+    @property
+    def is_running(self) -> bool:
+        """Return True while the step has no outcome yet."""
+        return self.status == StepStatus.RUNNING
+
+    @property
+    def is_error(self) -> bool:
+        """Return True for a step that failed (its ``error`` says how)."""
+        return self.status == StepStatus.ERROR
+
+    @property
+    def text_is_markdown(self) -> bool:
+        """Return True when a model turn's text is prose (native calls), not a text
+        strategy's format (Thought:, JSON blob, tags), which is shown as written."""
+        return self.run.strategy == Strategy.TOOL_CALLING
+
+    @property
+    def outcome_class(self) -> str:
+        """Return the CSS class that sets the step's card apart.
+
+        A model turn is the ``answer`` or ``thinking`` on the way; a tool call that never
+        ran is a ``parse-error``, one its run's end closed ``unfinished``.
+        """
+        if self.is_model_turn:
+            return "answer" if self.is_answer else "thinking"
+        if self.is_format_error:
+            return "parse-error"
+        return "unfinished" if self.is_unfinished else ""
+
+    @property
+    def arguments_label(self) -> str:
+        """Return the heading of a tool call's arguments."""
+        if self.is_format_error:
+            return "Arguments (as far as they could be read)"
+        return "Arguments"
+
+    @property
+    def result_label(self) -> str:
+        """Return the heading of a tool call's result: what the model was sent, and as what.
+
+        Native calls send a ToolMessage, the text strategies an observation.
+        """
+        sent_as = "ToolMessage" if self.run.strategy == Strategy.TOOL_CALLING else "observation"
+        if self.is_error:
+            return f"Error (sent to the model as the {sent_as})"
+        return f"Result ({sent_as})"
+
+    @property
     def is_answer(self) -> bool:
         """Return True for a model turn that gave the run's final answer (in ``result``)."""
         return (
-            self.kind == StepKind.MODEL_TURN and self.status == StepStatus.OK and bool(self.result)
+            self.kind == StepKind.MODEL_TURN
+            and self.status == StepStatus.SUCCESS
+            and bool(self.result)
         )
 
     @property
@@ -248,13 +363,24 @@ class AgentStep(models.Model):
             self.kind == StepKind.TOOL_CALL
             and self.status == StepStatus.ERROR
             and not self.result
-            and not self.is_parse_error
+            and not self.is_format_error
         )
 
     @property
-    def is_parse_error(self) -> bool:
+    def badge(self) -> str:
+        """Return a tool call's outcome in a word or two, as its card's badge shows it."""
+        if self.status == StepStatus.RUNNING:
+            return "running"
+        if self.status == StepStatus.SUCCESS:
+            return "ok"
+        if self.is_format_error:
+            return "format error"
+        return "did not finish" if self.is_unfinished else "error"
+
+    @property
+    def is_format_error(self) -> bool:
         """Return True for a tool call that never ran: the model's output did not parse."""
-        return self.kind == StepKind.TOOL_CALL and self.error.startswith(PARSE_ERROR_PREFIXES)
+        return self.kind == StepKind.TOOL_CALL and is_format_error(self.error_type)
 
     @property
     def arguments_json(self) -> str:

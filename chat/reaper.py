@@ -19,8 +19,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.events import utcnow
-from chat import store
-from chat.live import publish_run_statuses
+from chat.live import interrupt_stale_runs, publish_each
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ async def _sweep() -> None:
     while True:
         await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
         try:
-            runs = await database_sync_to_async(store.runs_interrupt_stale)(now=utcnow())
-            await publish_run_statuses(layer, runs)
+            interrupted = await database_sync_to_async(interrupt_stale_runs)(now=utcnow())
+            await publish_each(layer, interrupted)
         except Exception:
             logger.exception("sweeping stale runs failed")

@@ -1,14 +1,20 @@
-"""Turn runtime events into AgentRun / AgentStep rows, in one place.
+"""Turn runtime events into rows and the page's fragments, in one place.
 
-The recorder writes through :mod:`chat.store` (inside ``database_sync_to_async``) and
-returns an :class:`Update` naming the rows an event touched, so listeners (the live page,
-the ``ask`` command) render from the same rows a page reload reads.
+:meth:`RunRecorder.record` is the one dispatch over :mod:`agents.events` on the server:
+for each kind it writes what the event means through :mod:`chat.store` and renders the
+fragment every open page needs (:mod:`chat.fragments`) from the rows just written, both in
+ONE call of ``database_sync_to_async``. No ORM object is read in async code, so a relation
+a query forgot to load costs a query in that thread, never a ``SynchronousOnlyOperation``
+at run time. It returns an :class:`Update` for the listeners: the live page
+(:class:`chat.live.GroupPublisher`) and the ``ask`` command's terminal printer.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from channels.db import database_sync_to_async
 
@@ -23,31 +29,41 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from chat import store
-from chat.models import AgentRun, AgentStep, StepKind
+from chat import fragments, store
+from chat.models import AgentRun, StepKind
 
 # How often (seconds) a streaming model turn's text is saved and re-sent whole.
 TEXT_SYNC_INTERVAL_S = 0.75
 
 
 @dataclass(frozen=True)
-class Update:
-    """What one event changed: ``step`` was ``created`` or updated; ``run`` when it ended.
+class StreamedText:
+    """Model text the page appends to model turn ``step_id``'s text element.
 
-    For a :class:`TextDelta`, ``step_id`` names the model turn it belongs to; nothing is
-    written except every :data:`TEXT_SYNC_INTERVAL_S`, when the turn's text so far is
-    saved and given as ``text_snapshot`` (so a page opened mid-stream catches up).
+    A delta starts at ``offset`` (UTF-16 code units, as the browser counts text), so a
+    page that is behind can tell; with ``whole`` it is the turn's text so far (saved every
+    :data:`TEXT_SYNC_INTERVAL_S`), which replaces what the page has.
     """
+
+    step_id: int
+    text: str
+    offset: int | None = None
+    whole: bool = False
+
+
+@dataclass(frozen=True)
+class Update:
+    """What recording one event gave: ``html``, the fragment for every page of the
+    conversation ("" when they need none); ``streamed``, set for model text, which a
+    publisher may coalesce with the next deltas (``html`` then holds it alone); ``run``,
+    the run row once the run has ended."""
 
     event: Event
     run_id: int
     conversation_id: int
-    step_id: int | None = None
-    step: AgentStep | None = None
-    created: bool = False
+    html: str = ""
+    streamed: StreamedText | None = None
     run: AgentRun | None = None
-    text_snapshot: str | None = None
-    text_offset: int | None = None
 
 
 def utf16_length(text: str) -> int:
@@ -56,11 +72,16 @@ def utf16_length(text: str) -> int:
 
 
 class RunRecorder:
-    """Record the events of one run (``run_id``) as rows; see the module docstring."""
+    """Record the events of one run as rows and fragments; see the module docstring.
+
+    ``iteration`` is the newest model turn begun (0 before the first), so whoever ends
+    the run from outside the loop (a cancel, a crash of the loop) can record its turns.
+    """
 
     def __init__(self, run: AgentRun) -> None:
         self.run_id = run.pk
         self.conversation_id = run.conversation_id
+        self.iteration = 0
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
@@ -68,9 +89,29 @@ class RunRecorder:
         self._call_step_ids: dict[tuple[int, str], int] = {}
         self._finished_turns: set[int] = set()
 
-    def _update(self, event: Event, **kwargs: object) -> Update:
-        return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
-                      **kwargs)  # type: ignore[arg-type]  # fmt: skip
+    async def record(self, event: Event) -> Update:
+        """Write what ``event`` means to the database and render it; return the update.
+
+        Raises ``TypeError`` for an object that is not a runtime event, or a kind this
+        recorder does not know yet (see "Adding an event kind" in docs/architecture.md).
+        """
+        match event:
+            case RunStarted():
+                return self._update(event)
+            case ModelTurnStarted():
+                return await self._in_db(self._turn_started, event)
+            case TextDelta():
+                return await self._text_delta(event)
+            case ModelTurnFinished():
+                return await self._in_db(self._turn_finished, event)
+            case ToolCallStarted():
+                return await self._in_db(self._call_started, event)
+            case ToolCallFinished():
+                return await self._in_db(self._call_finished, event)
+            case RunFinished():
+                return await self._in_db(self._run_finished, event)
+            case _:
+                raise TypeError(f"not a runtime event the recorder knows: {event!r}")
 
     async def flush_text(self) -> None:
         """Save the whole streamed text of every model turn still open (before a cancel).
@@ -85,76 +126,91 @@ class RunRecorder:
             if text:
                 await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
 
-    async def record(self, event: Event) -> Update:
-        """Write what ``event`` means to the database; return what changed."""
-        if isinstance(event, RunStarted):
+    def _update(self, event: Event, **kwargs: Any) -> Update:
+        return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
+                      **kwargs)  # fmt: skip
+
+    async def _in_db(self, write: Callable[[Any], Update], event: Event) -> Update:
+        """Run ``write(event)`` (rows and fragment) in the ORM's thread."""
+        return await database_sync_to_async(write)(event)
+
+    # Each method below runs in the ORM's thread: write, then render from the rows.
+
+    def _turn_started(self, event: ModelTurnStarted) -> Update:
+        step = store.step_start(
+            run_id=self.run_id, kind=StepKind.MODEL_TURN, iteration=event.iteration,
+            started_at=event.at,
+        )  # fmt: skip
+        self.iteration = event.iteration
+        self._turn_step_ids[event.iteration] = step.pk
+        self._turn_text[event.iteration] = []
+        self._last_sync[event.iteration] = time.monotonic()
+        return self._update(event, html=fragments.step_appended(step))
+
+    async def _text_delta(self, event: TextDelta) -> Update:
+        parts = self._turn_text.setdefault(event.iteration, [])
+        parts.append(event.text)
+        # Where this delta starts, in UTF-16 code units as the browser counts text, so a
+        # page that is behind (opened mid-stream) can tell and wait for a snapshot.
+        offset = self._utf16_length.get(event.iteration, 0)
+        self._utf16_length[event.iteration] = offset + utf16_length(event.text)
+        step_id = self._turn_step_ids.get(event.iteration)
+        if step_id is None:
             return self._update(event)
-        if isinstance(event, ModelTurnStarted):
-            step = await database_sync_to_async(store.step_start)(
-                run_id=self.run_id, kind=StepKind.MODEL_TURN, iteration=event.iteration,
-                started_at=event.at,
-            )  # fmt: skip
-            self._turn_step_ids[event.iteration] = step.pk
-            self._turn_text[event.iteration] = []
-            self._last_sync[event.iteration] = time.monotonic()
-            return self._update(event, step_id=step.pk, step=step, created=True)
-        if isinstance(event, TextDelta):
-            parts = self._turn_text.setdefault(event.iteration, [])
-            parts.append(event.text)
-            # Where this delta starts, in UTF-16 code units as the browser counts text, so
-            # a page that is behind (opened mid-stream) can tell and wait for a snapshot.
-            offset = self._utf16_length.get(event.iteration, 0)
-            self._utf16_length[event.iteration] = offset + utf16_length(event.text)
-            step_id = self._turn_step_ids.get(event.iteration)
-            now = time.monotonic()
-            if step_id is None or now - self._last_sync.get(event.iteration, 0) < (
-                TEXT_SYNC_INTERVAL_S
-            ):
-                return self._update(event, step_id=step_id, text_offset=offset)
-            self._last_sync[event.iteration] = now
-            text = "".join(parts)
-            await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
-            return self._update(event, step_id=step_id, text_snapshot=text)
-        if isinstance(event, ModelTurnFinished):
-            self._finished_turns.add(event.iteration)
-            usage = event.usage or {}
-            step = await database_sync_to_async(store.step_finish)(
-                step_id=self._turn_step_ids[event.iteration],
-                finished_at=event.at,
-                status=StepStatus.ERROR if event.error else StepStatus.OK,
-                text=event.text or "".join(self._turn_text.get(event.iteration, [])),
-                result=event.final_answer,
-                error=event.error,
-                raw=event.raw,
-                duration_ms=event.duration_ms,
-                input_tokens=usage.get("input_tokens"),
-                output_tokens=usage.get("output_tokens"),
-                total_tokens=usage.get("total_tokens"),
-            )
-            return self._update(event, step_id=step.pk, step=step)
-        if isinstance(event, ToolCallStarted):
-            step = await database_sync_to_async(store.step_start)(
-                run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
-                started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
-                arguments=event.args, text=event.log,
-            )  # fmt: skip
-            self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
-            return self._update(event, step_id=step.pk, step=step, created=True)
-        if isinstance(event, ToolCallFinished):
-            step = await database_sync_to_async(store.step_finish)(
-                step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
-                finished_at=event.at,
-                status=event.status,
-                result=event.result,
-                error=event.error,
-                duration_ms=event.duration_ms,
-            )
-            return self._update(event, step_id=step.pk, step=step)
-        if isinstance(event, RunFinished):
-            run = await database_sync_to_async(store.run_finish)(
-                run_id=self.run_id, status=event.status, output=event.output,
-                error=event.error, iterations=event.iterations, usage=event.usage,
-                finished_at=event.at,
-            )  # fmt: skip
-            return self._update(event, run=run)
-        raise TypeError(f"not a runtime event: {event!r}")
+        now = time.monotonic()
+        if now - self._last_sync.get(event.iteration, 0) < TEXT_SYNC_INTERVAL_S:
+            delta = StreamedText(step_id, event.text, offset)
+            return self._update(event, html=fragments.text_delta(step_id, event.text, offset),
+                                streamed=delta)  # fmt: skip
+        self._last_sync[event.iteration] = now
+        text = "".join(parts)
+        await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
+        snapshot = StreamedText(step_id, text, whole=True)
+        return self._update(event, html=fragments.text_replaced(step_id, text), streamed=snapshot)
+
+    def _turn_finished(self, event: ModelTurnFinished) -> Update:
+        self._finished_turns.add(event.iteration)
+        usage = event.usage or {}
+        step = store.step_finish(
+            step_id=self._turn_step_ids[event.iteration],
+            finished_at=event.at,
+            status=StepStatus.ERROR if event.error else StepStatus.SUCCESS,
+            text=event.text or "".join(self._turn_text.get(event.iteration, [])),
+            result=event.final_answer,
+            error=event.error,
+            error_type=event.error_type,
+            raw=event.raw,
+            duration_ms=event.duration_ms,
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
+            total_tokens=usage.get("total_tokens"),
+        )
+        return self._update(event, html=fragments.step_replaced(step))
+
+    def _call_started(self, event: ToolCallStarted) -> Update:
+        step = store.step_start(
+            run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
+            started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
+            arguments=event.args, text=event.log,
+        )  # fmt: skip
+        self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
+        return self._update(event, html=fragments.step_appended(step))
+
+    def _call_finished(self, event: ToolCallFinished) -> Update:
+        step = store.step_finish(
+            step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
+            finished_at=event.at,
+            status=event.status,
+            result=event.result,
+            error=event.error,
+            error_type=event.error_type,
+            duration_ms=event.duration_ms,
+        )
+        return self._update(event, html=fragments.step_replaced(step))
+
+    def _run_finished(self, event: RunFinished) -> Update:
+        run = store.run_finish(
+            run_id=self.run_id, status=event.status, output=event.output, error=event.error,
+            iterations=event.iterations, usage=event.usage, finished_at=event.at,
+        )  # fmt: skip
+        return self._update(event, html=fragments.run_ended(run), run=run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -18,8 +19,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 
 from agents.events import RunFinished, RunStatus, utcnow
-from agents.models.registry import ModelConfig, build_model
 from agents.prompts import SYSTEM_PROMPT
+from agents.providers import ModelConfig, ProviderEntry, build_model, get_provider
 from agents.runtime import RunLimits, run
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
@@ -46,6 +47,36 @@ def model_config() -> ModelConfig:
     return settings.AGENT_MODEL
 
 
+def model_provider() -> ProviderEntry:
+    """Return the configured provider's entry (the system checks made sure it exists)."""
+    return get_provider(model_config().provider)
+
+
+@dataclass(frozen=True)
+class ModelBadge:
+    """The model a page header names, and whether it is a scripted stand-in for one."""
+
+    label: str
+    scripted: bool
+
+
+def model_badge(run: AgentRun | None = None) -> ModelBadge:
+    """Return the header of a page: the configured model, or the model ``run`` used.
+
+    A run of another model (or of a provider no longer registered) is named by its
+    stored model name and provider.
+    """
+    config = model_config()
+    entry = model_provider()
+    if run is None or (run.provider, run.model_name) == (entry.name, entry.model_name(config)):
+        return ModelBadge(label=entry.model_label(config), scripted=entry.scripted)
+    ran = run.provider_entry
+    return ModelBadge(
+        label=f"{run.model_name} ({run.provider_label})",
+        scripted=ran is not None and ran.scripted,
+    )
+
+
 def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
     """Store the user's message and a running run with the configured model (sync).
 
@@ -59,7 +90,7 @@ def create_run(*, conversation_id: int, content: str, rate_limited: bool = False
         conversation_id=conversation_id,
         content=content,
         provider=config.provider,
-        model_name=config.model_name,
+        model_name=model_provider().model_name(config),
         started_at=utcnow(),
         runs_per_minute=limit or None,
     )
@@ -138,21 +169,20 @@ async def execute_run(
     messages = build_prompt(history, run_row.user_message.content)
     finished: AgentRun | None = None
 
-    async def finish(status: RunStatus, error: str, iterations: int) -> AgentRun:
-        event = RunFinished(status=status, output="", iterations=iterations, error=error)
+    async def finish(status: RunStatus, error: str) -> AgentRun:
+        event = RunFinished(status=status, output="", iterations=recorder.iteration, error=error)
         update = await recorder.record(event)
         await _notify(listeners, update)
         assert update.run is not None
         return update.run
 
-    iterations = 0
     this_task = asyncio.current_task()
     heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, this_task))
     try:
         try:
             model = model or get_model()
         except ValueError as exc:
-            return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc), 0)
+            return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
         tools = get_tools() if tools is None else tools
         strategy = run_strategy(run_row)
         async for event in run(model, tools, messages, strategy=strategy, limits=run_limits()):
@@ -164,7 +194,6 @@ async def execute_run(
             except asyncio.CancelledError:
                 await asyncio.shield(write)
                 raise
-            iterations = getattr(event, "iteration", iterations)
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
@@ -173,7 +202,7 @@ async def execute_run(
         async def record_cancel() -> AgentRun:
             stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
             await recorder.flush_text()
-            return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED, iterations)
+            return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED)
 
         # Shielded as a whole: a second cancel (two tabs pressing Stop) must not leave
         # the run recorded as running.
@@ -181,9 +210,7 @@ async def execute_run(
         raise
     except Exception as exc:
         logger.exception("run %s failed inside the loop", run_id)
-        return await finish(
-            RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__), iterations
-        )
+        return await finish(RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__))
     finally:
         heartbeat.cancel()
     assert finished is not None

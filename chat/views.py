@@ -9,17 +9,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.demo.scenarios import EXAMPLES
 from chat import store
-from chat.forms import StrategyForm, tool_choice_choices
-from chat.live import publish_run_statuses_sync
+from chat.forms import StrategyForm
+from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
-from chat.runs import get_tools, model_config
+from chat.runs import get_tools, model_badge
 
-EXAMPLES = [
-    "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
-    "What's the weather in Hangzhou, and what is 17*23?",
-    "What time is it in Chengdu, and where can I see pandas?",
-]
 SIDEBAR_LENGTH = 200
 COOKIE_CHECK = "welcome"
 
@@ -61,10 +57,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
-    publish_run_statuses_sync(
-        store.runs_interrupt_stale(conversation_id=conversation.pk, now=timezone.now())
-    )
-    config = model_config()
+    publish_each_sync(interrupt_stale_runs(conversation_id=conversation.pk, now=timezone.now()))
     editable = not store.conversation_started(conversation_id=conversation.pk)
     context = {
         **settings_context(conversation, editable=editable),
@@ -72,8 +65,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         "conversations": store.conversations_for_owner(owner=owner)[:SIDEBAR_LENGTH],
         "runs": store.conversation_runs(conversation_id=conversation.pk),
         "ws_path": f"/ws/chat/{conversation.pk}/",
-        "model_label": config.label,
-        "model_is_demo": config.provider == "demo",
+        "model_badge": model_badge(),
         "examples": EXAMPLES,
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
@@ -89,8 +81,7 @@ def settings_context(
         "conversation": conversation,
         "settings_editable": editable,
         "settings_error": error,
-        "strategy_choices": Strategy.choices,
-        "tool_choice_choices": tool_choice_choices(names),
+        "settings_form": StrategyForm.of(conversation, tool_names=names),
     }
 
 

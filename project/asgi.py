@@ -10,6 +10,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()
 
+from chat.checks import require_agent_checks  # noqa: E402
+
+# Daphne runs no system checks: refuse to serve a model that cannot be built (an unknown
+# AGENT_PROVIDER, a missing key) rather than fail each run later.
+require_agent_checks()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

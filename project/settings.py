@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.models.registry import ModelConfig
+from agents.providers import ModelConfig
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
@@ -154,6 +154,8 @@ LOGGING = {
 }
 
 # The agent. With OPENAI_API_KEY set, any OpenAI-compatible endpoint; else the offline demo.
+# An unknown AGENT_PROVIDER or a provider's missing setting is a system check error
+# (chat/checks.py), reported by manage.py and by project/asgi.py before serving.
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 AGENT_MODEL = ModelConfig(
     provider=env_str("AGENT_PROVIDER", "openai" if OPENAI_API_KEY else "demo"),

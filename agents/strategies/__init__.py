@@ -18,7 +18,7 @@ from agents.strategies.base import (
     ParseError,
     Strategy,
     StrategyOptions,
-    ToolCallAction,
+    ToolAgentAction,
 )
 from agents.strategies.react import ReActStrategy
 from agents.strategies.structured_chat import StructuredChatStrategy
@@ -31,7 +31,7 @@ __all__ = [
     "ParseError",
     "Strategy",
     "StrategyOptions",
-    "ToolCallAction",
+    "ToolAgentAction",
     "get_strategy",
 ]
 

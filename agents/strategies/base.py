@@ -6,7 +6,7 @@ scratchpad -> build the prompt -> bind the model -> parse the output), see
 ``create_structured_chat_agent``, ``create_xml_agent``). The loop in
 :mod:`agents.runtime` stays one loop: it asks the strategy for the prompt and the bound
 model, streams the model's reply, asks the strategy to parse it into a list of
-:class:`ToolCallAction` or an ``AgentFinish``, runs the actions and keeps the
+:class:`ToolAgentAction` or an ``AgentFinish``, runs the actions and keeps the
 ``(action, observation)`` pairs (the intermediate steps) that the strategy formats into
 the next turn's scratchpad.
 """
@@ -37,7 +37,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.strategies import strict_json
 
-IntermediateStep = tuple["ToolCallAction", ToolMessage]
+IntermediateStep = tuple["ToolAgentAction", ToolMessage]
 """One ``(action, observation)`` pair: what the model asked for and what it was told.
 
 The observation is a ToolMessage (``content``, ``tool_call_id``, ``status`` of
@@ -60,16 +60,19 @@ def new_tool_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-class ToolCallAction(AgentActionMessageLog):
+class ToolAgentAction(AgentActionMessageLog):
     """One tool call the model asked for: LangChain's AgentAction plus a ``tool_call_id``.
 
-    ``tool`` and ``tool_input`` (a dict of arguments, or a string for a tool with one
-    argument) say what to run; ``log`` is the raw model text the call was parsed from
-    (empty for native tool calls, whose ``message_log`` holds the AIMessage);
-    ``tool_call_id`` pairs the call with its observation. ``error`` is set when the call
-    cannot run (its output did not parse): the loop then reports ``error`` as the
-    observation instead of calling a tool. Mirrors ``ToolAgentAction`` of
-    ``langchain_classic.agents.output_parsers.tools``.
+    The same class as ``ToolAgentAction`` of
+    ``langchain_classic.agents.output_parsers.tools`` (langchain-classic is not a run-time
+    dependency), with two fields of ours. ``tool`` and ``tool_input`` (a dict of
+    arguments, or a string for a tool with one argument) say what to run; ``log`` is the
+    raw model text the call was parsed from (empty for native tool calls, whose
+    ``message_log`` holds the AIMessage); ``tool_call_id`` pairs the call with its
+    observation. ``error`` is set when the call cannot run (its output did not parse):
+    the loop then reports ``error`` as the observation instead of calling a tool, and
+    ``error_type`` says which kind of format error it was (one of
+    :data:`agents.events.FORMAT_ERROR_TYPES`).
     """
 
     tool_call_id: str
@@ -143,7 +146,7 @@ class Strategy(ABC):
         """Return the messages that show the model its earlier actions and observations."""
 
     @abstractmethod
-    def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+    def parse(self, message: AIMessage) -> list[ToolAgentAction] | AgentFinish:
         """Return the actions ``message`` asks for, or its final answer.
 
         Raises :class:`ParseError` when the message breaks the format.
@@ -194,7 +197,7 @@ class TextStrategy(Strategy):
             messages.append(HumanMessage(self.format_observation(text_of(observation))))
         return messages
 
-    def format_log(self, action: ToolCallAction) -> str:
+    def format_log(self, action: ToolAgentAction) -> str:
         """Return the model text to show for ``action`` in the scratchpad."""
         return action.log
 
@@ -202,7 +205,7 @@ class TextStrategy(Strategy):
         """Return ``observation`` in this format's ``observation_template``."""
         return self.observation_template.format(observation=observation)
 
-    def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+    def parse(self, message: AIMessage) -> list[ToolAgentAction] | AgentFinish:
         """Return the one action or the final answer in ``message``'s text.
 
         The action's ``log`` is the text up to any observation the model made up.
@@ -213,7 +216,7 @@ class TextStrategy(Strategy):
             return AgentFinish({"output": parsed}, log=text)
         tool, tool_input = parsed
         return [
-            ToolCallAction(
+            ToolAgentAction(
                 tool=tool,
                 tool_input=tool_input,
                 log=type(self).cut_observation(text),

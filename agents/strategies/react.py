@@ -9,6 +9,7 @@ of arguments (or plain text for a tool with one argument). One action per reply.
 
 from __future__ import annotations
 
+import json
 import re
 
 from agents.strategies.base import (
@@ -133,3 +134,31 @@ class ReActStrategy(TextStrategy):
     observation_template = OBSERVATION_PREFIX + "{observation}"
     parse_text = staticmethod(parse_react)
     cut_observation = staticmethod(cut_observation)
+
+
+FINAL_THOUGHT = "I now know the final answer"
+
+
+def format_react(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply calling ``tool`` with ``tool_input`` that :func:`parse_react` reads back.
+
+    The thought goes on one line. The input is one line of JSON (a string input too, so
+    text that looks like JSON stays text); raises ValueError for NaN or infinity, which
+    the parser refuses, and TypeError for a value JSON cannot hold.
+    """
+    arguments = json.dumps(tool_input, ensure_ascii=False, allow_nan=False)
+    return f"Thought: {' '.join(thought.split())}\nAction: {tool}\nAction Input: {arguments}"
+
+
+def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
+    """Return a reply whose Final Answer is ``answer``, as :func:`parse_react` reads it back.
+
+    ``answer`` may span lines; the format has no escape, so a line of it that starts with
+    a label (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
+    """
+    return f"Thought: {' '.join(thought.split())}\nFinal Answer: {answer}"
+
+
+def format_react_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply :func:`parse_react` rejects: the call with no ``Action Input:`` line."""
+    return f"Thought: {' '.join(thought.split())}\nAction: {tool}"

@@ -189,3 +189,38 @@ class StructuredChatStrategy(TextStrategy):
     parse_text = staticmethod(parse_structured)
     cut_observation = staticmethod(cut_observation)
     quote_tool_names = True
+
+
+FINAL_THOUGHT = "I know what to respond"
+
+
+def _blob_reply(thought: str, action: str, action_input: object, *, broken: bool) -> str:
+    blob = json.dumps(
+        {"action": action, "action_input": action_input},
+        ensure_ascii=False, allow_nan=False, indent=2,
+    )  # fmt: skip
+    if broken:  # a trailing comma: JSON that does not parse
+        blob = blob.removesuffix("\n}") + ",\n}"
+    # A backtick in the thought could open a fence before the blob's.
+    thought = " ".join(thought.replace("`", "'").split())
+    return f"Thought: {thought}\nAction:\n```json\n{blob}\n```"
+
+
+def format_structured(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply calling ``tool`` that :func:`parse_structured` reads back.
+
+    A Thought on one line (backticks become quotes), then ``{"action", "action_input"}``
+    as indented JSON in a ```` ```json ```` fence. Raises ValueError for NaN or infinity
+    and TypeError for a value JSON cannot hold.
+    """
+    return _blob_reply(thought, tool, tool_input, broken=False)
+
+
+def format_structured_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
+    """Return a reply whose final answer is ``answer`` (any text: it is a JSON string)."""
+    return _blob_reply(thought, FINAL_ANSWER, answer, broken=False)
+
+
+def format_structured_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply :func:`parse_structured` rejects: the blob with a trailing comma."""
+    return _blob_reply(thought, tool, tool_input, broken=True)

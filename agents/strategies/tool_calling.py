@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool
 from agents.strategies.base import (
     IntermediateStep,
     Strategy,
-    ToolCallAction,
+    ToolAgentAction,
     new_tool_call_id,
     text_of,
 )
@@ -76,7 +76,7 @@ class ToolCallingStrategy(Strategy):
             messages.append(observation)
         return messages
 
-    def parse(self, message: AIMessage) -> list[ToolCallAction] | AgentFinish:
+    def parse(self, message: AIMessage) -> list[ToolAgentAction] | AgentFinish:
         """Return one action per tool call (invalid ones carry an error), else the text.
 
         Missing or repeated ``tool_call_id`` values (some servers send them) are replaced
@@ -89,7 +89,7 @@ class ToolCallingStrategy(Strategy):
                 call["id"] = new_tool_call_id()
             seen.add(call["id"])  # type: ignore[arg-type]
         invalid = [
-            ToolCallAction(
+            ToolAgentAction(
                 tool=call.get("name") or "",
                 tool_input=call.get("args") or "",
                 log="",
@@ -103,7 +103,7 @@ class ToolCallingStrategy(Strategy):
             for call in message.invalid_tool_calls
         ]
         valid = [
-            ToolCallAction(
+            ToolAgentAction(
                 tool=call["name"],
                 tool_input=call["args"],
                 log="",

@@ -10,6 +10,7 @@ inside a tag need no escaping and entities are not decoded.
 
 from __future__ import annotations
 
+import json
 import re
 
 from agents.strategies.base import (
@@ -17,7 +18,7 @@ from agents.strategies.base import (
     EMPTY_REPLY,
     ParseError,
     TextStrategy,
-    ToolCallAction,
+    ToolAgentAction,
     parse_tool_input,
 )
 
@@ -140,8 +141,42 @@ class XmlStrategy(TextStrategy):
     parse_text = staticmethod(parse_xml)
     cut_observation = staticmethod(cut_observation)
 
-    def format_log(self, action: ToolCallAction) -> str:
+    def format_log(self, action: ToolAgentAction) -> str:
         """Return the model's text with the ``</tool_input>`` the stop sequence cut off."""
         if "<tool_input>" in action.log and "</tool_input>" not in action.log:
             return action.log + "</tool_input>"
         return action.log
+
+
+def _thought(text: str) -> str:
+    # One line with no "<": a tag in the thought would count as the reply's own.
+    return " ".join(text.replace("<", "").replace(">", "").split())
+
+
+def format_xml(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply calling ``tool`` that :func:`parse_xml` reads back.
+
+    The thought on one line (``<`` and ``>`` left out), then
+    ``<tool>name</tool><tool_input>{JSON}</tool_input>``; every ``<`` in the JSON is
+    written ``\\u003c``, which JSON reads back as ``<``, so a value holding
+    ``</tool_input>`` (the stop sequence) or ``<tool>`` cannot end or open a tag. Raises
+    ValueError for NaN or infinity and TypeError for a value JSON cannot hold.
+    """
+    arguments = json.dumps(tool_input, ensure_ascii=False, allow_nan=False)
+    arguments = arguments.replace("<", "\\u003c")
+    return f"{_thought(thought)}\n<tool>{tool}</tool><tool_input>{arguments}</tool_input>"
+
+
+def format_xml_final(answer: str) -> str:
+    """Return ``answer`` in ``<final_answer>`` tags, as :func:`parse_xml` reads it back.
+
+    Tags are not escaped in this format: ``<`` and ``&`` are fine, but an answer holding
+    one of the format's own tags (``<tool>``, ``<final_answer>``, ``<observation>``...)
+    would be read as that tag.
+    """
+    return f"<final_answer>{answer}</final_answer>"
+
+
+def format_xml_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
+    """Return a reply :func:`parse_xml` rejects: the call with no ``<tool_input>`` tag."""
+    return f"{_thought(thought)}\n<tool>{tool}</tool>"

@@ -1,8 +1,7 @@
 """The agent's bundled tools: offline, deterministic and free of Django.
 
 Five LangChain tools, each a typed function with a pydantic argument model and a
-description written for the model (English and Chinese keywords included, because the
-offline demo model routes questions by matching words against names and descriptions):
+description written for the model (when to use it, when not, what comes back):
 
 - ``search_travel_info(query)``: keyword search over bundled notes on Chinese cities.
 - ``weather_forecast(town, days=3)``: an offline, deterministic demo forecast.

@@ -1,9 +1,8 @@
 """Build the bundled tools: a typed function, a pydantic argument model, a description.
 
-A tool's description is its function's docstring, written for the model (when to use it,
-when not, what comes back, and the English and Chinese words a question might use). The
-offline demo model routes questions by matching their words against tool names and
-descriptions, so every tool that takes a town lists the same towns and none gains from it.
+A tool's description is its function's docstring, written for a language model: when to
+use it, when not, what each argument means and what comes back. Tools that take a town
+list the towns they know in a last paragraph (``notes``), so a model can pick one.
 """
 
 from __future__ import annotations

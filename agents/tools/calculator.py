@@ -190,11 +190,10 @@ class CalculatorArgs(BaseModel):
 def _calculator(expression: str) -> dict:
     """Calculate the value of an arithmetic expression; use it instead of mental arithmetic.
 
-    Use it whenever an answer needs arithmetic: calculate 计算 算一下, compute, math 数学,
-    sum 总共 合计, add 加上, subtract 减去, multiply 乘以 times ×, divide 除以 ÷, percent
-    百分比, average 平均, split a bill, total cost 总价. Supports + - * / // % ** (also ^ for
-    power), parentheses, sqrt, sin, cos, tan (radians), log (natural, or log(x, base)),
-    log10, exp, abs, round, pi and e. Not for unit or currency conversion with live rates.
+    Use it whenever an answer needs arithmetic: sums, products, percentages, averages,
+    splitting a bill, a total cost. Supports + - * / // % ** (also ^ for power),
+    parentheses, sqrt, sin, cos, tan (radians), log (natural, or log(x, base)), log10, exp,
+    abs, round, pi and e. Not for unit or currency conversion with live rates.
     Returns {"expression", "result"}; a bad expression is an error that says what was wrong.
     """
     return {"expression": expression, "result": evaluate_expression(expression)}

@@ -96,11 +96,10 @@ class CurrentTimeArgs(BaseModel):
 def _current_time(timezone: str = "UTC") -> dict:
     """Tell the current date and time, now, in a time zone or city.
 
-    Use it when the user asks what time it is, the date, or the day of the week: time 时间,
-    what time 几点 几点钟, now 现在, clock 钟, date 日期, today's date 今天几号, weekday
-    星期几 周几, time zone 时区, time difference 时差, local time 当地时间 北京时间. It only
-    reads the clock. Returns {"timezone", "iso", "date", "time", "weekday", ...}; an unknown
-    zone is an error with examples.
+    Use it when the user asks what time it is, the date or the day of the week somewhere,
+    or the time difference between places (call it once per place). It only reads the
+    clock. Returns {"timezone", "iso", "date", "time", "weekday", ...}; an unknown zone is
+    an error with examples.
     """
     zone, city = resolve_zone(timezone)
     result = time_in(zone, datetime.now(ZoneInfo("UTC")))

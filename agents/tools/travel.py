@@ -72,14 +72,12 @@ def _search_travel_info(query: str) -> dict:
     """Search bundled travel guide notes on Chinese cities and return the best matches.
 
     Use it to recommend a destination or answer travel questions: which city to visit, sights
-    and attractions, food and dishes, the best season and when to go, getting around.
-    Keywords: recommend 推荐, travel 旅游 旅行 trip 攻略, sights 景点 attractions 好玩,
-    city 城市 destination 去哪, food 美食 eat 好吃 小吃, season 季节 when to go 什么时候去,
-    gardens 园林 江南, water town 水乡, pandas 熊猫, hotpot 火锅, Great Wall 长城,
-    Forbidden City 故宫, the Bund 外滩, West Lake 西湖, Terracotta Warriors 兵马俑.
-    Not for anything live: other tools cover that. Results come in the query's language
-    (Chinese for a Chinese query) as {"query", "results": [{"city", "title", "snippet",
-    "score", ...}]}, best first; an empty list means the notes have nothing on it.
+    and attractions, food and dishes, the best season and when to go, getting around. Pass
+    the traveller's own words, in English or Chinese; naming a city ranks its notes first.
+    Not for anything live (weather, rooms, the time): other tools cover that. Results come
+    in the query's language (Chinese for a Chinese query) as {"query", "results": [{"city",
+    "title", "snippet", "score", ...}]}, best first; an empty list means the notes have
+    nothing on it.
     """
     return {"query": query, "results": search_knowledge(query)}
 
@@ -206,11 +204,10 @@ class WeatherForecastArgs(BaseModel):
 def _weather_forecast(town: str, days: int = 3) -> dict:
     """Give the weather forecast for a town in China for the next 1 to 7 days.
 
-    Use it when the user asks about weather 天气, the forecast 预报 天气预报, temperature
-    气温 温度, rain 下雨 降雨, sunny 晴天, cold 寒冷 or hot 炎热, or whether to pack an
-    umbrella 雨伞, for today 今天, tomorrow 明天 or the coming days 未来几天. Only the next
-    7 days: not for long-term averages. Each entry gives the day, a condition in English
-    and Chinese (e.g. "light rain" / "小雨"), high and low in °C and the chance of
+    Use it for the weather, temperature or chance of rain today, tomorrow or in the coming
+    days, or whether to pack an umbrella. Only the next 7 days: not for long-term averages
+    or the best season to visit. Each entry gives the day, a condition in English and
+    Chinese (e.g. "light rain" / "小雨"), high and low in °C and the chance of
     precipitation in percent. An unknown town is an error that lists the known towns. This
     is an offline demo forecast, not real data: say so if it matters.
     """
@@ -331,10 +328,10 @@ def _check_bnb_availability(
 ) -> dict:
     """Check which B&Bs in a town in China have free rooms for a stay, with prices.
 
-    Use it when the user wants somewhere to stay or to book: room 房间 空房, B&B bnb 民宿,
-    guesthouse 客栈, hotel 酒店, accommodation 住宿, stay 入住 住一晚, booking 预订 订房,
-    vacancy, price per night 房价. It cannot book, only report availability. Arguments: the
-    town, rooms needed, check_in day (default tomorrow), nights and optionally guests.
+    Use it when the user wants somewhere to stay (a B&B, guesthouse or hotel room) or asks
+    about vacancies or the price per night. It cannot book, only report availability.
+    Arguments: the town, rooms needed, check_in day (default tomorrow), nights and
+    optionally guests.
     Returns the available listings (English and Chinese names, neighbourhood, price per night
     and total in CNY, rooms free) and how many are unavailable. Offline demo data, not real
     bookings.

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, TextDelta, ToolCallFinished
-from agents.models.registry import ModelConfig, build_model
+from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.tools import default_tools
@@ -133,7 +133,7 @@ async def test_a_run_through_chat_openai_pairs_results_by_tool_call_id(server):
 
     finished = {e.tool_call_id: e for e in events if isinstance(e, ToolCallFinished)}
     assert set(finished) == {"call_w", "call_c"}
-    assert all(e.status is StepStatus.OK for e in finished.values())
+    assert all(e.status is StepStatus.SUCCESS for e in finished.values())
     assert '"result": 391' in finished["call_c"].result
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
         "Suzhou looks fine; 17*23 = 391."

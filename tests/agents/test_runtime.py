@@ -71,8 +71,8 @@ async def test_it_runs_sequential_tool_calls_then_answers():
     ]  # fmt: skip
     finished = of_type(events, ToolCallFinished)
     assert [(f.name, f.status, f.result) for f in finished] == [
-        ("add", StepStatus.OK, "5"),
-        ("shout", StepStatus.OK, '{"text": "HI"}'),
+        ("add", StepStatus.SUCCESS, "5"),
+        ("shout", StepStatus.SUCCESS, '{"text": "HI"}'),
     ]
     end = events[-1]
     assert (end.status, end.output, end.iterations) == (
@@ -164,7 +164,7 @@ async def test_arguments_that_fail_the_schema_become_an_error_observation():
     assert "do not match its schema" in first.result
     assert "a:" in first.result and "b:" in first.result
     assert first.error.startswith("ValidationError")
-    assert (second.status, second.result) == (StepStatus.OK, "4")
+    assert (second.status, second.result) == (StepStatus.SUCCESS, "4")
     assert events[-1].output == "4"
 
 

@@ -67,7 +67,7 @@ async def test_a_malformed_reply_becomes_an_error_step_then_the_retry_succeeds(n
     bad, good = of_type(events, ToolCallFinished)
     assert bad.status is StepStatus.ERROR and bad.error.startswith("OutputParserException: ")
     assert bad.name == "weather_forecast"  # what could be read of the call is kept
-    assert good.status is StepStatus.OK and '"苏州"' in good.result
+    assert good.status is StepStatus.SUCCESS and '"苏州"' in good.result
     started = of_type(events, ToolCallStarted)
     assert started[0].log == MALFORMED[name] and started[1].log.startswith(CALL[name])
     assert started[1].args == {"town": "苏州"}
@@ -134,7 +134,7 @@ async def test_native_invalid_tool_call_is_an_error_step_and_the_retry_succeeds(
 
     bad, good = of_type(events, ToolCallFinished)
     assert bad.status is StepStatus.ERROR and bad.error.startswith("InvalidToolCall: ")
-    assert good.status is StepStatus.OK
+    assert good.status is StepStatus.SUCCESS
     tool_message = model.prompts[1][-1]
     assert tool_message.tool_call_id == "bad" and tool_message.status == "error"
     assert events[-1].status is RunStatus.SUCCEEDED and events[-1].output == "苏州晴。"
@@ -203,4 +203,4 @@ async def test_a_call_with_empty_arguments_runs_with_no_arguments():
     messages = [HumanMessage("ping?")]
     events = [e async for e in run(model, [ping], messages)]
     (finished,) = of_type(events, ToolCallFinished)
-    assert finished.status is StepStatus.OK and finished.result == "pong"
+    assert finished.status is StepStatus.SUCCESS and finished.result == "pong"

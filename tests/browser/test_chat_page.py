@@ -37,7 +37,7 @@ def test_a_visitor_asks_watches_tool_cards_and_finds_them_after_a_reload(live_ap
     assert cards.count() == 3
     names = sorted(cards.nth(i).get_attribute("data-tool") for i in range(3))
     assert names == ["check_bnb_availability", "search_travel_info", "weather_forecast"]
-    assert first_run.locator(".tool-card[data-status=ok] pre.result").count() == 3
+    assert first_run.locator(".tool-card[data-status=success] pre.result").count() == 3
     answer = first_run.locator(".turn.answer").inner_text()
     assert "苏州" in answer
     assert first_run.locator(".run-status").get_attribute("data-status") == "succeeded"
@@ -46,14 +46,14 @@ def test_a_visitor_asks_watches_tool_cards_and_finds_them_after_a_reload(live_ap
 
     ask(page, SECOND_QUESTION, 2)
     second_run = page.locator(".run").nth(1)
-    assert second_run.locator(".tool-card[data-status=ok]").count() == 2
+    assert second_run.locator(".tool-card[data-status=success]").count() == 2
     assert "391" in second_run.locator(".turn.answer").inner_text()
 
     page.reload()
     page.wait_for_selector("#connection[data-state=open]")
     assert page.locator(".run").count() == 2
-    assert page.locator(".run").nth(0).locator(".tool-card[data-status=ok]").count() == 3
-    assert page.locator(".run").nth(1).locator(".tool-card[data-status=ok]").count() == 2
+    assert page.locator(".run").nth(0).locator(".tool-card[data-status=success]").count() == 3
+    assert page.locator(".run").nth(1).locator(".tool-card[data-status=success]").count() == 2
     assert "苏州" in page.locator(".run").nth(0).locator(".turn.answer").inner_text()
     page.screenshot(path=str(ARTIFACTS / "browser-after-reload.png"), full_page=True)
 
@@ -65,7 +65,7 @@ def test_a_visitor_asks_watches_tool_cards_and_finds_them_after_a_reload(live_ap
             (runs[0][0],),
         ).fetchall()
     assert sorted(steps) == [
-        ("check_bnb_availability", "ok"),
-        ("search_travel_info", "ok"),
-        ("weather_forecast", "ok"),
+        ("check_bnb_availability", "success"),
+        ("search_travel_info", "success"),
+        ("weather_forecast", "success"),
     ]

@@ -149,7 +149,7 @@ def assert_shown_interrupted(page, run_id: int, running_tools: list[str]) -> Non
     # The model turn that asked for the tools is still there, finished.
     turns = run.locator(".turn[data-kind=model_turn]")
     assert turns.count() >= 1
-    assert turns.nth(0).get_attribute("data-status") == "ok"
+    assert turns.nth(0).get_attribute("data-status") == "success"
     # The tool cards that were running are closed as errors that say why; none spins on.
     assert run.locator(".tool-card[data-status=running]").count() == 0
     assert run.locator(".spinner").count() == 0
@@ -247,7 +247,7 @@ def test_a_run_cut_off_by_a_server_crash_is_shown_interrupted_after_a_restart(
     assert runs[0][:2] == (run_id, "interrupted")
     assert "The server stopped while this run was going" in runs[0][2]
     kept = [(kind, tool, st) for run, kind, tool, st, _ in steps if run == run_id]
-    assert kept[0] == ("model_turn", "", "ok")
+    assert kept[0] == ("model_turn", "", "success")
     assert sorted(kept[1:]) == sorted(("tool_call", tool, "error") for tool in running_tools)
 
     assert_a_follow_up_succeeds(page, 2)

@@ -46,7 +46,7 @@ def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, brows
         (status,) = db.execute("SELECT status FROM chat_agentrun").fetchone()
         steps = db.execute("SELECT kind, status FROM chat_agentstep ORDER BY ordinal").fetchall()
     assert status == "cancelled"
-    assert steps[0] == ("model_turn", "ok") and len(steps) == 4  # kept, closed as errors
+    assert steps[0] == ("model_turn", "success") and len(steps) == 4  # kept, closed as errors
 
     # The chat is usable at once: a new question runs (the slow tools are not asked).
     page.fill("#composer-input", "Hello")

@@ -47,7 +47,7 @@ def test_every_strategy_recovers_from_a_format_error_in_the_page(live_app, brows
         cards = run.locator(".tool-card")
         assert cards.nth(0).get_attribute("class").endswith("parse-error")
         assert cards.nth(0).locator(".badge").inner_text() == "format error"
-        assert run.locator(".tool-card[data-status=ok]").count() == 2
+        assert run.locator(".tool-card[data-status=success]").count() == 2
         answer = run.locator(".turn.answer .turn-text").inner_text()
         assert "391" in answer and "Hangzhou" in answer
         for raw in ("Final Answer:", "<final_answer>", '"action"'):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
@@ -58,7 +59,7 @@ def make_run(
         input_tokens=100, output_tokens=20, total_tokens=120,
     )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=1, iteration=1, kind="model_turn", status="ok", started_at=now,
+        run=run, ordinal=1, iteration=1, kind="model_turn", status="success", started_at=now,
         text="Let me check.", raw={"tool_calls": [{"name": c[0], "id": c[1]} for c in calls]},
         input_tokens=60, output_tokens=10, total_tokens=70,
     )  # fmt: skip
@@ -69,7 +70,7 @@ def make_run(
             result=result, duration_ms=15,
         )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=len(calls) + 2, iteration=2, kind="model_turn", status="ok",
+        run=run, ordinal=len(calls) + 2, iteration=2, kind="model_turn", status="success",
         started_at=now, text=output, raw={"tool_calls": []},
         input_tokens=40, output_tokens=10, total_tokens=50,
     )  # fmt: skip
@@ -77,7 +78,7 @@ def make_run(
 
 
 def weather_call(call_id: str = "call_w1", town: str = "Suzhou") -> tuple:
-    return ("weather_forecast", call_id, {"town": town, "days": 1}, '{"high_c": 8}', "ok")
+    return ("weather_forecast", call_id, {"town": town, "days": 1}, '{"high_c": 8}', "success")
 
 
 def staff_user(username: str = "auditor", *perms: str) -> User:
@@ -161,7 +162,8 @@ def test_the_list_makes_the_same_number_of_queries_for_5_and_50_runs(client, aud
 def test_the_tool_name_filter_offers_each_tool_and_lists_a_run_once(client, auditor, alice):
     conversation = Conversation.objects.create(owner=alice)
     twice = make_run(conversation, calls=[weather_call("call_a"), weather_call("call_b")])
-    calc = make_run(conversation, calls=[("calculator", "call_c", {"expression": "1"}, "1", "ok")])
+    calc_call = ("calculator", "call_c", {"expression": "1"}, "1", "success")
+    calc = make_run(conversation, calls=[calc_call])
     make_run(conversation, calls=[])
 
     response = client.get(LIST)
@@ -201,9 +203,9 @@ def test_search_finds_runs_by_step_arguments_results_and_call_ids_once(
     conversation = Conversation.objects.create(owner=alice)
     hit = make_run(conversation, calls=[
         ("weather_forecast", "call_needle_1", {"town": "苏州", "q": "needle-arg"},
-         '{"note": "needle-result"}', "ok"),
+         '{"note": "needle-result"}', "success"),
         ("weather_forecast", "call_needle_2", {"town": "苏州", "q": "needle-arg"},
-         '{"note": "needle-result"}', "ok"),
+         '{"note": "needle-result"}', "success"),
     ])  # fmt: skip
     make_run(conversation, calls=[weather_call("call_other", town="Hangzhou")])
 
@@ -218,7 +220,7 @@ def test_search_covers_the_question_the_answer_and_tool_names(client, auditor, a
         conversation,
         question="Pandas in Chengdu?",
         output="See the **base**.",
-        calls=[("search_travel_info", "call_1", {"query": "pandas"}, "[]", "ok")],
+        calls=[("search_travel_info", "call_1", {"query": "pandas"}, "[]", "success")],
     )
     make_run(conversation, question="Other", output="Other", calls=[weather_call()])
 
@@ -236,7 +238,13 @@ def test_the_run_page_shows_steps_in_order_with_pretty_json_and_the_answer(clien
         question="What about \u202eexe.txt?",
         output="It is **sunny**. <script>alert(1)</script>",
         calls=[
-            ("weather_forecast", "call_first", {"town": "苏州"}, '{"days": [{"high_c": 8}]}', "ok"),
+            (
+                "weather_forecast",
+                "call_first",
+                {"town": "苏州"},
+                '{"days": [{"high_c": 8}]}',
+                "success",
+            ),
             ("calculator", "call_second", {"expression": "1/0"}, "Error: division", "error"),
         ],
     )
@@ -249,7 +257,8 @@ def test_the_run_page_shows_steps_in_order_with_pretty_json_and_the_answer(clien
     assert "<strong>sunny</strong>" in html  # the answer as Markdown
     assert "<script>alert(1)</script>" not in html
     assert '<span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
-    assert "Asked for <code>weather_forecast</code>, <code>calculator</code>" in html
+    asked = r"Asked for\s*<code>weather_forecast</code>,\s*<code>calculator</code>"
+    assert re.search(asked, html)
     assert "15 ms" in html and "60 in · 10 out · 70 tokens" in html
     assert f'href="{run_conversation(run)}#run-{run.pk}"' in html
     assert f'href="{run_export(run)}"' in html

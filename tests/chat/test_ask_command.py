@@ -23,12 +23,12 @@ def test_it_prints_the_trace_and_the_answer_and_stores_the_run():
 
     assert "→ weather_forecast(" in text
     assert "→ calculator(" in text
-    assert "← calculator ok" in text
+    assert "← calculator success" in text
     assert "391" in text
     assert "succeeded" in text
     run = AgentRun.objects.get()
     assert run.status == "succeeded"
-    assert AgentStep.objects.filter(run=run, kind="tool_call", status="ok").count() == 2
+    assert AgentStep.objects.filter(run=run, kind="tool_call", status="success").count() == 2
 
 
 def test_it_continues_a_conversation(scripted_model):

@@ -82,7 +82,7 @@ async def test_a_message_streams_fragments_with_tool_cards_and_stores_every_step
     assert TRAVEL_QUESTION in frames[0]
     for name in ("search_travel_info", "weather_forecast", "check_bnb_availability"):
         assert f'data-tool="{name}"' in html
-    assert 'data-status="ok"' in html
+    assert 'data-status="success"' in html
     assert "status-succeeded" in frames[-1]
 
     run = await database_sync_to_async(AgentRun.objects.get)()
@@ -98,7 +98,7 @@ async def test_a_message_streams_fragments_with_tool_cards_and_stores_every_step
         "weather_forecast",
         "check_bnb_availability",
     }
-    assert all(s.status == "ok" and s.result and s.tool_call_id for s in calls)
+    assert all(s.status == "success" and s.result and s.tool_call_id for s in calls)
     assert len({s.tool_call_id for s in calls}) == 3
     assert all(s.iteration == 1 for s in calls)
     weather = next(s for s in calls if s.tool_name == "weather_forecast")
@@ -387,7 +387,7 @@ async def test_a_socket_that_connects_mid_run_is_sent_the_run_so_far():
             heartbeat_at=timezone.now(),
         )  # fmt: skip
         AgentStep.objects.create(
-            run=run, ordinal=1, iteration=1, kind="tool_call", status="ok",
+            run=run, ordinal=1, iteration=1, kind="tool_call", status="success",
             tool_name="weather_forecast", tool_call_id="call_missed", arguments={},
             result='{"town": "Suzhou"}', started_at=timezone.now(),
         )  # fmt: skip

@@ -38,7 +38,7 @@ def make_run(*, question="q", status="succeeded", age=timedelta(0), steps=2, own
             tool_name="" if ordinal == 1 else "weather_forecast",
             tool_call_id="" if ordinal == 1 else f"call_{run.pk}_{ordinal}",
             arguments=None if ordinal == 1 else (arguments or {"town": "苏州"}),
-            result="" if ordinal == 1 else result, status="ok", started_at=started,
+            result="" if ordinal == 1 else result, status="success", started_at=started,
             finished_at=started + timedelta(milliseconds=15), duration_ms=15,
         )  # fmt: skip
     Message.objects.create(conversation=conversation, role="assistant", content="a", run=run)

@@ -60,16 +60,16 @@ async def test_a_parse_error_card_is_followed_by_a_successful_retry(strategy, sc
     html = "\n".join(frames)
 
     assert 'parse-error" id="step-' in html and ">format error<" in html
-    assert 'data-tool="weather_forecast" data-status="ok"' in html
+    assert 'data-tool="weather_forecast" data-status="success"' in html
     assert "status-succeeded" in frames[-1]
     run, steps = await run_steps()
     assert run.strategy == strategy and run.tool_choice == "" and run.parallel_tool_calls is None
     assert [(s.kind, s.status) for s in steps] == [
-        ("model_turn", "ok"), ("tool_call", "error"), ("model_turn", "ok"), ("tool_call", "ok"),
-        ("model_turn", "ok"),
+        ("model_turn", "success"), ("tool_call", "error"), ("model_turn", "success"), ("tool_call", "success"),
+        ("model_turn", "success"),
     ]  # fmt: skip
     bad, good = steps[1], steps[3]
-    assert bad.is_parse_error and bad.error.startswith("OutputParserException: ")
+    assert bad.is_format_error and bad.error.startswith("OutputParserException: ")
     assert bad.text == malformed  # the log: what the model wrote
     assert good.arguments == {"town": "苏州"} and good.text.startswith(call)
     assert steps[0].text == malformed and steps[2].text == call
@@ -95,7 +95,7 @@ async def test_the_demo_model_answers_the_travel_question_in_every_strategy(stra
     assert {s.tool_name for s in calls} == {
         "search_travel_info", "weather_forecast", "check_bnb_availability",
     }  # fmt: skip
-    assert all(s.status == "ok" for s in calls)
+    assert all(s.status == "success" for s in calls)
     iterations = [s.iteration for s in calls]
     if strategy == "tool_calling":
         assert iterations == [1, 1, 1] and not any(s.text for s in calls)
@@ -222,15 +222,15 @@ def stored_text_run(conversation: Conversation) -> AgentRun:
         duration_ms=10, iterations=2, output="It is **sunny**.",
     )  # fmt: skip
     call = 'Thought: weather\nAction: weather_forecast\nAction Input: {"town": "Suzhou"}'
-    AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="model_turn", status="ok",
+    AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="model_turn", status="success",
                              started_at=now, text=call)  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=2, iteration=1, kind="tool_call", status="ok", started_at=now,
+        run=run, ordinal=2, iteration=1, kind="tool_call", status="success", started_at=now,
         tool_name="weather_forecast", tool_call_id="call_1", arguments={"town": "Suzhou"},
         result='{"ok": true}', text=call,
     )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=3, iteration=2, kind="model_turn", status="ok", started_at=now,
+        run=run, ordinal=3, iteration=2, kind="model_turn", status="success", started_at=now,
         text="Thought: done\nFinal Answer: It is **sunny**.", result="It is **sunny**.",
     )  # fmt: skip
     return run
@@ -288,8 +288,10 @@ def test_migration_backfills_answers_and_native_options(alice):
     backfill(apps, None)
     asked.refresh_from_db(), answer.refresh_from_db(), run.refresh_from_db()
     assert (asked.result, answer.result) == ("", "Sunny.")
-    assert answer.is_answer and not asked.is_answer
     assert (run.tool_choice, run.parallel_tool_calls) == ("auto", True)
+    import_module("chat.migrations.0004_step_outcomes").ok_to_success(apps, None)
+    asked.refresh_from_db(), answer.refresh_from_db()
+    assert answer.is_answer and not asked.is_answer
 
 
 @pytest.mark.django_db(transaction=True)

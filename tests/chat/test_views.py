@@ -20,16 +20,16 @@ def stored_run(conversation: Conversation, *, question: str, result: str, answer
         finished_at=now, duration_ms=1200, iterations=2, output=answer,
     )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=1, iteration=1, kind="model_turn", status="ok", started_at=now,
+        run=run, ordinal=1, iteration=1, kind="model_turn", status="success", started_at=now,
         raw={"tool_calls": [{"name": "weather_forecast"}]},
     )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=2, iteration=1, kind="tool_call", status="ok", started_at=now,
+        run=run, ordinal=2, iteration=1, kind="tool_call", status="success", started_at=now,
         tool_name="weather_forecast", tool_call_id="call_1", arguments={"town": "苏州"},
         result=result, duration_ms=12,
     )  # fmt: skip
     AgentStep.objects.create(
-        run=run, ordinal=3, iteration=2, kind="model_turn", status="ok", started_at=now,
+        run=run, ordinal=3, iteration=2, kind="model_turn", status="success", started_at=now,
         text=answer, result=answer, raw={"tool_calls": []},
     )  # fmt: skip
     Message.objects.create(conversation=conversation, role="assistant", content=answer, run=run)
@@ -72,7 +72,7 @@ def test_the_page_renders_stored_tool_cards_and_the_answer(client):
     response = client.get(f"/c/{conversation.pk}/")
     html = response.content.decode()
     assert response.status_code == 200
-    assert 'data-tool="weather_forecast" data-status="ok"' in html
+    assert 'data-tool="weather_forecast" data-status="success"' in html
     assert "&quot;town&quot;: &quot;苏州&quot;" in html  # pretty JSON arguments, escaped
     assert "<strong>Sunny</strong>" in html  # the answer rendered as Markdown
     assert "Offline demo model" in html

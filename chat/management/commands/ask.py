@@ -15,7 +15,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.events import (
     ModelTurnFinished,
+    ModelTurnStarted,
     RunFinished,
+    RunStarted,
     RunStatus,
     TextDelta,
     ToolCallFinished,
@@ -24,9 +26,9 @@ from agents.events import (
 from chat import fragments, store
 from chat.forms import StrategyForm
 from chat.live import GroupPublisher
-from chat.models import PARSE_ERROR_PREFIXES, TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
+from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run, get_tools, model_config
+from chat.runs import Listener, create_run, execute_run, get_tools, model_badge
 from chat.validation import MessageError, clean_message
 
 RESULT_PREVIEW_CHARS = 600
@@ -64,45 +66,54 @@ class TracePrinter:
         self._write(text + "\n")
 
     async def __call__(self, update: Update) -> None:
-        event = update.event
-        if isinstance(event, TextDelta) and self.stream_text:
-            self._write(event.text)
-            self._midline = not event.text.endswith("\n")
-        elif isinstance(event, ModelTurnFinished):
-            if event.error:
-                self._line(f"[model turn {event.iteration}] error: {event.error}")
-            elif event.tool_calls or event.invalid_tool_calls:
-                count = len(event.tool_calls) + len(event.invalid_tool_calls)
-                unusable = len(event.invalid_tool_calls)
-                note = f", {unusable} could not be used" if unusable else ""
-                self._line(f"[model turn {event.iteration}] asked for {count} tool call(s){note}")
-        elif isinstance(event, ToolCallStarted):
-            args = (
-                event.args
-                if isinstance(event.args, str)
-                else json.dumps(event.args, ensure_ascii=False)
-            )
-            name = event.name or "(no tool named)"
-            shown = f"({args})" if args else " (arguments could not be read)"
-            self._line(f"→ {name}{shown}  [{event.tool_call_id}]")
-        elif isinstance(event, ToolCallFinished):
-            result = event.result
-            if len(result) > RESULT_PREVIEW_CHARS:
-                result = result[:RESULT_PREVIEW_CHARS] + f"… ({len(event.result):,} chars)"
-            if event.error.startswith(PARSE_ERROR_PREFIXES):
-                # The call never ran: the model's output did not parse.
-                self._line(f"← format error, sent back to the model: {result}")
-            else:
-                self._line(f"← {event.name} {event.status} in {event.duration_ms} ms: {result}")
-        elif isinstance(event, RunFinished):
-            self._line()
-            if event.output and (not self.stream_text or self.raw_format):
-                self._line(("Answer:\n" if self.stream_text else "") + event.output)
-            run = update.run
-            took = f" in {run.duration_ms} ms" if run and run.duration_ms is not None else ""
-            self._line(f"Run {update.run_id} {event.status}{took}, {event.iterations} turn(s)")
-            if event.error:
-                self._line(f"Error: {event.error}")
+        """Print what ``update``'s event says; ``TypeError`` for a kind it does not know."""
+        match update.event:
+            case RunStarted() | ModelTurnStarted():
+                pass  # the header line said the model; each turn shows by what it does
+            case TextDelta(text=text):
+                if self.stream_text:
+                    self._write(text)
+                    self._midline = not text.endswith("\n")
+            case ModelTurnFinished() as turn:
+                self._turn_finished(turn)
+            case ToolCallStarted() as call:
+                args = (
+                    call.args
+                    if isinstance(call.args, str)
+                    else json.dumps(call.args, ensure_ascii=False)
+                )
+                shown = f"({args})" if args else " (arguments could not be read)"
+                self._line(f"→ {call.name or '(no tool named)'}{shown}  [{call.tool_call_id}]")
+            case ToolCallFinished() as call:
+                result = call.result
+                if len(result) > RESULT_PREVIEW_CHARS:
+                    result = result[:RESULT_PREVIEW_CHARS] + f"… ({len(call.result):,} chars)"
+                if call.is_format_error:  # the call never ran: the model's output did not parse
+                    self._line(f"← format error, sent back to the model: {result}")
+                else:
+                    self._line(f"← {call.name} {call.status} in {call.duration_ms} ms: {result}")
+            case RunFinished() as end:
+                self._run_finished(end, update.run, update.run_id)
+            case other:
+                raise TypeError(f"not a runtime event the trace printer knows: {other!r}")
+
+    def _turn_finished(self, turn: ModelTurnFinished) -> None:
+        if turn.error:
+            self._line(f"[model turn {turn.iteration}] error: {turn.error}")
+        elif turn.tool_calls or turn.invalid_tool_calls:
+            count = len(turn.tool_calls) + len(turn.invalid_tool_calls)
+            unusable = len(turn.invalid_tool_calls)
+            note = f", {unusable} could not be used" if unusable else ""
+            self._line(f"[model turn {turn.iteration}] asked for {count} tool call(s){note}")
+
+    def _run_finished(self, end: RunFinished, run: AgentRun | None, run_id: int) -> None:
+        self._line()
+        if end.output and (not self.stream_text or self.raw_format):
+            self._line(("Answer:\n" if self.stream_text else "") + end.output)
+        took = f" in {run.duration_ms} ms" if run and run.duration_ms is not None else ""
+        self._line(f"Run {run_id} {end.status}{took}, {end.iterations} turn(s)")
+        if end.error:
+            self._line(f"Error: {end.error}")
 
 
 class Command(BaseCommand):
@@ -144,14 +155,13 @@ class Command(BaseCommand):
         except MessageError as exc:
             raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
-        config = model_config()
         options_shown = ""
         if conversation.strategy == Strategy.TOOL_CALLING:
             options_shown = f" (tool_choice {conversation.tool_choice}, " + (
                 "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
             )
         self.stdout.write(
-            f"Model: {config.label} · strategy {conversation.strategy}{options_shown} · "
+            f"Model: {model_badge().label} · strategy {conversation.strategy}{options_shown} · "
             f"conversation {conversation.pk}\n"
         )
         try:
@@ -168,7 +178,9 @@ class Command(BaseCommand):
             GroupPublisher(get_channel_layer(), conversation.pk) if settings.REDIS_URL else None
         )
         try:
-            finished = asyncio.run(self._run(run, printer, publisher))
+            # Rendered here, in sync code, from the rows create_run loaded.
+            started = fragments.run_started(run)
+            finished = asyncio.run(self._run(run.pk, started, printer, publisher))
         except KeyboardInterrupt:
             # asyncio.run cancelled the run's task, which stored the run as cancelled.
             raise CommandError(f"Interrupted: run {run.pk} was stored as cancelled.") from None
@@ -179,13 +191,13 @@ class Command(BaseCommand):
             raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
 
     async def _run(
-        self, run: AgentRun, printer: TracePrinter, publisher: GroupPublisher | None
+        self, run_id: int, started: str, printer: TracePrinter, publisher: GroupPublisher | None
     ) -> AgentRun:
         listeners: list[Listener] = [printer]
         if publisher is not None:
-            await publisher.publish(fragments.run_started(run))
+            await publisher.publish(started)
             listeners.append(publisher)
-        return await execute_run(run.pk, listeners=listeners)
+        return await execute_run(run_id, listeners=listeners)
 
     def _conversation(self, options: dict[str, Any]) -> Conversation:
         if options["conversation"] is not None:

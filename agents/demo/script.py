@@ -1,0 +1,255 @@
+"""Play the scenario table: decide the demo model's next turn from the messages so far.
+
+The question is the newest HumanMessage that is not an observation. Its calls are planned
+from :data:`~agents.demo.scenarios.SCENARIOS` the same way on every turn; what was done
+since is read back from the messages after it (native: the AIMessages' ``tool_calls``
+and their ToolMessages; text: each reply the strategy's own parser reads as a call,
+followed by its observation). A reply that broke the format made no call. Planned calls
+not made yet go next (all at once, or one per turn); then the answer from every result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
+from agents.strategies import ParseError
+from agents.strategies.base import TextStrategy, text_of
+from agents.tools.knowledge import contains_cjk
+from agents.tools.places import PLACES, find_places
+
+# A town the gazetteer does not know, written after "in", "at" or "for": "in Atlantis".
+_NAMED_TOWN = re.compile(r"\b(?:in|at|for)\s+([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?)")
+_FIELD = re.compile(r"\{([\w.\[\]]+)(?:\|([^{}]*))?\}")
+# What the runtime puts before a tool's own error message (agents.tool_calls.TOOL_RAISED).
+_RUNTIME_PREFIX = re.compile(r"^Error: (?:tool '[^']*' failed: )?(?:\w*(?:Error|Exception): )?")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call: the tool's name and its arguments."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A call that was made, the text that came back and whether it succeeded."""
+
+    call: Call
+    content: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What to say next: ``calls`` to make after ``text``, or ``text`` as the final reply.
+
+    ``malformed``: write the calls so that they break the format (the ``#malformed`` tag)."""
+
+    text: str
+    calls: list[Call]
+    malformed: bool = False
+
+
+def towns(text: str) -> list[str]:
+    """Return the towns ``text`` names: known places (English names), else one it does not."""
+    known = [place.name for place in find_places(text)]
+    unknown = _NAMED_TOWN.search(text)
+    return known or ([unknown[1]] if unknown else [])
+
+
+def render(template: str, source: Any) -> str | None:
+    """Return ``template`` with each ``{path}`` replaced by its value in ``source``.
+
+    ``source`` is JSON-like; a path is keys and list indexes, ``days[0].condition``. A
+    field may give a default, ``{town|UTC}``. None if a path has no value (or only a
+    list or an object) and no default.
+    """
+    values: list[str] = []
+    for path, default in _FIELD.findall(template):
+        value = source
+        for step in re.findall(r"[^.\[\]]+", path):
+            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
+                value = value[int(step)]
+            else:
+                value = value.get(step) if isinstance(value, dict) else None
+        if value is None or isinstance(value, dict | list):
+            if not default:
+                return None
+            value = default
+        values.append(str(value))
+    pieces = iter(values)
+    return _FIELD.sub(lambda _: next(pieces), template)
+
+
+def plan(question: str, earlier: Sequence[str], tools: Sequence[str]) -> tuple[list[Call], bool]:
+    """Return the calls ``question`` asks for, and whether a town was needed but not named.
+
+    ``earlier`` holds the user's earlier messages, oldest first; ``tools`` the callable
+    tool names. A question that triggers nothing but names a town repeats the town-bound
+    scenarios of the newest earlier message that had some.
+    """
+    matched = _matches(question, tools)
+    if not matched and towns(question):
+        for text in reversed(earlier):
+            matched = [(m, s) for m, s in _matches(text, tools) if "{town" in str(s.args)]
+            if matched:
+                break
+    places = _places(question, earlier)
+    calls: list[Call] = []
+    missing = False
+    for match, scenario in matched:
+        slots = {"question": question, **match.groupdict()}
+        for town in (places or [None]) if "{town" in str(scenario.args) else [None]:
+            call = _call(scenario, {**slots, "town": town})
+            missing = missing or call is None
+            if call is not None and call not in calls:
+                calls.append(call)
+    return calls, missing
+
+
+def _places(question: str, earlier: Sequence[str]) -> list[str]:
+    return next((names for text in (question, *reversed(earlier)) if (names := towns(text))), [])
+
+
+def _call(scenario: Scenario, slots: Mapping[str, str | None]) -> Call | None:
+    args = {name: render(template, slots) for name, template in scenario.args.items()}
+    return None if None in args.values() else Call(scenario.tool, args)
+
+
+def _matches(text: str, tools: Sequence[str]) -> list[tuple[re.Match[str], Scenario]]:
+    found = [(re.search(s.trigger, text, re.IGNORECASE), s) for s in SCENARIOS if s.tool in tools]
+    return sorted([(m, s) for m, s in found if m], key=lambda pair: pair[0].start())
+
+
+def _is_observation(message: BaseMessage, strategy: type[TextStrategy] | None) -> bool:
+    if strategy is None or not isinstance(message, HumanMessage):
+        return isinstance(message, ToolMessage)
+    head, _, tail = strategy.observation_template.partition("{observation}")
+    text = text_of(message)
+    return text.startswith(head) and text.endswith(tail)
+
+
+def made_calls(after: Sequence[BaseMessage], strategy: type[TextStrategy] | None) -> list[Outcome]:
+    """Return the calls made since the question, with what came back, in order.
+
+    Native (``strategy`` None): each ToolMessage paired with its AIMessage's tool call;
+    one answering an invalid call is left out. Text: each observation after a reply that
+    ``strategy.parse_text`` reads as a call (an observation after a reply that broke the
+    format answered no call).
+    """
+    outcomes: list[Outcome] = []
+    calls: dict[str, Call] = {}
+    for before, message in zip([None, *after], after, strict=False):
+        if isinstance(message, AIMessage):
+            calls.update({c["id"]: Call(c["name"], c["args"]) for c in message.tool_calls})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+            ok = message.status != "error"
+            outcomes.append(Outcome(calls[message.tool_call_id], text_of(message), ok))
+        elif strategy and isinstance(before, AIMessage) and _is_observation(message, strategy):
+            head, _, tail = strategy.observation_template.partition("{observation}")
+            content = text_of(message).removeprefix(head).removesuffix(tail)
+            try:
+                parsed = strategy.parse_text(text_of(before))
+            except ParseError:
+                continue
+            if not isinstance(parsed, str):
+                tool, tool_input = parsed
+                args = tool_input if isinstance(tool_input, dict) else {}
+                outcomes.append(Outcome(Call(tool, args), content, not content.startswith("Error")))
+    return outcomes
+
+
+def decide(
+    messages: Sequence[BaseMessage],
+    tools: Sequence[str],
+    *,
+    strategy: type[TextStrategy] | None = None,
+    required: bool = False,
+    one_per_turn: bool = False,
+) -> Turn:
+    """Return the next turn for ``messages`` (see the module docstring).
+
+    ``tools``: the names that may be called this turn; ``strategy``: the text format the
+    prompt asks for (None: native calls); ``required``: a call must be made (a forced
+    ``tool_choice``); ``one_per_turn``: one call per turn (``parallel_tool_calls=False``
+    or a text format).
+    """
+    spoken = [m for m in messages if isinstance(m, HumanMessage | AIMessage | ToolMessage)]
+    asked = [i for i, m in enumerate(spoken) if isinstance(m, HumanMessage)
+             and not _is_observation(m, strategy)]  # fmt: skip
+    index = asked[-1] if asked else -1
+    question, tags = re.subn(MALFORMED_TAG, "", text_of(spoken[index]) if index >= 0 else "")
+    question = " ".join(question.split())
+    lang = "zh" if contains_cjk(question) else "en"
+    if not question:
+        return Turn(TEXT[lang]["greeting"], [])
+    earlier = [text_of(m) for m in spoken[:index] if isinstance(m, HumanMessage)]
+    planned, missing = plan(question, earlier, tools)
+    outcomes = made_calls(spoken[index + 1 :], strategy)
+    first = len(spoken) == index + 1
+    if tools and not planned and not outcomes and (required or (tags and first)):
+        # A call nothing asked for: the first scenario whose arguments fill (the travel
+        # search takes any question), else the first tool with no arguments.
+        places = _places(question, earlier)
+        slots = {"question": question, "town": places[0] if places else None}
+        forced = [c for s in SCENARIOS if s.tool in tools and (c := _call(s, slots))]
+        planned = forced[:1] or [Call(tools[0], {})]
+    if tags and first and planned:
+        return Turn(plan_line(planned[:1], lang), planned[:1], malformed=True)
+    remaining = [call for call in planned if call not in [o.call for o in outcomes]]
+    # One call more than planned at most: a run whose calls never match the plan ends.
+    if remaining and len(outcomes) <= len(planned):
+        batch = remaining[:1] if one_per_turn else remaining
+        return Turn(plan_line(batch, lang), batch)
+    if outcomes:
+        return Turn(answer(outcomes, lang), [])
+    if missing:
+        known = TEXT[lang]["and"].join(p.name_zh if lang == "zh" else p.name for p in PLACES)
+        return Turn(TEXT[lang]["which_town"].format(towns=known), [])
+    if not tools:
+        return Turn(TEXT[lang]["no_tools"], [])
+    return Turn(TEXT[lang]["help"].format(examples="\n".join(f"- {q}" for q in EXAMPLES)), [])
+
+
+def plan_line(calls: Sequence[Call], lang: str) -> str:
+    """Return the line said before ``calls``: "Checking weather_forecast (Hangzhou)."."""
+    return TEXT[lang]["plan"].format(calls=TEXT[lang]["and"].join(_label(c, lang) for c in calls))
+
+
+def _label(call: Call, lang: str) -> str:
+    values = [v if len(v) <= 24 else v[:23] + "…" for v in map(str, call.args.values())]
+    args = TEXT[lang]["and"].join(values)
+    return TEXT[lang]["call"].format(tool=call.tool, args=args) if values else call.tool
+
+
+def answer(outcomes: Sequence[Outcome], lang: str) -> str:
+    """Return the Markdown answer: a sentence per call made, then a footer.
+
+    A result is said with the first answer template of the tool's scenario whose paths
+    all resolve in its JSON; a failed call with the tool's own error.
+    """
+    text, lines = TEXT[lang], []
+    for outcome in outcomes:
+        label = _label(outcome.call, lang)
+        if not outcome.ok:
+            error = _RUNTIME_PREFIX.sub("", outcome.content)
+            lines.append(text["failed"].format(call=label, error=error))
+            continue
+        try:
+            result = json.loads(outcome.content)
+        except ValueError:
+            result = None
+        scenario = next((s for s in SCENARIOS if s.tool == outcome.call.tool), None)
+        templates = scenario.answer[lang] if scenario else ()
+        said = (render(template, result) for template in templates)
+        lines.append(next((line for line in said if line), text["no_sentence"].format(call=label)))
+    return "\n\n".join([*lines, text["footer"]])

@@ -1,0 +1,64 @@
+"""System checks of the agent's configuration, run at start-up.
+
+``manage.py`` runs them before ``migrate``, ``ask`` and the other commands; Daphne runs
+no checks, so ``project/asgi.py`` calls :func:`require_agent_checks` before serving; the
+test suite runs every check when its session starts (``tests/conftest.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.providers import MissingSettings, UnknownProvider, check_config
+
+TAG = "agents"
+UNKNOWN_PROVIDER_ID = "chat.E001"
+MISSING_SETTINGS_ID = "chat.E002"
+
+
+def check_agent_model(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Return an error when ``AGENT_PROVIDER`` names no provider, or one that lacks settings."""
+    try:
+        check_config(settings.AGENT_MODEL)
+    except UnknownProvider as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint="Unset, AGENT_PROVIDER is openai when OPENAI_API_KEY is set, else demo "
+                "(docs/configuration.md).",
+                id=UNKNOWN_PROVIDER_ID,
+            )
+        ]
+    except MissingSettings as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint="Set them in the environment, or choose another AGENT_PROVIDER "
+                "(docs/configuration.md).",
+                id=MISSING_SETTINGS_ID,
+            )
+        ]
+    return []
+
+
+def require_agent_checks() -> None:
+    """Raise ``ImproperlyConfigured`` listing the agent check errors, if there are any.
+
+    For entry points that run no checks of their own (Daphne serving project/asgi.py).
+    """
+    errors = [
+        message
+        for message in checks.run_checks(tags=[TAG])
+        if message.is_serious() and not message.is_silenced()
+    ]
+    if errors:
+        listed = "\n".join(str(message) for message in errors)
+        raise ImproperlyConfigured(f"The agent is not configured; not serving.\n{listed}")

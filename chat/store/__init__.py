@@ -1,0 +1,72 @@
+"""The ORM boundary: every database read and write the async code needs.
+
+Plain sync functions with keyword-only arguments and ``<noun>_<verb>`` names; async
+callers use them only through ``channels.db.database_sync_to_async``. One module per
+concern, all of it importable from here:
+
+- :mod:`chat.store.conversations`: who owns a chat, its settings and its history;
+- :mod:`chat.store.runs`: a run's lifecycle, from the user's message to its end, and
+  its steps;
+- :mod:`chat.store.limits`: the per-owner run limit and the sweeps (runs of a dead
+  process, retention);
+- :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
+  a run's tool calls.
+"""
+
+from __future__ import annotations
+
+from chat.store.conversations import (
+    GUEST_KEY,
+    ConversationStarted,
+    Owner,
+    conversation_configure,
+    conversation_get,
+    conversation_get_or_create_empty,
+    conversation_history,
+    conversation_started,
+    conversations_adopt,
+    conversations_for_owner,
+)
+from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
+from chat.store.runs import (
+    RunAlreadyGoing,
+    conversation_runs,
+    run_cancel_requested,
+    run_finish,
+    run_get,
+    run_heartbeat,
+    run_request_cancel,
+    run_start,
+    runs_to_catch_up,
+    step_finish,
+    step_save_text,
+    step_start,
+)
+
+__all__ = [
+    "GUEST_KEY",
+    "ConversationStarted",
+    "Owner",
+    "RateLimited",
+    "RunAlreadyGoing",
+    "conversation_configure",
+    "conversation_get",
+    "conversation_get_or_create_empty",
+    "conversation_history",
+    "conversation_runs",
+    "conversation_started",
+    "conversations_adopt",
+    "conversations_for_owner",
+    "run_cancel_requested",
+    "run_finish",
+    "run_get",
+    "run_heartbeat",
+    "run_request_cancel",
+    "run_start",
+    "runs_delete",
+    "runs_interrupt_stale",
+    "runs_to_catch_up",
+    "step_finish",
+    "step_save_text",
+    "step_start",
+]

@@ -1,0 +1,40 @@
+"""What the store's modules share: runs loaded for rendering, a run's counted steps."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+
+from agents.events import FORMAT_ERROR_TYPES
+from chat.models import AgentRun, AgentStep, StepKind, StepStatus
+
+
+def runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+    """Return ``runs`` with all that rendering a run reads (``chat/_run.html``).
+
+    The conversation (its title and strategy), the user message and the steps in order
+    are fetched with the runs, so a template reads no row lazily: a test renders every
+    fragment with database access forbidden (tests/chat/test_fragments.py).
+    """
+    return runs.select_related("conversation", "user_message").prefetch_related(
+        # The prefetch sets each step's ``run`` to its run: no join needed for it.
+        Prefetch("steps", queryset=AgentStep.objects.order_by("ordinal"))
+    )
+
+
+def format_error_q() -> Q:
+    """Return a filter for tool-call steps that never ran (their output did not parse)."""
+    return Q(error_type__in=FORMAT_ERROR_TYPES)
+
+
+def count_tool_calls(run: AgentRun) -> None:
+    """Set the run's tool call, tool error and format error counts (not saved)."""
+    unparsed = format_error_q()
+    counts = run.steps.filter(kind=StepKind.TOOL_CALL).aggregate(
+        calls=Count("pk", filter=~unparsed),
+        # A call the run's end closed (no result) did not fail: it never answered.
+        errors=Count("pk", filter=Q(status=StepStatus.ERROR) & ~unparsed & ~Q(result="")),
+        format_errors=Count("pk", filter=unparsed),
+    )
+    run.tool_call_count = counts["calls"]
+    run.tool_error_count = counts["errors"]
+    run.format_error_count = counts["format_errors"]

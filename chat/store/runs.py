@@ -1,0 +1,236 @@
+"""A run's lifecycle: the user's message and a running run, its steps, its end."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from chat.models import (
+    AgentRun,
+    AgentStep,
+    Conversation,
+    Message,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    Strategy,
+)
+from chat.store.conversations import title_from
+from chat.store.limits import check_rate, runs_interrupt_stale
+from chat.store.rows import count_tool_calls, runs_loaded
+
+CANCELLED_STEP = "Cancelled before this step finished."
+ENDED_FOR_GOOD = (
+    RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ITERATIONS,
+)  # fmt: skip
+
+
+class RunAlreadyGoing(Exception):
+    """Raised when a conversation already has a running run."""
+
+
+def run_start(
+    *,
+    conversation_id: int,
+    content: str,
+    provider: str,
+    model_name: str,
+    started_at: datetime,
+    runs_per_minute: int | None = None,
+) -> AgentRun:
+    """Store the user's message and a new running run for it; return the run.
+
+    The run comes back with its conversation and user message, as rendering it needs.
+    Raises :class:`RunAlreadyGoing` if the conversation has a running run already, and
+    :class:`chat.store.limits.RateLimited` if ``runs_per_minute`` is set and the
+    conversation's owner (the user, or the guest's browser) has started that many runs,
+    in any of their conversations, in the minute before ``started_at``. Nothing is
+    stored then.
+    """
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        runs_interrupt_stale(conversation_id=conversation_id, now=started_at)
+        if conversation.runs.filter(status=RunStatus.RUNNING).exists():
+            raise RunAlreadyGoing(conversation_id)
+        if runs_per_minute is not None:
+            check_rate(conversation, runs_per_minute, started_at)
+        if not conversation.title:
+            conversation.title = title_from(content)
+        conversation.save(update_fields=["title", "updated_at"])
+        message = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=content
+        )
+        native = conversation.strategy == Strategy.TOOL_CALLING
+        return AgentRun.objects.create(
+            conversation=conversation,
+            user_message=message,
+            strategy=conversation.strategy,
+            tool_choice=conversation.tool_choice if native else "",
+            parallel_tool_calls=conversation.parallel_tool_calls if native else None,
+            provider=provider,
+            model_name=model_name,
+            started_at=started_at,
+            heartbeat_at=started_at,
+        )
+
+
+def run_get(*, run_id: int) -> AgentRun:
+    """Return the run with its conversation and user message loaded."""
+    return AgentRun.objects.select_related("conversation", "user_message").get(pk=run_id)
+
+
+def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
+    """Return the conversation's runs, oldest first, loaded for rendering."""
+    runs = AgentRun.objects.filter(conversation_id=conversation_id)
+    return list(runs_loaded(runs).order_by("started_at", "id"))
+
+
+def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
+    """Return the runs a newly connected page may have missed: running ones and the latest.
+
+    Loaded like :func:`conversation_runs`, oldest first.
+    """
+    latest = (
+        AgentRun.objects.filter(conversation_id=conversation_id)
+        .order_by("-started_at", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    if latest is None:
+        return []
+    return [
+        run
+        for run in conversation_runs(conversation_id=conversation_id)
+        if run.pk == latest or run.status == RunStatus.RUNNING
+    ]
+
+
+def run_heartbeat(*, run_id: int, at: datetime) -> None:
+    """Record that the process running ``run_id`` is alive at ``at``."""
+    AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=at)
+
+
+def run_request_cancel(*, conversation_id: int, at: datetime) -> AgentRun | None:
+    """Ask for the conversation's running run to stop; return it, or None if none runs.
+
+    Only records the request (``cancel_requested_at``); the process running the run
+    cancels its task (:func:`chat.runs.cancel_local`, or its heartbeat notices).
+    """
+    with transaction.atomic():
+        run = (
+            AgentRun.objects.select_for_update()
+            .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
+            .first()
+        )
+        if run is None:
+            return None
+        if run.cancel_requested_at is None:
+            run.cancel_requested_at = at
+            run.save(update_fields=["cancel_requested_at"])
+        return run
+
+
+def run_cancel_requested(*, run_id: int) -> bool:
+    """Return True if someone asked for the run to stop."""
+    return AgentRun.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
+
+
+def run_finish(
+    *,
+    run_id: int,
+    status: str,
+    output: str,
+    error: str,
+    iterations: int,
+    usage: dict[str, int],
+    finished_at: datetime,
+) -> AgentRun:
+    """Store how the run ended, close any step still running, add the assistant message.
+
+    A run that had ended already is returned as it was recorded: the first end stands (a
+    stop that came as the run finished), except that a live process may still finish a
+    run the sweep took for dead (interrupted). A run that did not succeed comes back
+    loaded for rendering, since the page is sent it whole again (steps it closed); one
+    that succeeded has had every step sent, and its status line reads only its own row.
+    """
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(pk=run_id)
+        if run.status in ENDED_FOR_GOOD:
+            return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+        run.status = status
+        run.output = output
+        run.error = error
+        run.iterations = iterations
+        run.finished_at = finished_at
+        run.duration_ms = max(0, int((finished_at - run.started_at).total_seconds() * 1000))
+        run.input_tokens = usage.get("input_tokens")
+        run.output_tokens = usage.get("output_tokens")
+        run.total_tokens = usage.get("total_tokens")
+        # Steps still going are closed with a short reason; the run's line says the rest.
+        closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
+        run.steps.filter(status=StepStatus.RUNNING).update(
+            status=StepStatus.ERROR, error=closed or f"run ended: {status}", finished_at=finished_at
+        )
+        count_tool_calls(run)
+        run.save()
+        if output:
+            Message.objects.create(
+                conversation_id=run.conversation_id,
+                role=Message.Role.ASSISTANT,
+                content=output,
+                run=run,
+            )
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
+    if status == RunStatus.SUCCEEDED:
+        return run
+    return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+
+
+def step_start(
+    *,
+    run_id: int,
+    kind: StepKind,
+    iteration: int,
+    started_at: datetime,
+    tool_name: str = "",
+    tool_call_id: str = "",
+    arguments: Any = None,
+    text: str = "",
+) -> AgentStep:
+    """Insert a running step with the next ordinal of its run; return it (with its run)."""
+    with transaction.atomic():
+        # Lock the run row so concurrent writers cannot take the same ordinal.
+        run = AgentRun.objects.select_for_update().get(pk=run_id)
+        last = AgentStep.objects.filter(run_id=run_id).aggregate(n=Max("ordinal"))["n"] or 0
+        return AgentStep.objects.create(
+            run=run,  # kept on the step, so rendering it reads the run's strategy freely
+            ordinal=last + 1,
+            iteration=iteration,
+            kind=kind,
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            arguments=arguments,
+            text=text,
+            started_at=started_at,
+        )
+
+
+def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentStep:
+    """Update a step with its outcome (``status``, ``result``, ``error_type``...); return
+    it with its run."""
+    step = AgentStep.objects.select_related("run").get(pk=step_id)
+    for name, value in fields.items():
+        setattr(step, name, value)
+    step.finished_at = finished_at
+    if "duration_ms" not in fields:
+        step.duration_ms = max(0, int((finished_at - step.started_at).total_seconds() * 1000))
+    step.save()
+    return step
+
+
+def step_save_text(*, step_id: int, text: str) -> None:
+    """Save a streaming model turn's text so far."""
+    AgentStep.objects.filter(pk=step_id).update(text=text)

@@ -1,0 +1,45 @@
+"""Outcomes are fields: ``error_type`` and ``ToolMessage.status``'s words, old rows too."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import pytest
+from django.apps import apps
+from django.utils import timezone
+
+from chat.models import AgentRun, AgentStep, Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+migration = import_module("chat.migrations.0004_step_outcomes")
+
+
+def test_the_migration_fills_error_type_from_stored_errors_and_renames_ok():
+    conversation = Conversation.objects.create()
+    question = Message.objects.create(conversation=conversation, role="user", content="q")
+    run = AgentRun.objects.create(conversation=conversation, user_message=question,
+                                  strategy="react", provider="demo", model_name="m",
+                                  started_at=timezone.now())  # fmt: skip
+    stored = {
+        "OutputParserException: Invalid format: missing 'Action:'": "OutputParserException",
+        "InvalidToolCall: Expecting value": "InvalidToolCall",
+        "UnknownTool: teleport": "UnknownTool",
+        "TimeoutError": "TimeoutError",
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error": "ValidationError",
+        "Cancelled before this step finished.": "",
+        "The server stopped before this step finished.": "",
+        "": "",
+    }
+    for ordinal, error in enumerate(stored, start=1):
+        AgentStep.objects.create(run=run, ordinal=ordinal, iteration=1, kind="tool_call",
+                                 status="error" if error else "ok", error=error,
+                                 started_at=timezone.now())  # fmt: skip
+
+    migration.fill_error_types(apps, None)
+    migration.ok_to_success(apps, None)
+
+    steps = list(AgentStep.objects.order_by("ordinal"))
+    assert {s.error: s.error_type for s in steps} == stored
+    assert [s.is_format_error for s in steps[:3]] == [True, True, False]
+    assert steps[-1].status == "success"
