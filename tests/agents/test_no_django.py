@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.timing import WAIT_S
+
 CODE = """
 import importlib, pkgutil, sys
 import agents
@@ -19,5 +21,7 @@ assert not leaked, leaked
 
 def test_every_module_of_agents_imports_without_django():
     # A fresh interpreter: this test process has Django loaded by pytest-django.
-    done = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CODE], capture_output=True, text=True, timeout=WAIT_S
+    )
     assert done.returncode == 0, done.stderr

@@ -249,7 +249,7 @@ async def test_a_model_that_hangs_times_out():
 async def test_a_tool_that_hangs_times_out_as_an_error_observation():
     async def hang() -> str:
         """Never return."""
-        await asyncio.sleep(30)
+        await asyncio.Event().wait()
         return "never"
 
     model = ScriptedChatModel(
