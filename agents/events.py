@@ -46,7 +46,8 @@ FORMAT_ERROR_TYPES = frozenset({"OutputParserException", "InvalidToolCall"})
 """``error_type`` values of a tool call that never ran: the model's output broke the
 strategy's format (LangChain's ``OutputParserException``), or a native call's arguments
 were not JSON (an ``InvalidToolCall``). Every other error type is a tool that ran and
-failed, or a model call that failed."""
+failed, or a model call that failed; a tool's own exception of one of these names is
+recorded with its module (``langchain_core.exceptions.OutputParserException``)."""
 
 
 def is_format_error(error_type: str) -> bool:

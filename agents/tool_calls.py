@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from agents.events import StepStatus, ToolCallFinished, ToolCallStarted
+from agents.events import StepStatus, ToolCallFinished, ToolCallStarted, is_format_error
 from agents.model_turn import call_dict, elapsed_ms, error_text
 from agents.strategies import ToolAgentAction
 
@@ -73,6 +73,20 @@ def _to_text(output: Any) -> str:
         return str(output)
 
 
+def tool_error_type(exc: BaseException) -> str:
+    """Return the ``error_type`` of an exception a tool raised: its class name.
+
+    A class named like a format error (a tool running a chain of its own may raise
+    LangChain's ``OutputParserException``) is named with its module,
+    ``langchain_core.exceptions.OutputParserException``: the tool ran, so the call must
+    not read as one whose arguments never reached it.
+    """
+    cls = type(exc)
+    if is_format_error(cls.__name__):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return cls.__name__
+
+
 async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Sequence[str],
                      timeout_s: float) -> _Outcome:  # fmt: skip
     """Run one tool call; an unknown name, a schema failure, an exception or a time-out
@@ -96,7 +110,7 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Sequ
         return _Outcome(StepStatus.ERROR, message, error_text(exc), type(exc).__name__)
     except Exception as exc:
         message = TOOL_RAISED.format(name=name, error=error_text(exc))
-        return _Outcome(StepStatus.ERROR, message, error_text(exc), type(exc).__name__)
+        return _Outcome(StepStatus.ERROR, message, error_text(exc), tool_error_type(exc))
     return _Outcome(StepStatus.SUCCESS, _to_text(output))
 
 

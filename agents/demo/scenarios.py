@@ -90,7 +90,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         # Numbers with an operator between them; not a date such as 2025-05-01.
-        trigger=r"(?<![\w.-])(?!\d{4}-\d\d-\d\d)(?P<expression>[-(]*\d[\d.]*\)*"
+        trigger=r"(?<![\w.(-])(?!\d{4}-\d\d-\d\d)(?P<expression>[-(]*\d[\d.]*\)*"
         r"(?:\s*(?:\*\*|[-+*/×÷^%])\s*[-(]*\d[\d.]*\)*)+)",
         tool="calculator",
         args={"expression": "{expression}"},

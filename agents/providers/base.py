@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -98,10 +99,15 @@ class ProviderEntry:
         return self.fixed_model_name or config.model
 
     def model_label(self, config: ModelConfig) -> str:
-        """Return a one-line, human description of the model, as the page shows it."""
+        """Return a one-line, human description of the model, as the page shows it.
+
+        Every visitor sees it, so the endpoint is only its host and port: a base URL may
+        carry credentials (``https://user:key@host/v1``) or a key in its query.
+        """
         if self.fixed_model_label:
             return self.fixed_model_label
-        return f"{config.model} via {config.base_url or self.default_endpoint}"
+        where = urlsplit(config.base_url).netloc.rpartition("@")[2] if config.base_url else ""
+        return f"{config.model} via {where or config.base_url or self.default_endpoint}"
 
     def missing_settings(self, config: ModelConfig) -> list[str]:
         """Return the settings ``config`` lacks for this provider, in ``requires`` order."""

@@ -4,7 +4,9 @@
 A format error was recognised by the prefix of ``error`` ("OutputParserException: ...",
 "InvalidToolCall: ..."); every failed step's error starts with its exception class
 ("ValidationError: ...", "UnknownTool: x", "TimeoutError"). That class name is copied
-into ``error_type``; an error in plain words (a step closed by its run's end) has none.
+into ``error_type``; an error in plain words (a step closed by its run's end) has none,
+except a model turn that timed out, stored as a sentence, whose type is ``TimeoutError``
+as the runtime gives new ones.
 A step's status ``ok`` becomes ``success``, ``ToolMessage.status``'s word.
 """
 
@@ -14,17 +16,22 @@ from django.db import migrations, models
 
 # "ExceptionClass: message" or a bare "ExceptionClass" (a dotted path is allowed).
 ERROR_CLASS = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+# agents.model_turn.MODEL_TIMED_OUT: how the runtime stores a model turn that timed out.
+MODEL_TIMED_OUT = re.compile(r"^The model did not answer within \S+ seconds\.$")
 BATCH = 2000
 
 
 def fill_error_types(apps, schema_editor):
     AgentStep = apps.get_model("chat", "AgentStep")
-    failed = AgentStep.objects.exclude(error="").only("pk", "error").order_by("pk")
+    failed = AgentStep.objects.exclude(error="").only("pk", "kind", "error").order_by("pk")
     batch = []
     for step in failed.iterator(chunk_size=BATCH):
         match = ERROR_CLASS.match(step.error)
         if match:
             step.error_type = match[1].rsplit(".", 1)[-1][:100]
+            batch.append(step)
+        elif step.kind == "model_turn" and MODEL_TIMED_OUT.match(step.error):
+            step.error_type = "TimeoutError"
             batch.append(step)
         if len(batch) >= BATCH:
             AgentStep.objects.bulk_update(batch, ["error_type"])

@@ -1,8 +1,11 @@
-"""What the store's modules share: runs loaded for rendering, a run's counted steps."""
+"""What the store's modules share: runs loaded for rendering, a run's counted steps, and
+values every database can store."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from typing import Any
+
+from django.db.models import Count, Model, Prefetch, Q, QuerySet
 
 from agents.events import FORMAT_ERROR_TYPES
 from chat.models import AgentRun, AgentStep, StepKind, StepStatus
@@ -38,3 +41,32 @@ def count_tool_calls(run: AgentRun) -> None:
     run.tool_call_count = counts["calls"]
     run.tool_error_count = counts["errors"]
     run.format_error_count = counts["format_errors"]
+
+
+def storable(value: Any) -> Any:
+    """Return ``value`` with every NUL character replaced by U+FFFD, at any depth.
+
+    Model and tool output is stored as it came, but PostgreSQL refuses NUL in text and
+    in JSON (SQLite takes it): strings, and the keys and values of JSON data, are cleaned
+    so that both store the same thing and a run never fails on it.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(item) for item in value]
+    return value
+
+
+def fitted(model: type[Model], **values: Any) -> dict[str, Any]:
+    """Return ``values`` for ``model``'s fields, :func:`storable` and cut to each column's
+    ``max_length`` (a model's tool name or call id can be longer; PostgreSQL refuses it)."""
+    fitted_values = {}
+    for name, value in values.items():
+        value = storable(value)
+        max_length = model._meta.get_field(name).max_length
+        if max_length and isinstance(value, str):
+            value = value[:max_length]
+        fitted_values[name] = value
+    return fitted_values

@@ -20,7 +20,7 @@ from chat.models import (
 )
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
-from chat.store.rows import count_tool_calls, runs_loaded
+from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
 
 CANCELLED_STEP = "Cancelled before this step finished."
 ENDED_FOR_GOOD = (
@@ -160,6 +160,7 @@ def run_finish(
         run = AgentRun.objects.select_for_update().get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:
             return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+        output, error = storable(output), storable(error)
         run.status = status
         run.output = output
         run.error = error
@@ -200,7 +201,12 @@ def step_start(
     arguments: Any = None,
     text: str = "",
 ) -> AgentStep:
-    """Insert a running step with the next ordinal of its run; return it (with its run)."""
+    """Insert a running step with the next ordinal of its run; return it (with its run).
+
+    Values are stored as :func:`chat.store.rows.fitted` makes them: NUL characters
+    replaced, a tool name or call id longer than its column cut (also in
+    :func:`step_finish`, :func:`step_save_text` and :func:`run_finish`).
+    """
     with transaction.atomic():
         # Lock the run row so concurrent writers cannot take the same ordinal.
         run = AgentRun.objects.select_for_update().get(pk=run_id)
@@ -210,19 +216,17 @@ def step_start(
             ordinal=last + 1,
             iteration=iteration,
             kind=kind,
-            tool_name=tool_name,
-            tool_call_id=tool_call_id,
-            arguments=arguments,
-            text=text,
             started_at=started_at,
-        )
+            **fitted(AgentStep, tool_name=tool_name, tool_call_id=tool_call_id,
+                     arguments=arguments, text=text),
+        )  # fmt: skip
 
 
 def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentStep:
     """Update a step with its outcome (``status``, ``result``, ``error_type``...); return
     it with its run."""
     step = AgentStep.objects.select_related("run").get(pk=step_id)
-    for name, value in fields.items():
+    for name, value in fitted(AgentStep, **fields).items():
         setattr(step, name, value)
     step.finished_at = finished_at
     if "duration_ms" not in fields:
@@ -233,4 +237,4 @@ def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentS
 
 def step_save_text(*, step_id: int, text: str) -> None:
     """Save a streaming model turn's text so far."""
-    AgentStep.objects.filter(pk=step_id).update(text=text)
+    AgentStep.objects.filter(pk=step_id).update(text=storable(text))

@@ -34,8 +34,13 @@ def test_openai_reports_usage_in_the_stream_and_makes_native_tool_calls():
 def test_the_page_names_the_model_and_where_it_is_served():
     assert ENTRY.model_label(config()) == "gpt-4o-mini via api.openai.com"
     local = config(model="qwen2.5", base_url="http://127.0.0.1:11434/v1")
-    assert ENTRY.model_label(local) == "qwen2.5 via http://127.0.0.1:11434/v1"
+    assert ENTRY.model_label(local) == "qwen2.5 via 127.0.0.1:11434"
     assert ENTRY.model_name(local) == "qwen2.5"
+
+
+def test_the_page_never_shows_credentials_a_base_url_carries():
+    secret = config(model="m", base_url="https://user:sk-secret@llm.example:8443/v1?key=sk-2")
+    assert ENTRY.model_label(secret) == "m via llm.example:8443"
 
 
 def test_the_factory_builds_a_streaming_chat_openai_that_asks_for_usage():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, tool
 
@@ -147,6 +148,29 @@ async def test_a_raising_tool_becomes_an_error_observation_the_model_sees():
     assert tool_message.status == "error"
     assert "boom: bad" in tool_message.content
     assert events[-1].status is RunStatus.SUCCEEDED
+
+
+async def test_a_tool_raising_a_parser_exception_of_its_own_ran_and_is_no_format_error():
+    # A tool built on a chain of its own may raise LangChain's OutputParserException: the
+    # tool ran and failed; that is not model output that broke the strategy's format.
+    @tool
+    def summarise(text: str) -> str:
+        """Summarise text with a sub-chain."""
+        raise OutputParserException("the sub-chain's parser failed")
+
+    model = ScriptedChatModel(
+        script=[
+            AIMessage("", tool_calls=[tool_call("summarise", {"text": "x"}, "c1")]),
+            AIMessage("The summary failed."),
+        ]
+    )
+    events = await collect(model, [summarise])
+
+    (finished,) = of_type(events, ToolCallFinished)
+    assert finished.status is StepStatus.ERROR
+    assert not finished.is_format_error
+    assert finished.error_type == "langchain_core.exceptions.OutputParserException"
+    assert finished.error.startswith("OutputParserException: the sub-chain's parser failed")
 
 
 async def test_arguments_that_fail_the_schema_become_an_error_observation():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from datetime import timedelta
 
 import pytest
@@ -157,6 +158,23 @@ def test_export_traces_filters_by_date_and_status_and_writes_a_file(tmp_path):
     rows = read(data.decode("utf-8-sig"))
     assert {r["run_id"] for r in rows} == {str(old.pk)}
     assert "Wrote 2 rows" in err.getvalue()
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader went away (``export_traces | head``)."""
+
+    def write(self, text):
+        raise BrokenPipeError
+
+
+def test_export_traces_stops_quietly_when_its_reader_goes_away(monkeypatch):
+    make_run(status="failed")
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    err = io.StringIO()
+
+    call_command("export_traces", stderr=err)  # no BrokenPipeError traceback
+
+    assert "Wrote" not in err.getvalue()
 
 
 def test_export_traces_refuses_a_bad_date():

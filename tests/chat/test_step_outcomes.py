@@ -8,6 +8,7 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
+from agents.model_turn import MODEL_TIMED_OUT
 from chat.models import AgentRun, AgentStep, Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -43,3 +44,20 @@ def test_the_migration_fills_error_type_from_stored_errors_and_renames_ok():
     assert {s.error: s.error_type for s in steps} == stored
     assert [s.is_format_error for s in steps[:3]] == [True, True, False]
     assert steps[-1].status == "success"
+
+
+def test_the_migration_gives_a_model_turn_that_timed_out_the_type_new_ones_get():
+    # The runtime stores a model time-out as a sentence (MODEL_TIMED_OUT), not
+    # "TimeoutError: ...", and gives the step the error_type TimeoutError.
+    conversation = Conversation.objects.create()
+    question = Message.objects.create(conversation=conversation, role="user", content="q")
+    run = AgentRun.objects.create(conversation=conversation, user_message=question,
+                                  strategy="tool_calling", provider="openai", model_name="m",
+                                  started_at=timezone.now())  # fmt: skip
+    timed_out = MODEL_TIMED_OUT.format(seconds=120)
+    AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="model_turn", status="error",
+                             error=timed_out, started_at=timezone.now())  # fmt: skip
+
+    migration.fill_error_types(apps, None)
+
+    assert AgentStep.objects.get().error_type == "TimeoutError"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -12,6 +14,12 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from chat.export import trace_rows, write_csv
 from chat.models import AgentRun, RunStatus
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so Python's flush at exit finds no broken pipe."""
+    with contextlib.suppress(OSError, ValueError):  # not a real file (a test's stand-in)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
@@ -82,6 +90,13 @@ class Command(BaseCommand):
                 count = write_csv(rows, out, bom=options["bom"])
             self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
         else:
-            count = write_csv(rows, sys.stdout, bom=options["bom"])
-            sys.stdout.flush()
+            try:
+                count = write_csv(rows, sys.stdout, bom=options["bom"])
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # The reader went away (`export_traces | head`): stop quietly, as `ask`
+                # does. Close the cursors now, while the connection is still open.
+                rows.close()
+                _silence_stdout()
+                return
             self.stderr.write(f"Wrote {count:,} rows.")
