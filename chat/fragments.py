@@ -46,7 +46,10 @@ def run_started(run: AgentRun) -> str:
         "chat/_settings.html",
         {"conversation": conversation, "settings_editable": False, "oob": True},
     )
-    return f'<div hx-swap-oob="beforeend:#messages">{inner}</div>{title}{link}{settings}'
+    # data-message-accepted: the tab that sent the message clears its composer on this,
+    # not when it sends (a refused message keeps its text; static/js/chat.js).
+    wrapper = '<div hx-swap-oob="beforeend:#messages" data-message-accepted>'
+    return f"{wrapper}{inner}</div>{title}{link}{settings}"
 
 
 def run_caught_up(run: AgentRun) -> str:

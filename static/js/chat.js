@@ -8,6 +8,10 @@
   function messages() { return document.getElementById("messages"); }
 
   var stickToBottom = true;
+  // The text this tab sent and the server has not yet accepted or refused: the composer
+  // keeps it until the server accepts it (a refused message, e.g. over the run limit,
+  // must not lose its text).
+  var pending = null;
   var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
 
   // A run of this conversation is going (its status line says so).
@@ -121,10 +125,20 @@
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target)) return;
-    input().value = "";
+    pending = input().value;
     stickToBottom = true;
   });
-  document.addEventListener("htmx:wsAfterMessage", function () {
+  document.addEventListener("htmx:wsAfterMessage", function (event) {
+    var message = (event.detail && event.detail.message) || "";
+    if (pending !== null && typeof message === "string") {
+      if (message.indexOf("data-message-accepted") !== -1) {
+        // Accepted: clear what was sent, unless the person has typed something else since.
+        if (input() && input().value === pending) input().value = "";
+        pending = null;
+      } else if (message.indexOf("chat-error visible") !== -1) {
+        pending = null;  // refused: the text stays for another try
+      }
+    }
     updateComposer();
     scrollDown();
   });

@@ -59,3 +59,23 @@ def test_the_page_fits_a_narrow_phone_screen(live_app, browser_page):
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= 400, f"the page is {width} px wide on a 400 px screen"
     assert page.locator("#send").bounding_box()["x"] + 10 < 400
+
+
+def test_a_message_the_server_refuses_keeps_its_text(start_app, browser_page):
+    # Found by a new user: over the run limit, the notice said "not sent" but the
+    # composer had been cleared when the message went out.
+    app = start_app(env={"CHAT_RUNS_PER_MINUTE": "1"})
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", QUESTION)
+    page.press("#composer-input", "Enter")
+    finished_runs(page, 1)
+    assert page.input_value("#composer-input") == ""  # accepted: cleared
+
+    page.fill("#composer-input", FOLLOW_UP)
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector("#chat-error.visible")
+    assert "not sent" in page.inner_text("#chat-error")
+    assert page.input_value("#composer-input") == FOLLOW_UP
+    assert page.locator(".run").count() == 1
