@@ -41,7 +41,7 @@ def check_agent_model(
         return [
             checks.Error(
                 str(exc),
-                hint="Set them in the environment, or choose another AGENT_PROVIDER "
+                hint="Set what it names in the environment, or choose another AGENT_PROVIDER "
                 "(docs/configuration.md).",
                 id=MISSING_SETTINGS_ID,
             )
