@@ -16,12 +16,16 @@ pytestmark = pytest.mark.django_db
 migration = import_module("chat.migrations.0004_step_outcomes")
 
 
-def test_the_migration_fills_error_type_from_stored_errors_and_renames_ok():
+def _run(strategy: str) -> AgentRun:
     conversation = Conversation.objects.create()
     question = Message.objects.create(conversation=conversation, role="user", content="q")
-    run = AgentRun.objects.create(conversation=conversation, user_message=question,
-                                  strategy="react", provider="demo", model_name="m",
-                                  started_at=timezone.now())  # fmt: skip
+    return AgentRun.objects.create(conversation=conversation, user_message=question,
+                                   strategy=strategy, provider="demo", model_name="m",
+                                   started_at=timezone.now())  # fmt: skip
+
+
+def test_the_migration_fills_error_type_from_stored_errors_and_renames_ok():
+    run = _run("react")
     stored = {
         "OutputParserException: Invalid format: missing 'Action:'": "OutputParserException",
         "InvalidToolCall: Expecting value": "InvalidToolCall",
@@ -49,11 +53,7 @@ def test_the_migration_fills_error_type_from_stored_errors_and_renames_ok():
 def test_the_migration_gives_a_model_turn_that_timed_out_the_type_new_ones_get():
     # The runtime stores a model time-out as a sentence (MODEL_TIMED_OUT), not
     # "TimeoutError: ...", and gives the step the error_type TimeoutError.
-    conversation = Conversation.objects.create()
-    question = Message.objects.create(conversation=conversation, role="user", content="q")
-    run = AgentRun.objects.create(conversation=conversation, user_message=question,
-                                  strategy="tool_calling", provider="openai", model_name="m",
-                                  started_at=timezone.now())  # fmt: skip
+    run = _run("tool_calling")
     timed_out = MODEL_TIMED_OUT.format(seconds=120)
     AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="model_turn", status="error",
                              error=timed_out, started_at=timezone.now())  # fmt: skip
