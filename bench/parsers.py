@@ -1,4 +1,4 @@
-"""Check that the strategies' parsers take time linear in the model's output.
+"""Check that the strategies' parsers and the demo model take time linear in their input.
 
 A model's reply is untrusted text parsed inside the server's event loop, so a regular
 expression that backtracks (quadratic or worse on some input) would stall every run and
@@ -6,7 +6,9 @@ socket of the process: before the fix, "Action" followed by 30,000 spaces took 7
 ReAct parser and "<tool>x " repeated 20,000 times 15 s in the XML one. For each hostile
 input family this prints the parse time at two sizes and the ratio: about 10x for ten
 times the input is linear; about 100x is quadratic. Exit status 1 if any family grows
-faster than ``--max-ratio`` (default 30).
+faster than ``--max-ratio`` (default 30). The offline demo model answers inside the event
+loop too: its triggers are regular expressions over the question (before the fix, 8,000
+"(" took about a second per model turn), so its reply is timed the same way.
 
     .venv/bin/python bench/parsers.py [--small 20000] [--large 200000] [--max-ratio 30]
 """
@@ -23,12 +25,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import contextlib
 
+from langchain_core.messages import HumanMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from agents.demo.model import reply
 from agents.strategies import ParseError
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
 from agents.strategies.xml import parse_xml
 
 Family = tuple[str, Callable[[str], object], Callable[[int], str]]
+
+
+def demo_reply(question: str) -> object:
+    """Return the demo model's reply to ``question``, with the bundled tools bound."""
+    from agents.tools import default_tools
+
+    return reply([HumanMessage(question)], [convert_to_openai_tool(t) for t in default_tools()])
+
 
 FAMILIES: list[Family] = [
     ("react: Action + spaces", parse_react, lambda n: "Thought: ok\nAction" + " " * n),
@@ -45,6 +59,11 @@ FAMILIES: list[Family] = [
     ("xml: unclosed <tool_input>", parse_xml,
      lambda n: "<tool>a</tool>" + "<tool_input>x" * (n // 13)),
     ("xml: unclosed <final_answer>", parse_xml, lambda n: "<final_answer>x" * (n // 15)),
+    ("demo: (((", demo_reply, lambda n: "(" * n),
+    ("demo: -(-(", demo_reply, lambda n: "-(" * (n // 2)),
+    ("demo: 1*(1*(", demo_reply, lambda n: "1*(" * (n // 3)),
+    ("demo: weather in weather in", demo_reply, lambda n: "weather in " * (n // 11)),
+    ("demo: What's 1+What's 1+", demo_reply, lambda n: "What's 1+" * (n // 9)),
 ]  # fmt: skip
 
 

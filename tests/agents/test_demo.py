@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-import time
 from dataclasses import dataclass
 from functools import reduce
 
@@ -230,22 +229,3 @@ async def test_odd_input_gets_a_polite_text_reply_never_an_exception(messages):
     reply = await model.ainvoke(messages)
 
     assert isinstance(reply.content, str) and reply.content
-
-
-@pytest.mark.parametrize("unit", ["(", "-(", "1*(", "weather in ", "What's 1+"])
-def test_the_time_a_reply_takes_grows_linearly_with_the_question(unit):
-    # The demo answers inside the server's event loop (as a parser does, see
-    # bench/parsers.py): a trigger that backtracks would stall every socket of the
-    # process. Ten times the question must cost about ten times, not a hundred.
-    model = DemoChatModel().bind_tools(default_tools())
-
-    def seconds(chars: int) -> float:
-        question = unit * (chars // len(unit))
-        start = time.perf_counter()
-        model.invoke([HumanMessage(question)])
-        return time.perf_counter() - start
-
-    small = min(seconds(1_000) for _ in range(3))
-    large = min(seconds(10_000) for _ in range(3))
-    # Timings of a few milliseconds are noise: floor them so the ratio means something.
-    assert max(large, 2e-3) / max(small, 2e-3) < 30
