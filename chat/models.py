@@ -207,6 +207,11 @@ class AgentRun(models.Model):
         return self.status == RunStatus.RUNNING
 
     @property
+    def uses_native_tool_calls(self) -> bool:
+        """Return True for a run of native tool calling (ToolMessages, ``tool_choice``)."""
+        return self.strategy == Strategy.TOOL_CALLING
+
+    @property
     def provider_entry(self) -> ProviderEntry | None:
         """Return the registry entry of the run's provider; None if it is no longer registered."""
         return find_provider(self.provider)
@@ -311,7 +316,7 @@ class AgentStep(models.Model):
     def text_is_markdown(self) -> bool:
         """Return True when a model turn's text is prose (native calls), not a text
         strategy's format (Thought:, JSON blob, tags), which is shown as written."""
-        return self.run.strategy == Strategy.TOOL_CALLING
+        return self.run.uses_native_tool_calls
 
     @property
     def outcome_class(self) -> str:
@@ -339,7 +344,7 @@ class AgentStep(models.Model):
 
         Native calls send a ToolMessage, the text strategies an observation.
         """
-        sent_as = "ToolMessage" if self.run.strategy == Strategy.TOOL_CALLING else "observation"
+        sent_as = "ToolMessage" if self.run.uses_native_tool_calls else "observation"
         if self.is_error:
             return f"Error (sent to the model as the {sent_as})"
         return f"Result ({sent_as})"
@@ -347,11 +352,7 @@ class AgentStep(models.Model):
     @property
     def is_answer(self) -> bool:
         """Return True for a model turn that gave the run's final answer (in ``result``)."""
-        return (
-            self.kind == StepKind.MODEL_TURN
-            and self.status == StepStatus.SUCCESS
-            and bool(self.result)
-        )
+        return self.is_model_turn and self.status == StepStatus.SUCCESS and bool(self.result)
 
     @property
     def is_unfinished(self) -> bool:
@@ -359,19 +360,14 @@ class AgentStep(models.Model):
 
         It has no result: the tool never answered and the model was sent nothing.
         """
-        return (
-            self.kind == StepKind.TOOL_CALL
-            and self.status == StepStatus.ERROR
-            and not self.result
-            and not self.is_format_error
-        )
+        return self.is_tool_call and self.is_error and not self.result and not self.is_format_error
 
     @property
     def badge(self) -> str:
         """Return a tool call's outcome in a word or two, as its card's badge shows it."""
-        if self.status == StepStatus.RUNNING:
+        if self.is_running:
             return "running"
-        if self.status == StepStatus.SUCCESS:
+        if not self.is_error:
             return "ok"
         if self.is_format_error:
             return "format error"
@@ -380,7 +376,7 @@ class AgentStep(models.Model):
     @property
     def is_format_error(self) -> bool:
         """Return True for a tool call that never ran: the model's output did not parse."""
-        return self.kind == StepKind.TOOL_CALL and is_format_error(self.error_type)
+        return self.is_tool_call and is_format_error(self.error_type)
 
     @property
     def arguments_json(self) -> str:

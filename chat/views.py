@@ -13,7 +13,7 @@ from agents.demo.scenarios import EXAMPLES
 from chat import store
 from chat.forms import StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
-from chat.models import TOOL_CHOICE_AUTO, Conversation, Strategy
+from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.runs import get_tools, model_badge
 
 SIDEBAR_LENGTH = 200
@@ -110,7 +110,7 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         error = " ".join(str(e) for errors in form.errors.values() for e in errors)
     else:
         values = dict(form.cleaned_data)
-        if conversation.strategy != Strategy.TOOL_CALLING:
+        if not conversation.uses_native_tool_calls:
             # The native options were not on the form: coming back to native calls starts
             # from their defaults, not from the unticked box that was not there.
             values.update(tool_choice=TOOL_CHOICE_AUTO, parallel_tool_calls=True)

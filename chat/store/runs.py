@@ -16,7 +16,6 @@ from chat.models import (
     RunStatus,
     StepKind,
     StepStatus,
-    Strategy,
 )
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
@@ -63,7 +62,7 @@ def run_start(
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content
         )
-        native = conversation.strategy == Strategy.TOOL_CALLING
+        native = conversation.uses_native_tool_calls
         return AgentRun.objects.create(
             conversation=conversation,
             user_message=message,
