@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from typing import Any, TextIO
 
 from channels.layers import get_channel_layer
@@ -26,6 +24,7 @@ from agents.events import (
 from chat import fragments, store
 from chat.forms import StrategyForm
 from chat.live import GroupPublisher
+from chat.management.pipes import silence_stdout
 from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
 from chat.runs import Listener, create_run, execute_run, get_tools, model_badge
@@ -156,7 +155,7 @@ class Command(BaseCommand):
             raise CommandError(f"{exc} (limit: CHAT_MAX_MESSAGE_CHARS)") from None
         conversation = self._conversation(options)
         options_shown = ""
-        if conversation.strategy == Strategy.TOOL_CALLING:
+        if conversation.uses_native_tool_calls:
             options_shown = f" (tool_choice {conversation.tool_choice}, " + (
                 "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
             )
@@ -171,7 +170,7 @@ class Command(BaseCommand):
         printer = TracePrinter(
             self.stdout,
             stream_text=not options["no_stream"],
-            raw_format=conversation.strategy != Strategy.TOOL_CALLING,
+            raw_format=not conversation.uses_native_tool_calls,
         )
         # Browsers watching this conversation through Redis see the run live too.
         publisher = (
@@ -185,8 +184,7 @@ class Command(BaseCommand):
             # asyncio.run cancelled the run's task, which stored the run as cancelled.
             raise CommandError(f"Interrupted: run {run.pk} was stored as cancelled.") from None
         if printer.closed:
-            # Python would report the broken pipe again when it flushes stdout at exit.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            silence_stdout()
         if finished.status != RunStatus.SUCCEEDED:
             raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
 

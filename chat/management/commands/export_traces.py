@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -13,13 +11,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from chat.export import trace_rows, write_csv
+from chat.management.pipes import silence_stdout
 from chat.models import AgentRun, RunStatus
-
-
-def _silence_stdout() -> None:
-    """Point standard output at /dev/null, so Python's flush at exit finds no broken pipe."""
-    with contextlib.suppress(OSError, ValueError):  # not a real file (a test's stand-in)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
@@ -97,6 +90,6 @@ class Command(BaseCommand):
                 # The reader went away (`export_traces | head`): stop quietly, as `ask`
                 # does. Close the cursors now, while the connection is still open.
                 rows.close()
-                _silence_stdout()
+                silence_stdout()
                 return
             self.stderr.write(f"Wrote {count:,} rows.")
