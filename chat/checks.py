@@ -22,30 +22,30 @@ UNKNOWN_PROVIDER_ID = "chat.E001"
 MISSING_SETTINGS_ID = "chat.E002"
 
 
+# Per failure: its id and what to do about it.
+_HELP: dict[type[ValueError], tuple[str, str]] = {
+    UnknownProvider: (
+        UNKNOWN_PROVIDER_ID,
+        "Unset, AGENT_PROVIDER is openai when OPENAI_API_KEY is set, else demo "
+        "(docs/configuration.md).",
+    ),
+    MissingSettings: (
+        MISSING_SETTINGS_ID,
+        "Set what it names in the environment, or choose another AGENT_PROVIDER "
+        "(docs/configuration.md).",
+    ),
+}
+
+
 def check_agent_model(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """Return an error when ``AGENT_PROVIDER`` names no provider, or one that lacks settings."""
     try:
         check_config(settings.AGENT_MODEL)
-    except UnknownProvider as exc:
-        return [
-            checks.Error(
-                str(exc),
-                hint="Unset, AGENT_PROVIDER is openai when OPENAI_API_KEY is set, else demo "
-                "(docs/configuration.md).",
-                id=UNKNOWN_PROVIDER_ID,
-            )
-        ]
-    except MissingSettings as exc:
-        return [
-            checks.Error(
-                str(exc),
-                hint="Set what it names in the environment, or choose another AGENT_PROVIDER "
-                "(docs/configuration.md).",
-                id=MISSING_SETTINGS_ID,
-            )
-        ]
+    except (UnknownProvider, MissingSettings) as exc:
+        check_id, hint = _HELP[type(exc)]
+        return [checks.Error(str(exc), hint=hint, id=check_id)]
     return []
 
 
