@@ -139,6 +139,11 @@ class ReActStrategy(TextStrategy):
 FINAL_THOUGHT = "I now know the final answer"
 
 
+def _thought(text: str) -> str:
+    # One line: a line break in the thought could start a label of its own.
+    return " ".join(text.split())
+
+
 def format_react(tool: str, tool_input: str | dict, thought: str) -> str:
     """Return a reply calling ``tool`` with ``tool_input`` that :func:`parse_react` reads back.
 
@@ -147,7 +152,7 @@ def format_react(tool: str, tool_input: str | dict, thought: str) -> str:
     the parser refuses, and TypeError for a value JSON cannot hold.
     """
     arguments = json.dumps(tool_input, ensure_ascii=False, allow_nan=False)
-    return f"Thought: {' '.join(thought.split())}\nAction: {tool}\nAction Input: {arguments}"
+    return f"Thought: {_thought(thought)}\nAction: {tool}\nAction Input: {arguments}"
 
 
 def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
@@ -156,9 +161,9 @@ def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
     ``answer`` may span lines; the format has no escape, so a line of it that starts with
     a label (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
     """
-    return f"Thought: {' '.join(thought.split())}\nFinal Answer: {answer}"
+    return f"Thought: {_thought(thought)}\nFinal Answer: {answer}"
 
 
 def format_react_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
     """Return a reply :func:`parse_react` rejects: the call with no ``Action Input:`` line."""
-    return f"Thought: {' '.join(thought.split())}\nAction: {tool}"
+    return f"Thought: {_thought(thought)}\nAction: {tool}"
