@@ -66,11 +66,12 @@ RUN_FIELDS = (
     "provider", "model_name", "status",
     "started_at", "finished_at", "heartbeat_at", "duration_ms", "iterations", "tool_call_count",
     "tool_error_count", "output", "error", "input_tokens", "output_tokens", "total_tokens",
+    "format_error_count",
 )  # fmt: skip
 STEP_FIELDS = (
     "id", "run", "ordinal", "iteration", "kind", "status", "tool_name", "tool_call_id",
     "arguments", "result", "error", "text", "input_tokens", "output_tokens", "total_tokens",
-    "raw", "started_at", "finished_at", "duration_ms",
+    "raw", "started_at", "finished_at", "duration_ms", "error_type",
 )  # fmt: skip
 
 
@@ -103,7 +104,7 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
     steps.append(
         (run_id * 5 - 4, run_id, 1, 1, "model_turn", "success", "", "", None, "", "", "", 820,
          64, 884, json.dumps({"content": "", "tool_calls": calls}), _ts(moment),
-         _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms)
+         _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms, "")
     )  # fmt: skip
     moment += timedelta(milliseconds=turn_ms)
     for k, call in enumerate(calls):
@@ -117,21 +118,22 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
         steps.append(
             (run_id * 5 - 3 + k, run_id, 2 + k, 1, "tool_call", "error" if failed else "success",
              call["name"], call["id"], json.dumps(call["args"]), result, error, "", None, None,
-             None, "{}", _ts(moment), _ts(moment + timedelta(milliseconds=ms)), ms)
+             None, "{}", _ts(moment), _ts(moment + timedelta(milliseconds=ms)), ms,
+             "TimeoutError" if failed else "")
         )  # fmt: skip
         moment += timedelta(milliseconds=ms)
     answer = ANSWER.format(i=index, m=index % 7)
     steps.append(
         (run_id * 5, run_id, 5, 2, "model_turn", "success", "", "", None, answer, "", answer,
          1460, 180, 1640, json.dumps({"content": answer}), _ts(moment),
-         _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms)
+         _ts(moment + timedelta(milliseconds=turn_ms)), turn_ms, "")
     )  # fmt: skip
     end = moment + timedelta(milliseconds=turn_ms)
     duration = int((end - start).total_seconds() * 1000)
     run = (
         run_id, conversation_id, run_id, "tool_calling", "auto", True, "openai", "gpt-4o-mini",
         "succeeded",
-        _ts(start), _ts(end), _ts(end), duration, 2, 3, errors, answer, "", 2280, 244, 2524,
+        _ts(start), _ts(end), _ts(end), duration, 2, 3, errors, answer, "", 2280, 244, 2524, 0,
     )  # fmt: skip
     return message, run, steps
 
