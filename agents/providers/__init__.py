@@ -18,6 +18,7 @@ from agents.providers.base import (
     Capabilities,
     ModelConfig,
     ProviderEntry,
+    Quirks,
     Required,
     TokenUsage,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "MissingSettings",
     "ModelConfig",
     "ProviderEntry",
+    "Quirks",
     "Required",
     "TokenUsage",
     "UnknownProvider",

@@ -58,6 +58,19 @@ class Capabilities:
     streaming_usage: bool
 
 
+@dataclass(frozen=True)
+class Quirks:
+    """How a provider's server bends the chat-completions protocol: what it sends, what it refuses.
+
+    One profile per entry, so a provider's workarounds live in one place; each flag has a
+    test. ``text_tool_calls``: tool calls may arrive written into the content as markup
+    (Hermes/Qwen ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` and its kin)
+    when the server's tool parser is off; the native strategy reads them as tool calls.
+    """
+
+    text_tool_calls: bool = False
+
+
 class Required(NamedTuple):
     """A :class:`ModelConfig` field a provider cannot do without, and the setting behind it."""
 
@@ -75,7 +88,9 @@ class ProviderEntry:
     name runs record whatever the settings say (blank: the configured model);
     ``fixed_model_label`` what the page header shows (blank: "<model> via <endpoint>",
     with ``default_endpoint`` when no base URL is set). ``scripted`` marks a stand-in
-    that is not a language model, which the page header sets apart.
+    that is not a language model, which the page header sets apart. ``quirks`` is the
+    server's profile (:class:`Quirks`); ``context_window`` the model's context in tokens
+    when the settings name none (prompts are trimmed to fit it).
     """
 
     name: str
@@ -87,6 +102,8 @@ class ProviderEntry:
     fixed_model_label: str = ""
     default_endpoint: str = ""
     scripted: bool = False
+    quirks: Quirks = Quirks()
+    context_window: int = 8_192
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(ModelConfig)}

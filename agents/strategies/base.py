@@ -105,11 +105,14 @@ class StrategyOptions:
     ``tool_choice``: ``"auto"``, ``"required"`` or a tool's name; only the native strategy
     uses it, and only on the first model turn (later turns are ``auto``, so a run whose
     model has its answer can end). ``parallel_tool_calls``: False asks the provider for
-    one call per turn (the text formats always make one).
+    one call per turn (the text formats always make one). ``text_tool_calls``: read
+    tool-call markup written into a native reply's text as tool calls (the provider's
+    :class:`agents.providers.Quirks` says when).
     """
 
     tool_choice: str = "auto"
     parallel_tool_calls: bool = True
+    text_tool_calls: bool = False
 
 
 class Strategy(ABC):
