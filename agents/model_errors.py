@@ -87,6 +87,21 @@ def _detail(exc: BaseException) -> str:
     return (getattr(exc, "message", None) or str(exc))[:_DETAIL_CHARS]
 
 
+def _chain_names(exc: BaseException, depth: int = 8) -> set[str]:
+    """Return the class names of ``exc`` and of the exceptions it was raised from.
+
+    The OpenAI SDK wraps httpx's error (``RemoteProtocolError: peer closed connection``)
+    in ``APIConnectionError``, and langchain-openai wraps that again.
+    """
+    found: set[str] = set()
+    current: BaseException | None = exc
+    while current is not None and depth:
+        found |= {cls.__name__ for cls in type(current).__mro__}
+        current = current.__cause__ or current.__context__
+        depth -= 1
+    return found
+
+
 def describe_model_error(exc: BaseException) -> str:
     """Return a one-line explanation of ``exc`` for the user (no stack, no raw payload).
 
@@ -116,7 +131,7 @@ def describe_model_error(exc: BaseException) -> str:
         return EMPTY_REPLY
     if "APITimeoutError" in names or any("Timeout" in name for name in names):
         return PROVIDER_TIMEOUT
-    if names & _DROPPED_NAMES:
+    if _chain_names(exc) & _DROPPED_NAMES:
         return DROPPED
     if names & {"APIConnectionError", "ConnectError", "ConnectionError"}:
         return UNREACHABLE

@@ -40,6 +40,7 @@ HTTP 400 "Missing reasoning_content"), ``content: ""`` beside tool calls
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -55,6 +56,14 @@ from agents.providers.base import Quirks
 # Where servers put reasoning text in a streamed delta, the first found wins: vLLM in
 # its transition sent both names with the same text.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+# The OpenAI SDK dumps each streamed chunk with pydantic, which warns (once per chunk) that
+# an object ``arguments`` is not the ``str`` its type says; the object is repaired here.
+warnings.filterwarnings(
+    "ignore",
+    message=r"Pydantic serializer warnings:[\s\S]*field_name='arguments'",
+    category=UserWarning,
+)
 
 
 class CompatibleChatOpenAI(ChatOpenAI):
