@@ -64,6 +64,7 @@ DROPPED = (
     "The connection to the model provider broke off before the reply was complete. "
     "Try again; if it keeps happening, an administrator can check the model server."
 )
+STREAM_ERROR = "The model server reported an error while it was replying: {detail}"
 UNREACHABLE = "The model provider could not be reached (a connection error). Try again later."
 PROVIDER_TIMEOUT = "The model provider did not answer in time, even after retries."
 OTHER = "The model call failed ({kind}). The details are in the run's log for an administrator."
@@ -109,8 +110,8 @@ def describe_model_error(exc: BaseException) -> str:
     the class names ``APITimeoutError`` / ``*Timeout*``, ``APIConnectionError`` /
     ``ConnectError`` and (broken off mid-reply) ``RemoteProtocolError`` / ``ReadError`` /
     :class:`IncompleteReply`; an empty stream by :class:`EmptyReply` or langchain-core's
-    ``ValueError("No generation chunks were returned")``. Anything else names only the
-    exception class.
+    ``ValueError("No generation chunks were returned")``; an error event in a stream by
+    the SDK's bare ``APIError``. Anything else names only the exception class.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
@@ -135,4 +136,7 @@ def describe_model_error(exc: BaseException) -> str:
         return DROPPED
     if names & {"APIConnectionError", "ConnectError", "ConnectionError"}:
         return UNREACHABLE
+    if "APIError" in names:
+        # An error event inside a 200 stream (llama.cpp's server sends its errors so).
+        return STREAM_ERROR.format(detail=_detail(exc))
     return OTHER.format(kind=type(exc).__name__)

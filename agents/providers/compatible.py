@@ -19,6 +19,8 @@ Received, for every provider (nothing a conforming server sends is changed):
   ``arguments`` is dropped the same way. A new call id on an index already used for
   another call (servers that number every parallel call 0) moves that call to an index
   of its own instead of gluing two calls together.
+- A choice whose ``delta`` is ``null`` or missing (a last chunk carrying only its
+  ``finish_reason``) counts as an empty delta, so the reply's end is seen.
 - Reasoning text, ``delta.reasoning_content`` (DeepSeek, vLLM/SGLang before 0.9, Qwen on
   DashScope) or ``delta.reasoning`` (newer vLLM, Ollama, OpenRouter), arrives as
   ``AIMessageChunk.additional_kwargs["reasoning_content"]`` (text pieces, merged by
@@ -94,9 +96,12 @@ class CompatibleChatOpenAI(ChatOpenAI):
         delta = None
         choices = chunk.get("choices") or []
         if choices and isinstance(choices[0], dict):
-            delta = choices[0].get("delta")
-            if isinstance(delta, dict):
-                repair_delta(delta)
+            # A last chunk with ``"delta": null`` or none at all, beside its finish_reason
+            # (some proxies): ChatOpenAI would skip it or raise KeyError.
+            if not isinstance(choices[0].get("delta"), dict):
+                choices[0]["delta"] = {}
+            delta = choices[0]["delta"]
+            repair_delta(delta)
         generation = super()._convert_chunk_to_generation_chunk(
             chunk, default_chunk_class, base_generation_info
         )

@@ -321,6 +321,31 @@ async def test_a_connection_dropped_mid_reply_fails_cleanly_and_the_next_run_wor
     assert again[-1].status is RunStatus.SUCCEEDED and again[-1].output == "Sunny."
 
 
+async def test_an_error_event_in_the_stream_fails_with_the_servers_words(server):
+    error = {
+        "error": {
+            "code": 400,
+            "type": "exceed_context_size_error",
+            "message": "the request (9000 tokens) exceeds the available context",
+        }
+    }
+    server.script = [Reply(events=[error])]  # fmt: skip
+    events = await run_events(model_for(server, provider="llamacpp"))
+    assert events[-1].status is RunStatus.FAILED
+    assert events[-1].error == (
+        "The model server reported an error while it was replying: "
+        "the request (9000 tokens) exceeds the available context"
+    )
+
+
+async def test_a_last_chunk_with_a_null_delta_still_ends_the_reply(server):
+    events = text_turn("All ", "done.")
+    events[2] = {**events[2], "choices": [{"index": 0, "delta": None, "finish_reason": "stop"}]}
+    server.script = [Reply(events=events)]
+    result = await run_events(model_for(server))
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "All done."
+
+
 async def test_a_slow_server_streams_every_piece_in_order(server):
     pieces = ["Suzhou ", "is ", "mild ", "this ", "week."]
     server.script = [Reply(events=text_turn(*pieces), delay_s=0.05)]

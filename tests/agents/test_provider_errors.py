@@ -9,6 +9,7 @@ from agents.model_errors import (
     DROPPED,
     EMPTY_REPLY,
     OTHER,
+    STREAM_ERROR,
     UNREACHABLE,
     EmptyReply,
     IncompleteReply,
@@ -61,3 +62,18 @@ def test_a_connection_broken_off_mid_reply_says_so_through_the_sdks_wrapping():
         assert describe_model_error(wrapped) == DROPPED
     assert describe_model_error(IncompleteReply("no finish_reason")) == DROPPED
     assert describe_model_error(APIConnectionError("refused")) == UNREACHABLE
+
+
+class APIError(Exception):
+    """Named as the OpenAI SDK names an error event inside a stream."""
+
+    def __init__(self, message: str, body: dict) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+def test_an_error_event_inside_a_stream_gives_the_servers_words():
+    exc = APIError("x", {"code": 400, "message": "the request exceeds the available context"})
+    assert describe_model_error(exc) == STREAM_ERROR.format(
+        detail="the request exceeds the available context"
+    )

@@ -141,6 +141,14 @@ def test_reasoning_content_wins_when_a_server_sends_both_names():
     assert reasoning_text({"reasoning_content": None, "reasoning": ""}) == ""
 
 
+@pytest.mark.parametrize("last", [{"index": 0, "delta": None, "finish_reason": "stop"},
+                                  {"index": 0, "finish_reason": "stop"}])  # fmt: skip
+def test_a_last_chunk_without_a_delta_still_ends_the_reply(last):
+    end = {**chunk({}), "choices": [last]}
+    merged = converted(model(), chunk({"role": "assistant", "content": "Done."}), end)
+    assert merged.content == "Done."
+
+
 def test_a_stream_with_no_chunk_is_an_empty_reply():
     with pytest.raises(EmptyReply):
         StreamRepair().end()
