@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, TextDelta, ToolCallFinished
-from agents.model_errors import DROPPED, EMPTY_REPLY
+from agents.model_errors import DROPPED, EMPTY_REPLY, EmptyReply
 from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
@@ -380,3 +380,17 @@ async def test_an_unreachable_provider_fails_in_plain_words():
     events = await run_events(build_model(config))
     assert events[-1].status is RunStatus.FAILED
     assert "could not be reached" in events[-1].error
+
+
+def test_the_synchronous_stream_is_repaired_and_checked_the_same_way(server):
+    server.script = [Reply(events=repeated_name_turn(*CALCULATOR)), Reply(events=[])]
+    model = model_for(server, provider="llamacpp")
+    merged = None
+    for piece in model.stream([HumanMessage("17*23?")]):
+        merged = piece if merged is None else merged + piece
+    assert merged is not None
+    assert [(c["name"], c["args"]) for c in merged.tool_calls] == [
+        ("calculator", {"expression": "17*23"})
+    ]
+    with pytest.raises(EmptyReply):
+        list(model.stream([HumanMessage("again")]))
