@@ -2,14 +2,36 @@
 
 Providers fail in a handful of ways: the key is refused (401/403), the model is unknown
 (404), the request is rejected (400, e.g. a prompt over the context window), requests are
-rate-limited (429), the server errs (5xx), the connection fails or times out. The OpenAI
-client that langchain-openai uses already retries what retrying can fix (connection
-errors, timeouts, 408, 409, 429 and 5xx) ``OPENAI_MAX_RETRIES`` times with exponential
-backoff, honouring ``Retry-After``; an error that reaches the loop is final. The classes
-are recognised by ``status_code`` and class name, so this module needs no provider SDK.
+rate-limited (429), the server errs (5xx), the connection fails, breaks off mid-reply or
+times out, or the server answers 200 with nothing in it. The OpenAI client that
+langchain-openai uses already retries what retrying can fix (connection errors, timeouts,
+408, 409, 429 and 5xx) ``OPENAI_MAX_RETRIES`` times with exponential backoff, honouring
+``Retry-After``; an error that reaches the loop is final. A 500 that survived the retries
+is the server failing on this very request (llama.cpp answers 500 to a message shape it
+cannot template), so it is not reported as a passing outage as 502/503/504 are. The
+classes are recognised by ``status_code`` and class name, so this module needs no
+provider SDK.
 """
 
 from __future__ import annotations
+
+
+class EmptyReply(ValueError):
+    """The server answered (HTTP 200) with a stream that held no chunk at all.
+
+    llama.cpp's server does this when the prompt is larger than its context (the error is
+    only in its own log); LangChain reports it as "No generation chunks were returned".
+    Raised by :class:`agents.providers.compatible.CompatibleChatOpenAI`.
+    """
+
+
+class IncompleteReply(ConnectionError):
+    """The stream ended before the reply said it was finished (no ``finish_reason``).
+
+    The connection closed mid-reply (a server that crashed or was stopped, a proxy that
+    cut it), so what arrived is a fragment, not an answer.
+    """
+
 
 RATE_LIMITED = (
     "The model provider is limiting requests (HTTP 429) and still was after retries. "
@@ -28,9 +50,29 @@ SERVER_ERROR = (
     "The model provider had a server error (HTTP {status}) and still did after retries. "
     "Try again later."
 )
+SERVER_FAILED_REQUEST = (
+    "The model server could not handle this request (HTTP {status}), and failed the same "
+    "way when it was retried, so asking the same again will likely fail too: {detail}. "
+    "An administrator can find the cause in the model server's log."
+)
+EMPTY_REPLY = (
+    "The model server sent no reply (an empty response). This usually means the prompt "
+    "is larger than the model's context window on the server; an administrator can "
+    "raise the server's context size or check its log. A new chat sends a shorter prompt."
+)
+DROPPED = (
+    "The connection to the model provider broke off before the reply was complete. "
+    "Try again; if it keeps happening, an administrator can check the model server."
+)
+STREAM_ERROR = "The model server reported an error while it was replying: {detail}"
 UNREACHABLE = "The model provider could not be reached (a connection error). Try again later."
 PROVIDER_TIMEOUT = "The model provider did not answer in time, even after retries."
 OTHER = "The model call failed ({kind}). The details are in the run's log for an administrator."
+
+# httpx's errors for a connection that broke off while the body was being read.
+_DROPPED_NAMES = {"IncompleteReply", "RemoteProtocolError", "ReadError"}
+# What langchain-core raises when a stream held no chunk (chat_models.py).
+_NO_CHUNKS = "No generation chunks were returned"
 
 _DETAIL_CHARS = 300
 
@@ -46,12 +88,30 @@ def _detail(exc: BaseException) -> str:
     return (getattr(exc, "message", None) or str(exc))[:_DETAIL_CHARS]
 
 
+def _chain_names(exc: BaseException, depth: int = 8) -> set[str]:
+    """Return the class names of ``exc`` and of the exceptions it was raised from.
+
+    The OpenAI SDK wraps httpx's error (``RemoteProtocolError: peer closed connection``)
+    in ``APIConnectionError``, and langchain-openai wraps that again.
+    """
+    found: set[str] = set()
+    current: BaseException | None = exc
+    while current is not None and depth:
+        found |= {cls.__name__ for cls in type(current).__mro__}
+        current = current.__cause__ or current.__context__
+        depth -= 1
+    return found
+
+
 def describe_model_error(exc: BaseException) -> str:
     """Return a one-line explanation of ``exc`` for the user (no stack, no raw payload).
 
     Status errors are classed by ``exc.status_code``; connection errors and time-outs by
-    the class names ``APITimeoutError`` / ``*Timeout*`` and ``APIConnectionError`` /
-    ``ConnectError``. Anything else names only the exception class.
+    the class names ``APITimeoutError`` / ``*Timeout*``, ``APIConnectionError`` /
+    ``ConnectError`` and (broken off mid-reply) ``RemoteProtocolError`` / ``ReadError`` /
+    :class:`IncompleteReply`; an empty stream by :class:`EmptyReply` or langchain-core's
+    ``ValueError("No generation chunks were returned")``; an error event in a stream by
+    the SDK's bare ``APIError``. Anything else names only the exception class.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
@@ -62,12 +122,21 @@ def describe_model_error(exc: BaseException) -> str:
             return AUTH_REFUSED.format(status=status)
         if status == 404:
             return NOT_FOUND
-        if status >= 500:
+        if status == 500:
+            return SERVER_FAILED_REQUEST.format(status=status, detail=_detail(exc))
+        if status > 500:
             return SERVER_ERROR.format(status=status)
         if 400 <= status < 500:
             return REJECTED.format(status=status, detail=_detail(exc))
+    if isinstance(exc, EmptyReply) or (type(exc) is ValueError and str(exc) == _NO_CHUNKS):
+        return EMPTY_REPLY
     if "APITimeoutError" in names or any("Timeout" in name for name in names):
         return PROVIDER_TIMEOUT
+    if _chain_names(exc) & _DROPPED_NAMES:
+        return DROPPED
     if names & {"APIConnectionError", "ConnectError", "ConnectionError"}:
         return UNREACHABLE
+    if "APIError" in names:
+        # An error event inside a 200 stream (llama.cpp's server sends its errors so).
+        return STREAM_ERROR.format(detail=_detail(exc))
     return OTHER.format(kind=type(exc).__name__)

@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.providers import ModelConfig
+from agents.providers import ModelConfig, find_provider
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
@@ -156,16 +156,23 @@ LOGGING = {
 # The agent. With OPENAI_API_KEY set, any OpenAI-compatible endpoint; else the offline demo.
 # An unknown AGENT_PROVIDER or a provider's missing setting is a system check error
 # (chat/checks.py), reported by manage.py and by project/asgi.py before serving.
+# The provider's entry (agents/providers/) gives the endpoint and model name when
+# OPENAI_BASE_URL and OPENAI_MODEL are blank (openai: api.openai.com and gpt-4o-mini).
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+AGENT_PROVIDER = env_str("AGENT_PROVIDER", "openai" if OPENAI_API_KEY else "demo")
+_AGENT_ENTRY = find_provider(AGENT_PROVIDER)  # None: the start-up check names the choices
 AGENT_MODEL = ModelConfig(
-    provider=env_str("AGENT_PROVIDER", "openai" if OPENAI_API_KEY else "demo"),
-    model=env_str("OPENAI_MODEL", "gpt-4o-mini"),
+    provider=AGENT_PROVIDER,
+    model=env_str("OPENAI_MODEL", _AGENT_ENTRY.default_model if _AGENT_ENTRY else ""),
     base_url=env_str("OPENAI_BASE_URL"),
     api_key=OPENAI_API_KEY,
     temperature=env_float("OPENAI_TEMPERATURE", 0.0) if env_str("OPENAI_TEMPERATURE") else None,
     timeout_s=env_float("OPENAI_TIMEOUT_S", 60.0, minimum=1.0),
     max_retries=env_int("OPENAI_MAX_RETRIES", 2, minimum=0),
     token_delay_s=env_float("DEMO_TOKEN_DELAY_MS", 15.0, minimum=0.0) / 1000,
+    # A cap on one reply's tokens (0: the server's default), so a local model that loses
+    # its way ends its reply instead of streaming until AGENT_MODEL_TIMEOUT_S.
+    max_tokens=env_int("AGENT_MAX_TOKENS", 0, minimum=0),
 )
 # Simulated latency of each bundled (offline) tool call, so running tool cards are visible.
 DEMO_TOOL_DELAY_MS = env_float("DEMO_TOOL_DELAY_MS", 400.0, minimum=0.0)

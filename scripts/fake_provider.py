@@ -10,6 +10,17 @@ until someone posts to ``/release``: each post lets one held stream (the first h
 first) go on, so a test decides when the model finishes, not the machine's speed.
 ``--word-delay-ms`` paces the streamed words. No network beyond 127.0.0.1.
 
+Steps in the shapes real servers send (each a whole reply; see tests/fake_openai.py for
+the same shapes in unit tests): ``args-object`` the two tool calls with ``arguments`` as
+a JSON object, not a string (some llama.cpp builds); ``repeated-names`` one tool call
+whose name is repeated on every chunk (llama.cpp's server); ``reasoning`` the short
+answer after ``delta.reasoning_content`` thinking (DeepSeek, vLLM); ``markup`` a
+``<tool_call>{...}</tool_call>`` written into the content with ``finish_reason`` "stop"
+(a server whose tool parser is off); ``usage-every-chunk`` the short answer with the
+running usage totals on every chunk (713 prompt tokens); ``empty`` HTTP 200 and a stream
+with no chunk (llama.cpp when the prompt overflows its context); ``drop`` half the short
+answer, then the connection breaks off.
+
     .venv/bin/python scripts/fake_provider.py --port 9999 --script 429,ok
     OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 make run
 
@@ -23,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import socket
 import sys
 import threading
 import time
@@ -42,6 +54,9 @@ TOOL_CALLS = [
     ("call_calculator", "calculator", {"expression": "17*23"}),
 ]
 TEXT_STEPS = {"ok": ANSWER, "long": LONG_ANSWER, "tools": TOOLS_TEXT}
+SHAPE_STEPS = ("args-object", "repeated-names", "reasoning", "markup", "usage-every-chunk",
+               "empty", "drop")  # fmt: skip
+REASONING = "The user asked something simple; a short answer will do."
 MESSAGES = {
     400: "The request was rejected by the fake provider.",
     401: "Incorrect API key provided (fake provider).",
@@ -53,12 +68,63 @@ MESSAGES = {
 }
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    event = {
+def _chunk(
+    delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None
+) -> bytes:
+    event: dict[str, Any] = {
         "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
         "model": "fake-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }  # fmt: skip
-    return f"data: {json.dumps(event)}\n\n".encode()
+    if usage is not None:
+        event["usage"] = usage
+    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+
+
+def _shape(step: str) -> list[bytes] | None:
+    """Return the events of a shape step (None: ``drop``'s first half, then a break)."""
+    words = [word + " " for word in ANSWER.split(" ")]
+    words[-1] = words[-1].rstrip()
+    role = {"role": "assistant", "content": None}
+    if step == "args-object":
+        return [_chunk(role), *(
+            _chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                    "function": {"name": name, "arguments": args}}]})
+            for index, (call_id, name, args) in enumerate(TOOL_CALLS)
+        ), _chunk({}, finish="tool_calls")]  # fmt: skip
+    if step == "repeated-names":
+        call_id, name, args = TOOL_CALLS[1]
+        text = json.dumps(args)
+        pieces = [text[:5], text[5:12], text[12:]]
+        return [_chunk(role), *(
+            _chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                    "function": {"name": name, "arguments": piece}}]})
+            for piece in pieces
+        ), _chunk({}, finish="tool_calls")]  # fmt: skip
+    if step == "reasoning":
+        thinking = [word + " " for word in REASONING.split(" ")]
+        return [_chunk({"role": "assistant", "content": None, "reasoning_content": thinking[0]}),
+                *(_chunk({"reasoning_content": piece}) for piece in thinking[1:]),
+                *(_chunk({"content": word}) for word in words),
+                _chunk({}, finish="stop")]  # fmt: skip
+    if step == "markup":
+        call = json.dumps({"name": TOOL_CALLS[0][1], "arguments": TOOL_CALLS[0][2]})
+        return [_chunk({"role": "assistant", "content": "<tool_call>\n"}),
+                _chunk({"content": call}), _chunk({"content": "\n</tool_call>"}),
+                _chunk({}, finish="stop")]  # fmt: skip
+    if step == "usage-every-chunk":
+
+        def usage(count: int) -> dict[str, int]:
+            return {"prompt_tokens": 713, "completion_tokens": count,
+                    "total_tokens": 713 + count}  # fmt: skip
+
+        return [_chunk({"role": "assistant", "content": words[0]}, usage=usage(1)),
+                *(_chunk({"content": word}, usage=usage(count))
+                  for count, word in enumerate(words[1:], start=2)),
+                _chunk({}, finish="stop", usage=usage(len(words)))]  # fmt: skip
+    if step == "empty":
+        return []
+    return [_chunk({"role": "assistant", "content": ""}),
+            *(_chunk({"content": word}) for word in words[: len(words) // 2])]  # fmt: skip
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -94,6 +160,9 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if step in SHAPE_STEPS:
+            self._send_shape(step)
+            return
         kind, _, hold = step.partition("+")
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -119,6 +188,27 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(_chunk({}, finish="stop"))
         self.wfile.write(b"data: [DONE]\n\n")
 
+    def _send_shape(self, step: str) -> None:
+        """Stream a shape step; ``drop`` ends the connection mid-body (chunked HTTP/1.1)."""
+        self.protocol_version = "HTTP/1.1"
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("connection", "close")
+        self.end_headers()
+        events = _shape(step)
+        for event in events:
+            if self.server.word_delay_s:
+                time.sleep(self.server.word_delay_s)
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.flush()
+        if step == "drop":
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        done = b"data: [DONE]\n\n"
+        self.wfile.write(f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n")
+
 
 class FakeProvider(ThreadingHTTPServer):
     """The server: ``script`` is the list of steps; the last one repeats."""
@@ -143,13 +233,14 @@ class FakeProvider(ThreadingHTTPServer):
 
 def parse_script(text: str) -> list[str]:
     """Return the steps of ``--script``: a text step (``ok``, ``long``, ``tools``, each
-    maybe with ``+hold``), ``hang`` or an HTTP status (400-599)."""
+    maybe with ``+hold``), a shape step (``args-object``, ``reasoning``, ...), ``hang`` or
+    an HTTP status (400-599)."""
     steps = [step.strip().lower() for step in text.split(",") if step.strip()]
-    texts = [*TEXT_STEPS, *(f"{kind}+hold" for kind in TEXT_STEPS)]
+    known = [*TEXT_STEPS, *(f"{kind}+hold" for kind in TEXT_STEPS), *SHAPE_STEPS]
     for step in steps:
-        if step not in (*texts, "hang") and not (step.isdigit() and 400 <= int(step) <= 599):
+        if step not in (*known, "hang") and not (step.isdigit() and 400 <= int(step) <= 599):
             raise argparse.ArgumentTypeError(
-                f"{step!r}: use {', '.join(texts)}, hang or an HTTP status 400-599"
+                f"{step!r}: use {', '.join(known)}, hang or an HTTP status 400-599"
             )
     if not steps:
         raise argparse.ArgumentTypeError("the script is empty")

@@ -48,6 +48,11 @@ UNKNOWN_PROVIDER = "Unknown model provider {name!r} (AGENT_PROVIDER); choose one
 MISSING_SETTINGS = "The {name} provider ({label}) needs {settings}, which {verb} not set."
 
 
+# Modules of this package that hold shared code, not an entry: never imported by the
+# search (compatible.py imports langchain-openai, which only building a model may do).
+HELPER_MODULES = frozenset({"base", "compatible"})
+
+
 class UnknownProvider(ValueError):
     """No entry has this name."""
 
@@ -64,6 +69,8 @@ def providers() -> Mapping[str, ProviderEntry]:
     """
     found: dict[str, ProviderEntry] = {}
     for module_info in pkgutil.iter_modules(__path__):
+        if module_info.name in HELPER_MODULES:
+            continue
         module = importlib.import_module(f"{__name__}.{module_info.name}")
         entry = getattr(module, "ENTRY", None)
         if not isinstance(entry, ProviderEntry):

@@ -22,7 +22,9 @@ class ModelConfig:
 
     ``timeout_s`` is the HTTP timeout of one request; ``max_retries`` the client's retry
     count; ``token_delay_s`` only affects the demo model (a pause between streamed chunks).
-    Which fields a provider needs is its entry's ``requires``.
+    ``max_tokens`` caps one reply's output in tokens (0: the server's own default), so a
+    local model that loses its way cannot stream until the turn's time limit. Which fields
+    a provider needs is its entry's ``requires``.
     """
 
     provider: str = "demo"
@@ -33,6 +35,7 @@ class ModelConfig:
     timeout_s: float = 60.0
     max_retries: int = 2
     token_delay_s: float = 0.0
+    max_tokens: int = 0
 
 
 class TokenUsage(StrEnum):
@@ -63,12 +66,43 @@ class Quirks:
     """How a provider's server bends the chat-completions protocol: what it sends, what it refuses.
 
     One profile per entry, so a provider's workarounds live in one place; each flag has a
-    test. ``text_tool_calls``: tool calls may arrive written into the content as markup
-    (Hermes/Qwen ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` and its kin)
-    when the server's tool parser is off; the native strategy reads them as tool calls.
+    test (``tests/agents/test_provider_quirks.py``), and
+    :class:`agents.providers.compatible.CompatibleChatOpenAI` applies them.
+
+    - ``text_tool_calls``: tool calls may arrive written into the content as markup
+      (Hermes/Qwen ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` and its kin)
+      when the server's tool parser is off; the native strategy reads them as tool calls.
+    - ``send_reasoning_content``: the server needs each assistant message's reasoning
+      (``additional_kwargs["reasoning_content"]``) sent back as ``reasoning_content`` in
+      later requests: DeepSeek's thinking mode answers HTTP 400 "Missing
+      reasoning_content" otherwise. Off, it is never sent (a strict server may reject a
+      field it does not know).
+    - ``empty_content_with_tool_calls``: send an assistant message that has tool calls
+      and no text with ``content: ""``, not the ``null`` OpenAI documents (llama.cpp's
+      server answers HTTP 500 to ``null``).
+    - ``max_tokens_field``: the request field carrying ``ModelConfig.max_tokens``:
+      ``"max_completion_tokens"`` (OpenAI's current name, what langchain-openai sends) or
+      ``"max_tokens"`` (what llama.cpp, Ollama, LM Studio, DashScope and DeepSeek read;
+      llama.cpp ignores the other, so its output is not capped).
+
+    What no conforming server sends is repaired for every entry and needs no flag (see
+    :mod:`agents.providers.compatible`): tool-call arguments as a JSON object, a tool
+    name repeated on every chunk of one call, reasoning as ``delta.reasoning``.
     """
 
     text_tool_calls: bool = False
+    send_reasoning_content: bool = False
+    empty_content_with_tool_calls: bool = False
+    max_tokens_field: str = "max_completion_tokens"
+
+    def __post_init__(self) -> None:
+        if self.max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise ValueError(
+                f"max_tokens_field is one of {MAX_TOKENS_FIELDS}, not {self.max_tokens_field!r}"
+            )
+
+
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
 class Required(NamedTuple):
@@ -87,7 +121,11 @@ class ProviderEntry:
     are filled (it imports its SDK itself, when called). ``fixed_model_name`` is the model
     name runs record whatever the settings say (blank: the configured model);
     ``fixed_model_label`` what the page header shows (blank: "<model> via <endpoint>",
-    with ``default_endpoint`` when no base URL is set). ``scripted`` marks a stand-in
+    with ``default_endpoint`` when no base URL is set, else the host of
+    ``default_base_url``). ``default_base_url`` is where the server is when the settings
+    name none (``OPENAI_BASE_URL`` overrides it; blank: the SDK's own default, OpenAI);
+    ``default_model`` the model settings use when ``OPENAI_MODEL`` is blank (blank: the
+    setting is required, as ``requires`` says). ``scripted`` marks a stand-in
     that is not a language model, which the page header sets apart. ``quirks`` is the
     server's profile (:class:`Quirks`); ``context_window`` the model's context in tokens
     when the settings name none (prompts are trimmed to fit it).
@@ -101,6 +139,8 @@ class ProviderEntry:
     fixed_model_name: str = ""
     fixed_model_label: str = ""
     default_endpoint: str = ""
+    default_base_url: str = ""
+    default_model: str = ""
     scripted: bool = False
     quirks: Quirks = Quirks()
     context_window: int = 8_192
@@ -112,8 +152,8 @@ class ProviderEntry:
             raise ValueError(f"Provider {self.name!r} requires unknown config fields {unknown}")
 
     def model_name(self, config: ModelConfig) -> str:
-        """Return the model's name as runs record it."""
-        return self.fixed_model_name or config.model
+        """Return the model's name as runs record it (the entry's default when blank)."""
+        return self.fixed_model_name or config.model or self.default_model
 
     def model_label(self, config: ModelConfig) -> str:
         """Return a one-line, human description of the model, as the page shows it.
@@ -124,7 +164,12 @@ class ProviderEntry:
         if self.fixed_model_label:
             return self.fixed_model_label
         where = urlsplit(config.base_url).netloc.rpartition("@")[2] if config.base_url else ""
-        return f"{config.model} via {where or config.base_url or self.default_endpoint}"
+        default = self.default_endpoint or urlsplit(self.default_base_url).netloc
+        return f"{self.model_name(config)} via {where or config.base_url or default}"
+
+    def base_url(self, config: ModelConfig) -> str:
+        """Return the server's base URL: the configured one, else the entry's default."""
+        return config.base_url or self.default_base_url
 
     def missing_settings(self, config: ModelConfig) -> list[str]:
         """Return the settings ``config`` lacks for this provider, in ``requires`` order."""

@@ -17,11 +17,11 @@ def configured(settings, **fields) -> None:
 
 
 def test_an_unknown_provider_is_a_check_error_naming_the_choices(settings):
-    configured(settings, provider="deepseek")
+    configured(settings, provider="mistral-by-mistake")
     [error] = check_agent_model()
     assert error.id == "chat.E001"
     assert error.level == checks.ERROR
-    assert "'deepseek'" in error.msg
+    assert "'mistral-by-mistake'" in error.msg
     assert "demo (Offline demo model)" in error.msg
     assert "openai (OpenAI-compatible endpoint)" in error.msg
 
@@ -50,7 +50,7 @@ def test_a_complete_configuration_passes_the_checks(settings):
 
 
 def test_the_check_is_registered_and_ask_runs_it_before_anything(settings):
-    configured(settings, provider="deepseek")
+    configured(settings, provider="mistral-by-mistake")
     assert [e.id for e in checks.run_checks(tags=[TAG])] == ["chat.E001"]
     with pytest.raises(SystemCheckError, match=r"chat\.E001"):
         call_command("ask", "Hello?", skip_checks=False)
