@@ -79,10 +79,12 @@ class StrategyForm(forms.Form):
         A model key that is no longer configured is shown as a blank first choice, so
         picking any configured model is a change the page sends.
         """
-        if conversation.model_key not in dict(models):
-            models = [("", f"{conversation.model_key} (no longer configured)"), *models]
+        picked = conversation.model_key
+        if picked not in dict(models):
+            models = [("", f"{picked} (no longer configured)"), *models]
+            picked = ""
         initial = {
-            "model": conversation.model_key,
+            "model": picked,
             "strategy": conversation.strategy,
             "tool_choice": conversation.tool_choice,
             "parallel_tool_calls": conversation.parallel_tool_calls,

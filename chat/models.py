@@ -228,7 +228,11 @@ class AgentRun(models.Model):
     def provider_label(self) -> str:
         """Return the run's provider for people, even one no longer registered."""
         entry = self.provider_entry
-        return entry.label if entry else f"{self.provider}, no longer registered"
+        if entry is not None:
+            return entry.label
+        if not self.provider:  # its conversation's model was no longer configured
+            return "no configured model"
+        return f"{self.provider}, no longer registered"
 
     @property
     def usage_estimated(self) -> bool:
