@@ -88,13 +88,20 @@ def endpoint_of(config: ModelConfig, entry: ProviderEntry | None) -> str:
     """Return the host[:port] a model is reached at ("" for one that needs no network).
 
     From ``config.base_url`` (a URL written without a scheme is read as one with), else the
-    entry's ``default_endpoint``. Never the user info or the path and query: a base URL may
+    entry's ``default_endpoint`` or the host of its ``default_base_url`` (the local
+    servers' entries name one). Never the user info or the path and query: a base URL may
     carry credentials (``https://user:key@host/v1``) or a key in its query, and this is
     stored on every run and shown on the page.
     """
-    if not config.base_url:
-        return entry.default_endpoint if entry else ""
-    url = config.base_url if "://" in config.base_url else f"//{config.base_url}"
+    base_url = config.base_url
+    if not base_url:
+        if entry is None or entry.default_endpoint:
+            return entry.default_endpoint if entry else ""
+        # Entries gain default_base_url with the provider profiles (issue 10, part A).
+        base_url = getattr(entry, "default_base_url", "")
+        if not base_url:
+            return ""
+    url = base_url if "://" in base_url else f"//{base_url}"
     try:
         netloc = urlsplit(url).netloc
     except ValueError:  # e.g. an unbalanced "[" in the host
