@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -190,3 +191,12 @@ def test_manage_py_check_names_a_files_model_its_key_and_the_variable_it_lacks(t
     assert "needs DEEPSEEK_API_KEY, which is not set" in result.stderr
     assert "(chat.E001) Model 'local' (AGENT_MODELS_FILE" in result.stderr
     assert "unknown provider 'olama'" in result.stderr
+
+
+def test_without_a_base_url_the_endpoint_is_the_host_of_the_entrys_default_base_url():
+    # The local servers' entries name a default base URL rather than a host.
+    local = SimpleNamespace(default_endpoint="", default_base_url="http://127.0.0.1:11434/v1")
+    assert endpoint_of(ModelConfig(provider="ollama"), local) == "127.0.0.1:11434"
+    bare = SimpleNamespace(default_endpoint="")
+    assert endpoint_of(ModelConfig(provider="x"), bare) == ""
+    assert endpoint_of(ModelConfig(provider="x"), None) == ""
