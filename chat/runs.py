@@ -41,7 +41,8 @@ CONFIG_ERROR = "The model is not configured correctly: {error}"
 NOT_CONFIGURED = (
     "this conversation's model {key!r} is no longer configured on this server (it has: "
     "{keys}). Pick another in the Model menu at the top of the chat (reload the page if "
-    "it is not there) and send your message again."
+    "it is not there) and send your message again (from a terminal: ask --conversation "
+    "ID --model KEY)."
 )
 
 # Runs going on in this process, by run id; holding the tasks also keeps them from being
