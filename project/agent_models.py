@@ -38,8 +38,9 @@ OWN_FIELDS = ("key", "label", "api_key_env")
 # Never read from the file: the key comes from the environment (api_key_env), and
 # token_delay_s only paces the demo, from DEMO_TOKEN_DELAY_MS.
 NOT_IN_FILE = ("api_key", "token_delay_s")
-# Client options a model of the file takes from the primary model unless it sets them.
-INHERITED = ("timeout_s", "max_retries", "token_delay_s")
+# Client options a model of the file takes from the primary model unless it sets them
+# (max_tokens, AGENT_MAX_TOKENS, comes with the provider profiles of issue 10's part A).
+INHERITED = ("timeout_s", "max_retries", "token_delay_s", "max_tokens")
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ def _model_from_table(
             raise ImproperlyConfigured(f"{where}: {name} must not be negative, not {value!r}.")
     # A model of the file starts from the primary model's client options (time-out,
     # retries), never from its provider, model, endpoint, key or context.
-    inherited = {name: getattr(base, name) for name in INHERITED}
+    inherited = {name: getattr(base, name) for name in INHERITED if hasattr(base, name)}
     api_key = environ.get(key_env, "").strip() if key_env else ""
     config = ModelConfig(**{**inherited, **values}, api_key=api_key)
     in_file = f"{where} ({key})"
@@ -221,8 +222,8 @@ def load_models_file(
     The file holds ``[[models]]`` tables with ``key`` and ``provider`` (required),
     ``label``, ``api_key_env`` and any other :class:`ModelConfig` field but ``api_key``
     (``model``, ``base_url``, ``temperature``, ``timeout_s``, ``max_retries``...). Unset
-    client options come from ``base`` (the primary model's). Keys are read from
-    ``environ`` (default ``os.environ``) by the names ``api_key_env`` gives.
+    client options (:data:`INHERITED`) come from ``base`` (the primary model's). Keys
+    are read from ``environ`` (default ``os.environ``) by the names ``api_key_env`` gives.
 
     Raises ``ImproperlyConfigured`` for a file that is missing or not TOML, a table with
     an unknown field, a wrong type, a bad key, a key used twice (``default`` and ``demo``
