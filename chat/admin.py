@@ -109,8 +109,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ("id", "title", "owner", "strategy", "created_at", "updated_at")
-    list_filter = ("strategy",)
+    list_display = ("id", "title", "owner", "strategy", "model_key", "created_at", "updated_at")
+    list_filter = ("strategy", "model_key")
     list_select_related = ("owner",)
     search_fields = ("title",)
     inlines = (MessageInline,)
@@ -192,7 +192,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
-        "provider_shown",
+        "provider_shown", "endpoint_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
     )  # fmt: skip
@@ -201,7 +201,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         ("Run", {"fields": (
             ("status", "strategy"),
             ("tool_choice_shown", "parallel_shown"),
-            ("provider_shown", "model_name"),
+            ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
             ("iterations", "tool_calls", "errors"),
@@ -292,6 +292,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def provider_shown(self, run: AgentRun) -> str:
         entry = run.provider_entry
         return f"{entry.label} ({entry.name})" if entry else run.provider_label
+
+    @admin.display(description="endpoint")
+    def endpoint_shown(self, run: AgentRun) -> str:
+        return run.endpoint or "– (no network, or not recorded)"
 
     @admin.display(description="question")
     def question_text(self, run: AgentRun) -> SafeString:

@@ -11,42 +11,94 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
-from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.providers import MissingSettings, UnknownProvider, check_config
+from agents.providers import (
+    MissingSettings,
+    UnknownProvider,
+    check_config,
+    find_provider,
+    providers,
+)
+from chat.runs import configured_models
+from project.agent_models import ConfiguredModel
 
 TAG = "agents"
 UNKNOWN_PROVIDER_ID = "chat.E001"
 MISSING_SETTINGS_ID = "chat.E002"
 
 
-# Per failure: its id and what to do about it.
-_HELP: dict[type[ValueError], tuple[str, str]] = {
+# Per failure: its id and what to do about it, for the primary model and for a model of
+# AGENT_MODELS_FILE.
+_HELP: dict[type[ValueError], tuple[str, str, str]] = {
     UnknownProvider: (
         UNKNOWN_PROVIDER_ID,
         "Unset, AGENT_PROVIDER is openai when OPENAI_API_KEY is set, else demo "
         "(docs/configuration.md).",
+        "Set that [[models]] table's provider to one of the names listed (docs/models.md).",
     ),
     MissingSettings: (
         MISSING_SETTINGS_ID,
         "Set what it names in the environment, or choose another AGENT_PROVIDER "
         "(docs/configuration.md).",
+        "Set what it names (an environment variable, or a field of that [[models]] "
+        "table), or remove the model from the file (docs/models.md).",
     ),
 }
+UNKNOWN_IN_FILE = (
+    "Model {key!r} ({source}) has an unknown provider {name!r}; choose one of: {choices}."
+)
+MISSING_IN_FILE = (
+    "Model {key!r} ({source}): the {name} provider ({label}) needs {settings}, which "
+    "{verb} not set."
+)
+
+
+def _problem(model: ConfiguredModel) -> tuple[type[ValueError], str] | None:
+    """Return what is wrong with a configured model (its exception class and message)."""
+    if model.is_primary:
+        try:
+            check_config(model.config)
+        except (UnknownProvider, MissingSettings) as exc:
+            return type(exc), str(exc)
+        return None
+    entry = find_provider(model.config.provider)
+    if entry is None:
+        choices = ", ".join(f"{e.name} ({e.label})" for e in providers().values())
+        message = UNKNOWN_IN_FILE.format(
+            key=model.key, source=model.source, name=model.config.provider, choices=choices
+        )
+        return UnknownProvider, message
+    missing = model.missing_settings(entry)
+    if missing:
+        message = MISSING_IN_FILE.format(
+            key=model.key, source=model.source, name=entry.name, label=entry.label,
+            settings=" and ".join(missing), verb="is" if len(missing) == 1 else "are",
+        )  # fmt: skip
+        return MissingSettings, message
+    return None
 
 
 def check_agent_model(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Return an error when ``AGENT_PROVIDER`` names no provider, or one that lacks settings."""
-    try:
-        check_config(settings.AGENT_MODEL)
-    except (UnknownProvider, MissingSettings) as exc:
-        check_id, hint = _HELP[type(exc)]
-        return [checks.Error(str(exc), hint=hint, id=check_id)]
-    return []
+    """Return an error per configured model whose provider is unknown or lacks settings.
+
+    The primary model (``AGENT_PROVIDER``) is checked as :func:`agents.providers.check_config`
+    does; a model of ``AGENT_MODELS_FILE`` is named by its key and table, its settings by
+    the names the file gives them (``api_key_env``'s variable).
+    """
+    errors: list[checks.CheckMessage] = []
+    for model in configured_models():
+        problem = _problem(model)
+        if problem is None:
+            continue
+        kind, message = problem
+        check_id, primary_hint, file_hint = _HELP[kind]
+        hint = primary_hint if model.is_primary else file_hint
+        errors.append(checks.Error(message, hint=hint, id=check_id))
+    return errors
 
 
 def require_agent_checks() -> None:

@@ -1,4 +1,4 @@
-"""Forms: how a conversation's runs ask for tools (its strategy and native options)."""
+"""Forms: a conversation's model, and how its runs ask for tools (strategy, native options)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,17 @@ def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class StrategyForm(forms.Form):
-    """Validate a conversation's strategy, ``tool_choice`` and parallel tool calls.
+    """Validate a conversation's model, strategy, ``tool_choice`` and parallel tool calls.
 
-    ``tool_names`` are the tools runs may call (a named ``tool_choice`` must be one).
-    The native options are only read for native tool calling; for a text strategy they
-    are ignored and set to their defaults.
+    ``tool_names`` are the tools runs may call (a named ``tool_choice`` must be one);
+    ``models`` the configured models as ``(key, label)`` pairs (``chat.runs.model_choices``),
+    the first being the default. ``model`` may be left out (the picker has no menu when
+    only one model is configured): the cleaned ``model_key`` is then ``default_model``, or
+    the first configured key. The native options are only read for native tool calling;
+    for a text strategy they are ignored and set to their defaults.
     """
+
+    model = forms.ChoiceField(required=False, widget=forms.Select(attrs={"id": "model-select"}))
 
     strategy = forms.ChoiceField(
         choices=Strategy.choices,
@@ -40,29 +45,62 @@ class StrategyForm(forms.Form):
         widget=forms.CheckboxInput(attrs={"id": "parallel-tool-calls"}),
     )
 
-    def __init__(self, *args: object, tool_names: Sequence[str], **kwargs: object) -> None:
+    def __init__(
+        self,
+        *args: object,
+        tool_names: Sequence[str],
+        models: Sequence[tuple[str, str]],
+        default_model: str = "",
+        **kwargs: object,
+    ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         choices = tool_choice_choices(tool_names)
         self.tool_choices = dict(choices)
         self.fields["tool_choice"].widget.choices = choices  # type: ignore[attr-defined]
+        self.fields["model"].choices = list(models)  # type: ignore[attr-defined]
+        keys = [key for key, _ in models]
+        self.default_model = default_model if default_model in keys else next(iter(keys), "")
+
+    @property
+    def offers_models(self) -> bool:
+        """Return True when there is a model to pick: more than one is configured."""
+        return len(self.fields["model"].choices) > 1  # type: ignore[attr-defined]
 
     @classmethod
-    def of(cls, conversation: Conversation, *, tool_names: Sequence[str]) -> StrategyForm:
-        """Return an unbound form showing ``conversation``'s settings (the picker)."""
+    def of(
+        cls,
+        conversation: Conversation,
+        *,
+        tool_names: Sequence[str],
+        models: Sequence[tuple[str, str]],
+    ) -> StrategyForm:
+        """Return an unbound form showing ``conversation``'s settings (the picker).
+
+        A model key that is no longer configured is shown as a blank first choice, so
+        picking any configured model is a change the page sends.
+        """
+        picked = conversation.model_key
+        if picked not in dict(models):
+            models = [("", f"{picked} (no longer configured)"), *models]
+            picked = ""
         initial = {
+            "model": picked,
             "strategy": conversation.strategy,
             "tool_choice": conversation.tool_choice,
             "parallel_tool_calls": conversation.parallel_tool_calls,
         }
-        return cls(initial=initial, tool_names=tool_names)
+        return cls(initial=initial, tool_names=tool_names, models=models)
 
     def clean(self) -> dict[str, object]:
-        """Return the cleaned values, native options at their defaults for text ones.
+        """Return the cleaned values: ``model_key``, the strategy and its native options.
 
-        Raises ``ValidationError`` (on ``tool_choice``) for a choice that is neither
-        ``auto``, ``required`` nor a tool's name, under native tool calling.
+        Native options are at their defaults for text strategies. Raises
+        ``ValidationError`` (on ``tool_choice``) for a choice that is neither ``auto``,
+        ``required`` nor a tool's name, under native tool calling, and (on ``model``) for
+        a model that is not configured.
         """
         data = super().clean() or {}
+        data["model_key"] = data.pop("model", "") or self.default_model
         if data.get("strategy") != Strategy.TOOL_CALLING:
             data["tool_choice"] = TOOL_CHOICE_AUTO
             data["parallel_tool_calls"] = True

@@ -98,6 +98,11 @@ class Conversation(models.Model):
     # Native tool calling only: "auto", "required" or a tool's name (first turn only).
     tool_choice = models.CharField(max_length=200, default=TOOL_CHOICE_AUTO)
     parallel_tool_calls = models.BooleanField(default=True)
+    # The configured model its runs use, by key ("default": AGENT_PROVIDER's model; the
+    # others come from AGENT_MODELS_FILE, see project/agent_models.py). Fixed once it has
+    # a message, unless that model is no longer configured (docs/models.md). Database
+    # defaults too, so rows inserted by raw SQL (bench/tracedata.py) get them.
+    model_key = models.CharField(max_length=32, default="default", db_default="default")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -167,6 +172,9 @@ class AgentRun(models.Model):
     parallel_tool_calls = models.BooleanField(null=True, blank=True)
     provider = models.CharField(max_length=32)
     model_name = models.CharField(max_length=200)
+    # Where the model was reached: the base URL's host[:port] (never its user info, path
+    # or query), the provider's default host without one, blank for the offline demo.
+    endpoint = models.CharField(max_length=255, blank=True, default="", db_default="")
     status = models.CharField(
         max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING, db_index=True
     )
@@ -220,7 +228,11 @@ class AgentRun(models.Model):
     def provider_label(self) -> str:
         """Return the run's provider for people, even one no longer registered."""
         entry = self.provider_entry
-        return entry.label if entry else f"{self.provider}, no longer registered"
+        if entry is not None:
+            return entry.label
+        if not self.provider:  # its conversation's model was no longer configured
+            return "no configured model"
+        return f"{self.provider}, no longer registered"
 
     @property
     def usage_estimated(self) -> bool:

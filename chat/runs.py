@@ -20,13 +20,15 @@ from langchain_core.tools import BaseTool
 
 from agents.events import RunFinished, RunStatus, utcnow
 from agents.prompts import SYSTEM_PROMPT
-from agents.providers import ModelConfig, ProviderEntry, build_model, get_provider
+from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
 from agents.runtime import RunLimits, run
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
 from chat import store
 from chat.models import AgentRun, Message
 from chat.recorder import RunRecorder, Update
+from project import agent_models
+from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,12 @@ CANCELLED = "The run was cancelled (the server stopped it)."
 STOPPED = "Stopped at your request. What the agent did until then is kept above."
 INTERNAL_ERROR = "The run stopped because of an internal error ({error}). It has been logged."
 CONFIG_ERROR = "The model is not configured correctly: {error}"
+NOT_CONFIGURED = (
+    "this conversation's model {key!r} is no longer configured on this server (it has: "
+    "{keys}). Pick another in the Model menu at the top of the chat (reload the page if "
+    "it is not there) and send your message again (from a terminal: ask --conversation "
+    "ID --model KEY)."
+)
 
 # Runs going on in this process, by run id; holding the tasks also keeps them from being
 # garbage-collected.
@@ -43,13 +51,68 @@ _TASKS: dict[int, asyncio.Task[AgentRun | None]] = {}
 
 
 def model_config() -> ModelConfig:
-    """Return the configured model (``settings.AGENT_MODEL``)."""
+    """Return the primary model (``settings.AGENT_MODEL``: AGENT_PROVIDER and OPENAI_*)."""
     return settings.AGENT_MODEL
 
 
 def model_provider() -> ProviderEntry:
-    """Return the configured provider's entry (the system checks made sure it exists)."""
+    """Return the primary model's provider entry (the system checks made sure it exists)."""
     return get_provider(model_config().provider)
+
+
+def configured_models() -> list[ConfiguredModel]:
+    """Return the models a conversation can pick: the primary one (key ``default``), those
+    of ``AGENT_MODELS_FILE``, then the offline demo unless ``AGENT_OFFER_DEMO`` is off."""
+    return agent_models.configured_models(
+        model_config(), settings.AGENT_EXTRA_MODELS, offer_demo=settings.AGENT_OFFER_DEMO
+    )
+
+
+def find_model(key: str) -> ConfiguredModel | None:
+    """Return the configured model with ``key``, or None when there is none (any more)."""
+    return next((model for model in configured_models() if model.key == key), None)
+
+
+def model_choices() -> list[tuple[str, str]]:
+    """Return ``(key, label)`` of every configured model, as the picker offers them."""
+    return [
+        (model.key, model.display_label(find_provider(model.config.provider)))
+        for model in configured_models()
+    ]
+
+
+class ModelNotConfigured(ValueError):
+    """A conversation's model key names no configured model (the configuration changed)."""
+
+
+def conversation_model(model_key: str) -> ConfiguredModel:
+    """Return the configured model a conversation's ``model_key`` names.
+
+    Raises :class:`ModelNotConfigured` saying what to do when it is no longer configured.
+    """
+    model = find_model(model_key)
+    if model is None:
+        keys = ", ".join(key for key, _ in model_choices())
+        raise ModelNotConfigured(NOT_CONFIGURED.format(key=model_key, keys=keys))
+    return model
+
+
+def run_model(model_key: str) -> store.RunModel:
+    """Return what a run of the model ``model_key`` records: provider, model name, host.
+
+    A key no longer configured is recorded with no provider and the key as its model
+    name; such a run fails at once with :data:`NOT_CONFIGURED` (see :func:`get_model`).
+    """
+    model = find_model(model_key)
+    if model is None:
+        return store.RunModel(provider="", model_name=model_key, endpoint="")
+    entry = find_provider(model.config.provider)
+    model_name = entry.model_name(model.config) if entry else model.config.model
+    return store.RunModel(
+        provider=model.config.provider,
+        model_name=model_name,
+        endpoint=endpoint_of(model.config, entry),
+    )
 
 
 @dataclass(frozen=True)
@@ -60,45 +123,73 @@ class ModelBadge:
     scripted: bool
 
 
-def model_badge(run: AgentRun | None = None) -> ModelBadge:
-    """Return the header of a page: the configured model, or the model ``run`` used.
+def model_badge(run: AgentRun | None = None, *, model_key: str | None = None) -> ModelBadge:
+    """Return the header of a page: a configured model, or the model ``run`` used.
 
-    A run of another model (or of a provider no longer registered) is named by its
-    stored model name and provider.
+    With ``model_key``, the conversation's model (named "<key> (no longer configured)"
+    when it is gone); with neither, the primary model. The label names the model, the
+    host it is reached at and the provider ("deepseek-chat via api.deepseek.com ·
+    DeepSeek"); a provider's fixed label stands alone. A run is named by its configured
+    model when one matches what it recorded, else by its stored model name, host and
+    provider (also one no longer registered).
     """
-    config = model_config()
-    entry = model_provider()
-    if run is None or (run.provider, run.model_name) == (entry.name, entry.model_name(config)):
-        return ModelBadge(label=entry.model_label(config), scripted=entry.scripted)
-    ran = run.provider_entry
-    return ModelBadge(
-        label=f"{run.model_name} ({run.provider_label})",
-        scripted=ran is not None and ran.scripted,
-    )
+    if run is not None:
+        for model in configured_models():
+            if run_model(model.key) == (run.provider, run.model_name, run.endpoint):
+                return _configured_badge(model)
+        where = f" via {run.endpoint}" if run.endpoint else ""
+        ran = run.provider_entry
+        return ModelBadge(
+            label=f"{run.model_name}{where} ({run.provider_label})",
+            scripted=ran is not None and ran.scripted,
+        )
+    model = find_model(PRIMARY_KEY if model_key is None else model_key)
+    if model is None:
+        return ModelBadge(label=f"{model_key} (no longer configured)", scripted=False)
+    return _configured_badge(model)
+
+
+def _configured_badge(model: ConfiguredModel) -> ModelBadge:
+    entry = find_provider(model.config.provider)
+    if entry is None:  # the system checks refuse this; a test's settings may not
+        return ModelBadge(label=f"{model.key} ({model.config.provider}, not registered)",
+                          scripted=False)  # fmt: skip
+    label = model.display_label(entry)
+    if not entry.fixed_model_label and entry.label not in label:
+        label = f"{label} · {entry.label}"
+    return ModelBadge(label=label, scripted=entry.scripted)
 
 
 def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
-    """Store the user's message and a running run with the configured model (sync).
+    """Store the user's message and a running run with the conversation's model (sync).
 
-    Raises :class:`chat.store.RunAlreadyGoing` if the conversation has a run going, and
-    with ``rate_limited`` :class:`chat.store.RateLimited` when its owner is over
+    The run records the provider, model name and host of the model the conversation's
+    ``model_key`` names when the message is stored (:func:`run_model`). Raises
+    :class:`chat.store.RunAlreadyGoing` if the conversation has a run going, and with
+    ``rate_limited`` :class:`chat.store.RateLimited` when its owner is over
     ``CHAT_RUNS_PER_MINUTE`` (0 turns the limit off).
     """
-    config = model_config()
     limit = settings.CHAT_RUNS_PER_MINUTE if rate_limited else 0
     return store.run_start(
         conversation_id=conversation_id,
         content=content,
-        provider=config.provider,
-        model_name=model_provider().model_name(config),
+        model_of=run_model,
         started_at=utcnow(),
         runs_per_minute=limit or None,
     )
 
 
-def get_model() -> BaseChatModel:
-    """Return the chat model runs use; tests replace this to script the model."""
-    return build_model(model_config())
+def get_model(run: AgentRun | None = None) -> BaseChatModel:
+    """Return the chat model of ``run``'s conversation (the primary model without one).
+
+    Tests replace this to script the model. Raises :class:`ModelNotConfigured` when the
+    conversation's model is no longer configured, and ``UnknownProvider`` or
+    ``MissingSettings`` for a configuration the checks would refuse (all ``ValueError``s,
+    which end the run as failed with the reason).
+    """
+    if run is None:
+        return build_model(model_config())
+    return build_model(conversation_model(run.conversation.model_key).config)
 
 
 def get_tools() -> list[BaseTool]:
@@ -180,7 +271,7 @@ async def execute_run(
     heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, this_task))
     try:
         try:
-            model = model or get_model()
+            model = model or get_model(run_row)
         except ValueError as exc:
             return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
         tools = get_tools() if tools is None else tools

@@ -14,7 +14,7 @@ from chat import store
 from chat.forms import StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
-from chat.runs import get_tools, model_badge
+from chat.runs import get_tools, model_badge, model_choices
 
 SIDEBAR_LENGTH = 200
 COOKIE_CHECK = "welcome"
@@ -65,7 +65,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         "conversations": store.conversations_for_owner(owner=owner)[:SIDEBAR_LENGTH],
         "runs": store.conversation_runs(conversation_id=conversation.pk),
         "ws_path": f"/ws/chat/{conversation.pk}/",
-        "model_badge": model_badge(),
+        "model_badge": model_badge(model_key=conversation.model_key),
         "examples": EXAMPLES,
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
@@ -73,37 +73,86 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
 
 
 def settings_context(
-    conversation: Conversation, *, editable: bool, error: str = ""
+    conversation: Conversation, *, editable: bool, error: str = "", oob_badge: bool = False
 ) -> dict[str, object]:
-    """Return the context of ``chat/_settings.html`` (the strategy picker or badge)."""
+    """Return the context of ``chat/_settings.html`` (the picker, or the settings badge).
+
+    A started conversation whose model is no longer configured (``model_stale``) gets a
+    menu of the configured models beside its badge: it can answer again once it has one.
+    ``oob_badge`` also sends the header's model badge (the picker's answer updates it).
+    """
     names = [tool.name for tool in get_tools()] if editable else []
+    models = model_choices()
+    stale = conversation.model_key not in dict(models)
     return {
         "conversation": conversation,
         "settings_editable": editable,
         "settings_error": error,
-        "settings_form": StrategyForm.of(conversation, tool_names=names),
+        "settings_form": StrategyForm.of(conversation, tool_names=names, models=models),
+        "model_stale": stale,
+        "oob_badge": oob_badge,
+        "model_badge": model_badge(model_key=conversation.model_key),
     }
+
+
+def _replace_stale_model(
+    request: HttpRequest, owner: store.Owner, conversation: Conversation
+) -> HttpResponse:
+    """Answer a picker post to a started conversation: only a gone model may be replaced.
+
+    400 for a key that is not configured; 409 (the badge) when the conversation's model is
+    still configured, as for any other change once it has messages.
+    """
+    models = model_choices()
+    if conversation.model_key in dict(models):
+        if not request.headers.get("HX-Request"):
+            return redirect("chat:conversation", conversation_id=conversation.pk)
+        context = settings_context(conversation, editable=False)
+        return render(request, "chat/_settings.html", context, status=409)
+    picked = request.POST.get("model", "")
+    status, error = 200, ""
+    if picked not in dict(models):
+        status, error = 400, f"Pick one of the configured models, not {picked[:80]!r}."
+    else:
+        conversation = (
+            store.conversation_replace_model(
+                owner=owner,
+                conversation_id=conversation.pk,
+                old_key=conversation.model_key,
+                model_key=picked,
+            )
+            or conversation
+        )
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    context = settings_context(conversation, editable=False, error=error, oob_badge=True)
+    return render(request, "chat/_settings.html", context, status=status)
 
 
 @require_POST
 def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """Set a new conversation's strategy and native options; answer with the picker.
+    """Set a new conversation's model, strategy and native options; answer with the picker.
 
     404 unless the conversation is the requester's; 400 with the errors for values that
-    are not allowed; 409 once the conversation has messages (the badge comes back). A
-    request not made by htmx is redirected to the conversation.
+    are not allowed; 409 once the conversation has messages (the badge comes back),
+    unless its model is no longer configured: then only ``model`` is read, and set. The
+    answer carries the header's model badge too. A request not made by htmx is
+    redirected to the conversation.
     """
     owner = _owner(request)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
     if store.conversation_started(conversation_id=conversation.pk):
-        # Fixed at the first message, whatever was posted (valid or not).
-        if not request.headers.get("HX-Request"):
-            return redirect("chat:conversation", conversation_id=conversation.pk)
-        context = settings_context(conversation, editable=False)
-        return render(request, "chat/_settings.html", context, status=409)
-    form = StrategyForm(request.POST, tool_names=[tool.name for tool in get_tools()])
+        # Fixed at the first message, whatever was posted (valid or not), but for a model
+        # that is no longer configured.
+        return _replace_stale_model(request, owner, conversation)
+    form = StrategyForm(
+        request.POST,
+        tool_names=[tool.name for tool in get_tools()],
+        models=model_choices(),
+        default_model=conversation.model_key,
+    )
     status, error = 200, ""
     if not form.is_valid():
         status = 400
@@ -126,5 +175,5 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
             return render(request, "chat/_settings.html", context, status=409)
     if not request.headers.get("HX-Request"):
         return redirect("chat:conversation", conversation_id=conversation.pk)
-    context = settings_context(conversation, editable=True, error=error)
+    context = settings_context(conversation, editable=True, error=error, oob_badge=True)
     return render(request, "chat/_settings.html", context, status=status)

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agents.providers import ModelConfig, find_provider
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
+from project.agent_models import load_models_file
 from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -174,6 +175,14 @@ AGENT_MODEL = ModelConfig(
     # its way ends its reply instead of streaming until AGENT_MODEL_TIMEOUT_S.
     max_tokens=env_int("AGENT_MAX_TOKENS", 0, minimum=0),
 )
+# More models a conversation can pick (docs/models.md): a TOML file of [[models]] tables,
+# relative to the project directory. Each names the environment variable holding its key.
+AGENT_MODELS_FILE = env_str("AGENT_MODELS_FILE")
+AGENT_EXTRA_MODELS = (
+    load_models_file(BASE_DIR / AGENT_MODELS_FILE, base=AGENT_MODEL) if AGENT_MODELS_FILE else []
+)
+# Offer the offline demo in the picker beside real models (it needs no key or network).
+AGENT_OFFER_DEMO = env_bool("AGENT_OFFER_DEMO", True)
 # Simulated latency of each bundled (offline) tool call, so running tool cards are visible.
 DEMO_TOOL_DELAY_MS = env_float("DEMO_TOOL_DELAY_MS", 400.0, minimum=0.0)
 # The strategy of new conversations (each chat can pick its own before its first message).

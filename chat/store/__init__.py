@@ -23,6 +23,7 @@ from chat.store.conversations import (
     conversation_get,
     conversation_get_or_create_empty,
     conversation_history,
+    conversation_replace_model,
     conversation_started,
     conversations_adopt,
     conversations_for_owner,
@@ -30,6 +31,7 @@ from chat.store.conversations import (
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.runs import (
     RunAlreadyGoing,
+    RunModel,
     conversation_runs,
     run_cancel_requested,
     run_finish,
@@ -49,10 +51,12 @@ __all__ = [
     "Owner",
     "RateLimited",
     "RunAlreadyGoing",
+    "RunModel",
     "conversation_configure",
     "conversation_get",
     "conversation_get_or_create_empty",
     "conversation_history",
+    "conversation_replace_model",
     "conversation_runs",
     "conversation_started",
     "conversations_adopt",

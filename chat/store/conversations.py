@@ -11,7 +11,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
 from django.db.models import QuerySet
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, Message, RunStatus
 
 TITLE_LENGTH = 60
 GUEST_KEY = "chat_guest_key"
@@ -114,12 +114,14 @@ def conversation_configure(
     strategy: str,
     tool_choice: str,
     parallel_tool_calls: bool,
+    model_key: str | None = None,
 ) -> Conversation | None:
     """Set how a conversation's runs ask for tools; return it, or None if not the owner's.
 
     Only a conversation with no messages yet can change, so every run of a conversation
-    uses one strategy (compare strategies with a new chat each). Values are stored as
-    given: the caller validates them (:class:`chat.forms.StrategyForm`).
+    uses one strategy (compare strategies with a new chat each). ``model_key`` (None:
+    unchanged) picks one of the configured models. Values are stored as given: the
+    caller validates them (:class:`chat.forms.StrategyForm`).
     Raises :class:`ConversationStarted` once it has messages.
     """
     with transaction.atomic():
@@ -132,5 +134,32 @@ def conversation_configure(
         conversation.strategy = strategy
         conversation.tool_choice = tool_choice
         conversation.parallel_tool_calls = parallel_tool_calls
-        conversation.save(update_fields=["strategy", "tool_choice", "parallel_tool_calls"])
+        changed = ["strategy", "tool_choice", "parallel_tool_calls"]
+        if model_key is not None:
+            conversation.model_key = model_key
+            changed.append("model_key")
+        conversation.save(update_fields=changed)
+        return conversation
+
+
+def conversation_replace_model(
+    *, owner: Owner, conversation_id: int, old_key: str, model_key: str
+) -> Conversation | None:
+    """Move a started conversation off a model that is no longer configured; return it.
+
+    The only change a conversation with messages allows: its model ``old_key`` is gone
+    from the configuration (the caller checks that), so it could not answer any more.
+    Returns None if it is not the owner's, or the conversation unchanged if its model is
+    no longer ``old_key`` (another tab switched it first) or a run is going.
+    """
+    with transaction.atomic():
+        conversation = conversation_get(owner=owner, conversation_id=conversation_id)
+        if conversation is None:
+            return None
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        going = conversation.runs.filter(status=RunStatus.RUNNING).exists()
+        if conversation.model_key != old_key or going:
+            return conversation
+        conversation.model_key = model_key
+        conversation.save(update_fields=["model_key", "updated_at"])
         return conversation

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import Max
@@ -27,6 +28,14 @@ ENDED_FOR_GOOD = (
 )  # fmt: skip
 
 
+class RunModel(NamedTuple):
+    """What a run records of its model: provider name, model name, host[:port]."""
+
+    provider: str
+    model_name: str
+    endpoint: str
+
+
 class RunAlreadyGoing(Exception):
     """Raised when a conversation already has a running run."""
 
@@ -35,12 +44,18 @@ def run_start(
     *,
     conversation_id: int,
     content: str,
-    provider: str,
-    model_name: str,
+    provider: str = "",
+    model_name: str = "",
     started_at: datetime,
     runs_per_minute: int | None = None,
+    endpoint: str = "",
+    model_of: Callable[[str], RunModel] | None = None,
 ) -> AgentRun:
     """Store the user's message and a new running run for it; return the run.
+
+    The run records ``provider``, ``model_name`` and ``endpoint``, or with ``model_of``
+    what it returns for the conversation's ``model_key`` as read under the lock that
+    fixes it (so the run names the model its conversation had when the message came).
 
     The run comes back with its conversation and user message, as rendering it needs.
     Raises :class:`RunAlreadyGoing` if the conversation has a running run already, and
@@ -63,6 +78,8 @@ def run_start(
             conversation=conversation, role=Message.Role.USER, content=content
         )
         native = conversation.uses_native_tool_calls
+        if model_of is not None:
+            provider, model_name, endpoint = model_of(conversation.model_key)
         return AgentRun.objects.create(
             conversation=conversation,
             user_message=message,
@@ -71,6 +88,7 @@ def run_start(
             parallel_tool_calls=conversation.parallel_tool_calls if native else None,
             provider=provider,
             model_name=model_name,
+            endpoint=endpoint,
             started_at=started_at,
             heartbeat_at=started_at,
         )

@@ -26,7 +26,7 @@ def _fast_demo_model(settings):
 def scripted_model(monkeypatch):
     """Make runs use a :class:`ScriptedChatModel`; fill its ``script`` in the test."""
     model = ScriptedChatModel()
-    monkeypatch.setattr("chat.runs.get_model", lambda: model)
+    monkeypatch.setattr("chat.runs.get_model", lambda run=None: model)
     return model
 
 

@@ -27,10 +27,16 @@ from chat.live import GroupPublisher
 from chat.management.pipes import silence_stdout
 from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run, get_tools, model_badge
+from chat.runs import Listener, create_run, execute_run, get_tools, model_badge, model_choices
 from chat.validation import MessageError, clean_message
+from project.agent_models import PRIMARY_KEY
 
 RESULT_PREVIEW_CHARS = 600
+
+
+def _unknown_model(key: str) -> str:
+    listed = ", ".join(f"{key} ({label})" for key, label in model_choices())
+    return f"No configured model is called {key!r}; --model takes one of: {listed}."
 
 
 class TracePrinter:
@@ -138,6 +144,13 @@ class Command(BaseCommand):
             "AGENT_STRATEGY, tool_calling; a continued conversation keeps its own)",
         )
         parser.add_argument(
+            "--model",
+            metavar="KEY",
+            help="which configured model a new conversation uses (default: default, the "
+            "one of AGENT_PROVIDER; see docs/models.md); a continued conversation keeps "
+            "its own unless that one is no longer configured",
+        )
+        parser.add_argument(
             "--tool-choice",
             help="native tool calling: auto (default), required, or a tool's name; "
             "applies to the first model turn",
@@ -159,8 +172,9 @@ class Command(BaseCommand):
             options_shown = f" (tool_choice {conversation.tool_choice}, " + (
                 "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
             )
+        badge = model_badge(model_key=conversation.model_key)
         self.stdout.write(
-            f"Model: {model_badge().label} · strategy {conversation.strategy}{options_shown} · "
+            f"Model: {badge.label} · strategy {conversation.strategy}{options_shown} · "
             f"conversation {conversation.pk}\n"
         )
         try:
@@ -207,6 +221,7 @@ class Command(BaseCommand):
                     f"Conversation {conversation.pk} keeps the options it started with; "
                     "--tool-choice and --no-parallel-tool-calls apply to a new conversation."
                 )
+            self._keep_or_replace_model(conversation, options["model"])
             asked = options["strategy"]
             if asked and asked != conversation.strategy:
                 raise CommandError(
@@ -229,13 +244,37 @@ class Command(BaseCommand):
             )
         form = StrategyForm(
             {
+                "model": options["model"] or PRIMARY_KEY,
                 "strategy": strategy,
                 "tool_choice": options["tool_choice"] or TOOL_CHOICE_AUTO,
                 "parallel_tool_calls": not options["no_parallel_tool_calls"],
             },
             tool_names=[tool.name for tool in get_tools()],
+            models=model_choices(),
         )
         if not form.is_valid():
+            if "model" in form.errors:
+                raise CommandError(_unknown_model(options["model"]))
             errors = " ".join(str(e) for errs in form.errors.values() for e in errs)
             raise CommandError(errors)
         return Conversation.objects.create(owner=owner, **form.cleaned_data)
+
+    def _keep_or_replace_model(self, conversation: Conversation, asked: str | None) -> None:
+        """Refuse ``--model`` for a continued conversation, but to replace a model gone.
+
+        Like the page: a conversation keeps its model, unless that one is no longer
+        configured; then ``--model`` moves it to a configured one.
+        """
+        if not asked or asked == conversation.model_key:
+            return
+        keys = dict(model_choices())
+        if conversation.model_key in keys:
+            raise CommandError(
+                f"Conversation {conversation.pk} uses the model {conversation.model_key!r}; "
+                "every run of a conversation uses one. Leave out --model or start a new "
+                "conversation."
+            )
+        if asked not in keys:
+            raise CommandError(_unknown_model(asked))
+        conversation.model_key = asked
+        conversation.save(update_fields=["model_key", "updated_at"])
