@@ -59,6 +59,7 @@ COLUMNS: tuple[str, ...] = (
     "tool_choice",
     "parallel_tool_calls",
     "step_error_type",
+    "step_reasoning",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -123,12 +124,13 @@ def _run_cells(run: AgentRun) -> list[str]:
 
 def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
     """Return the columns added after the first 30: the run's native tool-calling options,
-    then the step's ``error_type``."""
+    then the step's ``error_type`` and ``reasoning``."""
     parallel = run.parallel_tool_calls
     return [
         run.tool_choice,
         "" if parallel is None else str(parallel).lower(),
         step.error_type if step is not None else "",
+        step.reasoning if step is not None else "",
     ]
 
 
