@@ -70,10 +70,10 @@ class ThinkSplitter:
     ``(kind, text)`` pieces (see :data:`PieceKind`) in order, empty pieces left out.
     ``text`` and ``reasoning`` hold the totals so far. Only a reply's first thinking
     block counts, and only at its start (after white space): a ``<think>`` later in an
-    answer is the answer's text. A closing tag before any opening one makes everything
-    before it thinking (``moved``). A reply with an unclosed ``<think>`` is all thinking.
-    Each character is looked at a bounded number of times (a tag is at most
-    :data:`_LONGEST` characters, the most ever held back).
+    answer makes the rest of the reply plain text, tags and all. A closing tag before any
+    other tag makes everything before it thinking (``moved``). A reply with an unclosed
+    ``<think>`` is all thinking. Each character is looked at a bounded number of times
+    (a tag is at most :data:`_LONGEST` characters, the most ever held back).
     """
 
     def __init__(self) -> None:
@@ -148,6 +148,12 @@ class ThinkSplitter:
                 self.state = _AFTER
                 pos = lt + len(tag)
                 continue
+            if tag in OPEN_TAGS and self.state == _TEXT_OPEN:
+                # An opening tag inside the answer: the reply is plain text, tags and all.
+                self._emit(out, "text", buf[pos:])
+                self.state = _TEXT
+                pos = len(buf)
+                break
             self._emit(out, self._kind(), buf[pos : lt + 1])
             pos = lt + 1
         return self._done(out)

@@ -28,9 +28,7 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-ScriptItem = (
-    AIMessage | list[AIMessageChunk] | BaseException | Callable[[list[BaseMessage]], Any]
-)
+ScriptItem = AIMessage | list[AIMessageChunk] | BaseException | Callable[[list[BaseMessage]], Any]
 
 
 def tool_call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
