@@ -78,9 +78,8 @@ class ThinkSplitter:
 
     def __init__(self) -> None:
         self.state = _START
-        self.text = ""
-        self.reasoning = ""
-        self._held = ""  # a possible tag's beginning, or the white space of _START/_AFTER
+        self._held = ""  # a possible tag's beginning, or the white space of _START
+        self._held_space: list[str] = []  # white space pieces while in _START
         self._text_parts: list[str] = []
         self._reasoning_parts: list[str] = []
 
@@ -91,11 +90,13 @@ class ThinkSplitter:
             self._emit(out, "text", piece)
             return self._done(out)
         if self.state in (_START, _AFTER) and not piece.strip():
-            # White space before a tag or the answer: wait (appended, not re-scanned).
-            self._held = self._held + piece if self.state == _START else ""
+            # White space before a tag or the answer: wait (kept in parts, not re-joined).
+            if self.state == _START:
+                self._held_space.append(piece)
             return out
-        buf = self._held + piece
+        buf = "".join(self._held_space) + self._held + piece
         self._held = ""
+        self._held_space = []
         pos = 0
         while pos < len(buf):
             if self.state == _TEXT:
@@ -161,10 +162,21 @@ class ThinkSplitter:
     def finish(self) -> list[tuple[PieceKind, str]]:
         """Return what was held back at the end of the reply (never a whole tag)."""
         out: list[tuple[PieceKind, str]] = []
-        held, self._held = self._held, ""
+        held = "".join(self._held_space) + self._held
+        self._held, self._held_space = "", []
         if held:
             self._emit(out, "reasoning" if self.state == _REASONING else "text", held)
         return self._done(out)
+
+    @property
+    def text(self) -> str:
+        """Return the answer text so far."""
+        return "".join(self._text_parts)
+
+    @property
+    def reasoning(self) -> str:
+        """Return the reasoning so far."""
+        return "".join(self._reasoning_parts)
 
     def _kind(self) -> PieceKind:
         return "reasoning" if self.state == _REASONING else "text"
@@ -172,10 +184,7 @@ class ThinkSplitter:
     def _emit(self, out: list[tuple[PieceKind, str]], kind: PieceKind, text: str) -> None:
         if not text:
             return
-        if out and out[-1][0] == kind:
-            out[-1] = (kind, out[-1][1] + text)
-        else:
-            out.append((kind, text))
+        out.append((kind, text))
         (self._reasoning_parts if kind == "reasoning" else self._text_parts).append(text)
 
     def _move_text(self, out: list[tuple[PieceKind, str]]) -> None:
@@ -192,9 +201,15 @@ class ThinkSplitter:
             out.append(("reasoning", given_now))
 
     def _done(self, out: list[tuple[PieceKind, str]]) -> list[tuple[PieceKind, str]]:
-        self.text = "".join(self._text_parts)
-        self.reasoning = "".join(self._reasoning_parts)
-        return out
+        """Return ``out`` with neighbouring pieces of one kind joined (one join each)."""
+        merged: list[tuple[PieceKind, str]] = []
+        run: list[str] = []
+        for index, (kind, text) in enumerate(out):
+            run.append(text)
+            if index + 1 == len(out) or out[index + 1][0] != kind:
+                merged.append((kind, "".join(run)))
+                run = []
+        return merged
 
 
 def split_think(text: str) -> tuple[str, str]:
@@ -227,5 +242,7 @@ def _tag_at(buf: str, i: int) -> str | None:
 
 def _could_be_tag(buf: str, i: int) -> bool:
     """Return True if ``buf[i:]`` is the beginning of a tag cut off by the buffer's end."""
+    if len(buf) - i >= _LONGEST:  # checked first: slicing the rest would copy it all
+        return False
     rest = buf[i:]
-    return len(rest) < _LONGEST and any(tag.startswith(rest) for tag in _TAGS)
+    return any(tag.startswith(rest) for tag in _TAGS)

@@ -67,8 +67,9 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
     spans: list[tuple[int, int]] = []
     calls: list[MarkupCall] = []
     pos = 0
+    nexts: dict[str, int] = {}
     while True:
-        found = _next_marker(masked, pos)
+        found = _next_marker(masked, pos, nexts)
         if found is None:
             break
         start, marker = found
@@ -96,11 +97,17 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
     return MarkupCalls(calls=calls, text="".join(outside).strip())
 
 
-def _next_marker(masked: str, pos: int) -> tuple[int, str] | None:
-    """Return the first markup opening at or after ``pos``: its index and which one."""
+def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str] | None:
+    """Return the first markup opening at or after ``pos``: its index and which one.
+
+    ``nexts`` keeps each marker's next index between calls, so a marker that is far
+    ahead (or absent) is not searched for again from every call's position.
+    """
     best: tuple[int, str] | None = None
     for marker in (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL):
-        index = masked.find(marker, pos)
+        index = nexts.get(marker, pos)
+        if 0 <= index < pos or marker not in nexts:
+            index = nexts[marker] = masked.find(marker, pos)
         if index >= 0 and (best is None or index < best[0]):
             best = (index, marker)
     return best
