@@ -185,3 +185,14 @@ async def test_a_native_answer_that_shows_markup_in_a_code_block_is_an_answer():
     model = ScriptedChatModel(script=[AIMessage(answer)])
     events = await collect(model, get_strategy("tool_calling"))
     assert (events[-1].status, events[-1].output) == (RunStatus.SUCCEEDED, answer)
+
+
+@pytest.mark.parametrize("quirk", [False, True])
+async def test_markup_inside_the_thinking_is_neither_a_call_nor_an_error(quirk):
+    reply = f"<think>I could write {SUZHOU} but I know it.</think>\n\nSunny in Suzhou."
+    model = ScriptedChatModel(script=[AIMessage(reply)])
+    strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=quirk))
+    events = await collect(model, strategy)
+
+    assert not [e for e in events if isinstance(e, ToolCallStarted)]
+    assert (events[-1].status, events[-1].output) == (RunStatus.SUCCEEDED, "Sunny in Suzhou.")

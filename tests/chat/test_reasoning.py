@@ -178,3 +178,54 @@ async def test_a_moved_delta_takes_the_streamed_text_into_the_reasoning_at_once(
     assert fragments.reasoning_replaced(step_id, "Thinking hard.") in update.html
     step = await _step_row(step_id)
     assert (step.text, step.reasoning) == ("", "Thinking hard.")
+
+
+@pytest.mark.django_db
+def test_the_admin_run_page_shows_a_turn_s_reasoning_apart_from_its_text(client):
+    from tests.chat.test_admin import staff_user
+
+    conversation = Conversation.objects.create()
+    question = Message.objects.create(conversation=conversation, role="user", content="q")
+    run = AgentRun.objects.create(conversation=conversation, user_message=question,
+                                  strategy="tool_calling", provider="demo", model_name="m",
+                                  started_at=timezone.now())  # fmt: skip
+    AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="model_turn",
+                             status="success", text="Sunny.", result="Sunny.",
+                             reasoning="Check <the> sky.", started_at=timezone.now())  # fmt: skip
+    client.force_login(staff_user())
+    page = client.get(f"/admin/chat/agentrun/{run.pk}/change/").content.decode()
+
+    assert '<details class="trace-reasoning">' in page
+    assert "Check &lt;the&gt; sky." in page
+
+
+async def test_ask_prints_reasoning_behind_a_prefix_apart_from_the_answer():
+    from agents.events import ModelTurnFinished
+    from chat.management.commands.ask import THINKING_PREFIX, TracePrinter
+    from chat.recorder import Update
+
+    out = io.StringIO()
+    printer = TracePrinter(out)
+    events = [
+        ReasoningDelta(iteration=1, text="Line one\nline two"),
+        TextDelta(iteration=1, text="Sunny."),
+    ]
+    for event in events:
+        await printer(Update(event=event, run_id=1, conversation_id=1))
+    assert out.getvalue() == (
+        f"\n{THINKING_PREFIX}thinking:\n{THINKING_PREFIX}Line one\n{THINKING_PREFIX}line two\n"
+        "Sunny."
+    ).lstrip("\n")
+
+    quiet = io.StringIO()
+    printer = TracePrinter(quiet, stream_text=False)
+    turn = ModelTurnFinished(
+        iteration=1, text="Sunny.", tool_calls=(), invalid_tool_calls=(), usage=None,
+        duration_ms=1, raw={}, reasoning="Look up.\nDone.",
+    )  # fmt: skip
+    await printer(Update(event=ReasoningDelta(iteration=1, text="x"), run_id=1, conversation_id=1))
+    await printer(Update(event=turn, run_id=1, conversation_id=1))
+    assert (
+        quiet.getvalue()
+        == f"{THINKING_PREFIX}thinking:\n{THINKING_PREFIX}Look up.\n{THINKING_PREFIX}Done.\n"
+    )

@@ -124,7 +124,9 @@ class TracePrinter:
 
     def _end_thinking(self) -> None:
         self._thinking = False
-        self._line()
+        if self._midline:
+            self._write("\n")
+            self._midline = False
 
     def _dim(self, text: str) -> str:
         """Return ``text`` in the terminal's faint style when writing to a terminal."""
