@@ -229,3 +229,35 @@ async def test_ask_prints_reasoning_behind_a_prefix_apart_from_the_answer():
         quiet.getvalue()
         == f"{THINKING_PREFIX}thinking:\n{THINKING_PREFIX}Look up.\n{THINKING_PREFIX}Done.\n"
     )
+
+
+async def test_the_publisher_coalesces_text_and_reasoning_each_into_its_own_element():
+    from channels.layers import InMemoryChannelLayer
+
+    from chat.live import GroupPublisher, group_name
+    from chat.recorder import StreamedText, Update
+
+    layer = InMemoryChannelLayer()
+    channel = await layer.new_channel()
+    await layer.group_add(group_name(1), channel)
+    # A flush far off: only another element's delta or a plain fragment sends what is held.
+    publisher = GroupPublisher(layer, 1, flush_s=3600)
+
+    def delta(text: str, offset: int, target: str) -> Update:
+        event = (ReasoningDelta if target == "reasoning" else TextDelta)(iteration=1, text=text)
+        return Update(event=event, run_id=1, conversation_id=1,
+                      streamed=StreamedText(7, text, offset, target=target))  # fmt: skip
+
+    await publisher(delta("Hm", 0, "reasoning"))
+    await publisher(delta("m.", 2, "reasoning"))
+    await publisher(delta("Sun", 0, "text"))
+    await publisher(Update(event=TextDelta(iteration=1, text=""), run_id=1, conversation_id=1,
+                           html="<div id='x'></div>"))  # fmt: skip
+
+    sent = [(await layer.receive(channel))["html"] for _ in range(3)]
+    assert sent == [
+        fragments.text_delta(7, "Hmm.", 0, target="reasoning"),
+        fragments.text_delta(7, "Sun", 0),
+        "<div id='x'></div>",
+    ]
+    publisher._flush_task.cancel()
