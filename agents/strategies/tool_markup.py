@@ -22,6 +22,7 @@ call. Every scan here is linear in the text: ``str.find`` from a moving position
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ PARAMETER_CLOSE = "</parameter>"
 MISTRAL = "[TOOL_CALLS]"
 MISTRAL_ARGS = "[ARGS]"
 _DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"\s*")
+_FUNCTION_HEAD = re.compile(r"<function=[\w.\-]{1,200}>")
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,19 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
             end = len(text)
             calls.extend(_mistral(text[start + len(marker) : end], text[start:end]))
         elif marker == TOOL_CALL_OPEN:
-            close = masked.find(TOOL_CALL_CLOSE, start)
+            first = _SPACE.match(masked, start + len(marker)).end()
+            if not masked.startswith(("{", FUNCTION_OPEN), first):  # prose naming the tag
+                pos = start + len(marker)
+                continue
+            close = _find(masked, TOOL_CALL_CLOSE, start, nexts)
             end = len(text) if close < 0 else close + len(TOOL_CALL_CLOSE)
-            body = text[start + len(marker) : close if close >= 0 else len(text)]
-            calls.append(_tool_call_body(body.strip(), text[start:end]))
+            body = text[first : close if close >= 0 else len(text)].strip()
+            calls.append(_tool_call_body(body, text[start:end]))
+        elif not _FUNCTION_HEAD.match(masked, start):  # "<function=" in prose
+            pos = start + len(marker)
+            continue
         else:
-            close = masked.find(FUNCTION_CLOSE, start)
+            close = _find(masked, FUNCTION_CLOSE, start, nexts)
             end = len(text) if close < 0 else close + len(FUNCTION_CLOSE)
             calls.append(_function(text[start:end], text[start:end]))
         spans.append((start, end))
@@ -105,17 +115,29 @@ def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str
     """
     best: tuple[int, str] | None = None
     for marker in (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL):
-        index = nexts.get(marker, pos)
-        if 0 <= index < pos or marker not in nexts:
-            index = nexts[marker] = masked.find(marker, pos)
+        index = _find(masked, marker, pos, nexts)
         if index >= 0 and (best is None or index < best[0]):
             best = (index, marker)
     return best
 
 
+def _find(masked: str, needle: str, pos: int, nexts: dict[str, int]) -> int:
+    """Return ``masked.find(needle, pos)``, searching again only when the last answer
+    (kept in ``nexts``) lies before ``pos``: -1 stays -1, so each needle is looked for
+    across the text about once, however many openings precede it."""
+    index = nexts.get(needle)
+    if index is None or 0 <= index < pos:
+        index = nexts[needle] = masked.find(needle, pos)
+    return index
+
+
 def _mask_fences(text: str) -> str:
-    """Return ``text`` with the inside of fenced code blocks blanked (same length)."""
-    if "```" not in text:
+    """Return ``text`` with fenced code blocks and inline code spans blanked (same length).
+
+    An answer that shows the markup (```` ``` ```` blocks, `` `<tool_call>` `` in a
+    sentence) is content, not a call.
+    """
+    if "`" not in text:
         return text
     out: list[str] = []
     inside = False
@@ -124,10 +146,27 @@ def _mask_fences(text: str) -> str:
         if inside or fence:
             out.append(" " * (len(line) - 1) + line[-1] if line.endswith("\n") else " " * len(line))
         else:
-            out.append(line)
+            out.append(_mask_code_spans(line))
         if fence:
             inside = not inside
     return "".join(out)
+
+
+def _mask_code_spans(line: str) -> str:
+    """Return ``line`` with each `` `span` `` (backticks paired on the line) blanked."""
+    if line.count("`") < 2:
+        return line
+    parts: list[str] = []
+    pos = 0
+    while True:
+        open_ = line.find("`", pos)
+        close = line.find("`", open_ + 1) if open_ >= 0 else -1
+        if close < 0:
+            parts.append(line[pos:])
+            return "".join(parts)
+        parts.append(line[pos:open_])
+        parts.append(" " * (close + 1 - open_))
+        pos = close + 1
 
 
 def _tool_call_body(body: str, raw: str) -> MarkupCall:

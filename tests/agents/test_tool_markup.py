@@ -196,3 +196,13 @@ async def test_markup_inside_the_thinking_is_neither_a_call_nor_an_error(quirk):
 
     assert not [e for e in events if isinstance(e, ToolCallStarted)]
     assert (events[-1].status, events[-1].output) == (RunStatus.SUCCEEDED, "Sunny in Suzhou.")
+
+
+def test_prose_and_inline_code_that_name_the_tags_are_no_calls():
+    assert (
+        find_tool_markup("Hermes wraps calls in `<tool_call>` tags; see `<function=f>{}`.") is None
+    )
+    assert find_tool_markup("Say <tool_call> when you mean it, or <function= with a space.") is None
+    assert calls_of("Sure: <function=weather_forecast>{}</function>") == [
+        ("weather_forecast", {}, "")
+    ]
