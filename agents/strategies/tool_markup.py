@@ -14,8 +14,9 @@ with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
 - Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` or the newer
   ``[TOOL_CALLS]name[ARGS]{...}``.
 
-Markup inside a fenced code block is content (an answer that shows the format), not a
-call. Every scan here is linear in the text: ``str.find`` from a moving position and
+Markup inside a fenced code block or an inline code span is content (an answer that
+shows the format), not a call. Every scan here is linear in the text: ``str.find``
+from a moving position (each needle's next index kept) and
 ``json.JSONDecoder.raw_decode``, no backtracking pattern over the whole reply.
 """
 
@@ -63,8 +64,11 @@ class MarkupCalls:
 def find_tool_markup(text: str) -> MarkupCalls | None:
     """Return the tool calls written into ``text`` as markup, or None when it has none.
 
-    Markup inside fenced code blocks (```` ``` ````) is ignored. A call whose JSON does
-    not parse, or that names no tool, is still returned, with ``error`` saying why.
+    Markup inside fenced code blocks (```` ``` ````) or inline code spans is ignored, and
+    so is a tag in prose: a ``<tool_call>`` counts when a JSON object or a
+    ``<function=`` follows it, a ``<function=`` when a tool name and ``>`` do. A call
+    whose JSON does not parse, or that names no tool, is still returned, with ``error``
+    saying why.
     """
     masked = _mask_fences(text)
     spans: list[tuple[int, int]] = []
