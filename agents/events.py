@@ -1,7 +1,8 @@
 """Typed events the runtime yields while a run goes on.
 
 One run yields, in order: :class:`RunStarted`; per iteration a :class:`ModelTurnStarted`,
-any number of :class:`TextDelta`, a :class:`ModelTurnFinished`, then for each tool call a
+any number of :class:`ReasoningDelta` and :class:`TextDelta` (interleaved as the model
+streams them; reasoning usually first), a :class:`ModelTurnFinished`, then for each tool call a
 :class:`ToolCallStarted` and (in completion order, parallel calls interleave) a
 :class:`ToolCallFinished`; finally exactly one :class:`RunFinished`. Times are UTC
 ``datetime`` values, durations are milliseconds.
@@ -42,10 +43,15 @@ class StepStatus(enum.StrEnum):
     ERROR = "error"
 
 
-FORMAT_ERROR_TYPES = frozenset({"OutputParserException", "InvalidToolCall"})
+TEXT_TOOL_CALL = "TextToolCall"
+"""``error_type`` of a reply that wrote a tool call into its text as markup
+(``<tool_call>{...}</tool_call>``...) where a tool call through the API was expected."""
+
+FORMAT_ERROR_TYPES = frozenset({"OutputParserException", "InvalidToolCall", TEXT_TOOL_CALL})
 """``error_type`` values of a tool call that never ran: the model's output broke the
-strategy's format (LangChain's ``OutputParserException``), or a native call's arguments
-were not JSON (an ``InvalidToolCall``). Every other error type is a tool that ran and
+strategy's format (LangChain's ``OutputParserException``), a native call's arguments
+were not JSON (an ``InvalidToolCall``), or a native reply wrote its tool call into the
+text (:data:`TEXT_TOOL_CALL`). Every other error type is a tool that ran and
 failed, or a model call that failed; a tool's own exception of one of these names is
 recorded with its module (``langchain_core.exceptions.OutputParserException``)."""
 
@@ -83,6 +89,23 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's streamed reasoning ("thinking") in this iteration.
+
+    Reasoning is never the answer and never parsed for actions. It comes from a
+    ``reasoning_content`` field, reasoning content blocks or inline ``<think>`` markup
+    (:mod:`agents.reasoning`). With ``moved``, ``text`` is everything this turn streamed
+    so far as :class:`TextDelta`: a closing ``</think>`` without an opening one (the
+    chat template opened it in the prompt) showed it was reasoning; a consumer moves it
+    from the turn's text to its reasoning.
+    """
+
+    iteration: int
+    text: str
+    moved: bool = False
+
+
+@dataclass(frozen=True)
 class ModelTurnFinished:
     """The model's turn is complete.
 
@@ -91,8 +114,10 @@ class ModelTurnFinished:
     (arguments that are not JSON, output that broke the format), each with an ``error``;
     ``final_answer`` is the answer when this turn ended the run (for a text strategy, the
     part of ``text`` after ``Final Answer:`` or the like), else empty; ``usage`` is the
-    model's ``usage_metadata`` (``input_tokens``, ``output_tokens``, ``total_tokens``) or
-    None when the provider does not report it; ``raw`` is the message as JSON-ready data;
+    model's ``usage_metadata`` (``input_tokens``, ``output_tokens``, ``total_tokens``,
+    per response: the per-key maximum over its chunks, never their sum) or None when the
+    provider does not report it; ``text`` is the reply without its reasoning, which is in
+    ``reasoning`` ("" for none); ``raw`` is the message as JSON-ready data;
     ``error`` is set when the model call itself failed (the run then fails too).
     """
 
@@ -106,6 +131,7 @@ class ModelTurnFinished:
     error: str = ""
     error_type: str = ""
     final_answer: str = ""
+    reasoning: str = ""
     at: datetime = field(default_factory=utcnow)
 
 
@@ -169,6 +195,7 @@ class RunFinished:
 Event = (
     RunStarted
     | ModelTurnStarted
+    | ReasoningDelta
     | TextDelta
     | ModelTurnFinished
     | ToolCallStarted

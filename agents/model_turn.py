@@ -2,8 +2,15 @@
 
 :class:`ModelTurn` is the model half of :func:`agents.runtime.run` (the tool half is
 :mod:`agents.tool_calls`): it streams the bound model, yields a :class:`TextDelta` per text
-piece and one :class:`ModelTurnFinished`, and leaves what the loop needs next on itself:
-the parsed actions or final answer, or why the model call failed.
+piece (a :class:`ReasoningDelta` per reasoning piece) and one :class:`ModelTurnFinished`,
+and leaves what the loop needs next on itself: the parsed actions or final answer, or why
+the model call failed.
+
+Reasoning is taken out before the strategy parses the reply (:mod:`agents.reasoning`),
+so thinking that contains ``Action:``, JSON or a code fence is never read as format, and
+never becomes the answer. The message kept for the scratchpad keeps
+``additional_kwargs["reasoning_content"]`` (DeepSeek requires it back on the next
+request) and loses the inline ``<think>`` markup.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable
 
-from agents.events import ModelTurnFinished, TextDelta
+from agents.events import ModelTurnFinished, ReasoningDelta, TextDelta
 from agents.model_errors import describe_model_error
+from agents.reasoning import ThinkSplitter, join_reasoning, reasoning_of_chunk, split_think
 from agents.strategies import ParseError, Strategy, ToolAgentAction, strict_json
 from agents.strategies.base import new_tool_call_id
 
@@ -47,10 +55,10 @@ class ModelTurn:
     """The ``iteration``-th model turn of a run with ``strategy``.
 
     After :meth:`stream` has run to its end, ``usage`` is the reply's ``usage_metadata``
-    (None when not reported) and exactly one of these holds: ``failure`` is
-    the reason in plain words the model call failed (raised, timed out); ``finish`` is
-    the final answer; or ``actions`` are the tool calls it asked for (those that cannot
-    run carry their format error).
+    (None when not reported), ``reasoning`` its reasoning text, and exactly one of these
+    holds: ``failure`` is the reason in plain words the model call failed (raised, timed
+    out); ``finish`` is the final answer; or ``actions`` are the tool calls it asked for
+    (those that cannot run carry their format error).
     """
 
     def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
@@ -61,20 +69,26 @@ class ModelTurn:
         self.usage: dict[str, Any] | None = None
         self.finish: AgentFinish | None = None
         self.actions: list[ToolAgentAction] = []
+        self._splitter = ThinkSplitter()
+        self._field_reasoning: list[str] = []
 
     async def stream(
         self, bound: Runnable[LanguageModelInput, BaseMessage], history: Sequence[BaseMessage]
-    ) -> AsyncIterator[TextDelta | ModelTurnFinished]:
+    ) -> AsyncIterator[TextDelta | ReasoningDelta | ModelTurnFinished]:
         """Yield a :class:`TextDelta` per streamed text piece, then the turn's end.
 
-        The chunks are merged with ``+`` (LangChain's chunk merging), so tool calls split
-        over chunks come out whole. The turn's deadline (``timeout_s``) is checked only
+        Reasoning pieces (a ``reasoning_content`` field, reasoning content blocks, inline
+        ``<think>`` markup split however the chunks fall) are :class:`ReasoningDelta`
+        events instead. The chunks are merged with ``+`` (LangChain's chunk merging), so
+        tool calls split over chunks come out whole; usage is :func:`response_usage` of
+        the chunks, never their sum. The turn's deadline (``timeout_s``) is checked only
         while waiting for the model, never while the caller handles a yielded delta:
         firing inside the caller (writing a row) would cancel that instead and end the run
         as cancelled, not timed out (found under load).
         """
         start = time.monotonic()
         merged: AIMessageChunk | None = None
+        usages: list[dict[str, Any]] = []
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         chunks = aiter(bound.astream(history))
         try:
@@ -85,17 +99,43 @@ class ModelTurn:
                 except StopAsyncIteration:
                     break
                 merged = chunk if merged is None else merged + chunk
+                if getattr(chunk, "usage_metadata", None):
+                    usages.append(dict(chunk.usage_metadata))
+                thought = strict_json.scrub(reasoning_of_chunk(chunk))
+                if thought:
+                    self._field_reasoning.append(thought)
+                    yield ReasoningDelta(iteration=self.iteration, text=thought)
                 # A plain str (.text is a callable str subclass), storable (no lone
                 # surrogates, which a provider's JSON can carry as "\ud83d").
-                delta = strict_json.scrub(str(chunk.text))
-                if delta:
-                    yield TextDelta(iteration=self.iteration, text=delta)
+                for event in self._pieces(self._splitter.feed(strict_json.scrub(str(chunk.text)))):
+                    yield event
+            for event in self._pieces(self._splitter.finish()):
+                yield event
         except Exception as exc:
             await _close(chunks)
             yield self._failed(exc, merged, elapsed_ms(start))
             return
         message = merged_message(merged) if merged is not None else AIMessage("")
+        if usages:
+            message = message.model_copy(update={"usage_metadata": response_usage(usages)})
         yield self._finished(message, elapsed_ms(start))
+
+    def _pieces(self, pieces: list[tuple[str, str]]) -> list[TextDelta | ReasoningDelta]:
+        """Return the events for the splitter's ``(kind, text)`` pieces."""
+        events: list[TextDelta | ReasoningDelta] = []
+        for kind, text in pieces:
+            if kind == "text":
+                events.append(TextDelta(iteration=self.iteration, text=text))
+            else:
+                events.append(
+                    ReasoningDelta(iteration=self.iteration, text=text, moved=kind == "moved")
+                )
+        return events
+
+    @property
+    def reasoning(self) -> str:
+        """Return the turn's reasoning so far: the field's, then the inline markup's."""
+        return join_reasoning([*self._field_reasoning, self._splitter.reasoning])
 
     def _failed(
         self, exc: Exception, merged: AIMessageChunk | None, duration_ms: int
@@ -106,19 +146,26 @@ class ModelTurn:
             self.failure = detail = MODEL_TIMED_OUT.format(seconds=self.timeout_s)
         else:
             self.failure, detail = describe_model_error(exc), error_text(exc)
-        text = strict_json.scrub(str(merged.text)) if merged is not None else ""
+        text = self._splitter.text.strip() if merged is not None else ""
         return ModelTurnFinished(
             iteration=self.iteration, text=text, tool_calls=(), invalid_tool_calls=(),
             usage=None, duration_ms=duration_ms, raw={}, error=detail,
-            error_type=type(exc).__name__,
+            error_type=type(exc).__name__, reasoning=self.reasoning,
         )  # fmt: skip
 
-    def _finished(self, message: AIMessage, duration_ms: int) -> ModelTurnFinished:
+    def _finished(self, received: AIMessage, duration_ms: int) -> ModelTurnFinished:
+        message = without_inline_reasoning(received)
         parsed = _parse(self.strategy, message)
         self.usage = dict(message.usage_metadata) if message.usage_metadata else None
+        # A strategy may read a reply anew (tool-call markup taken out of a native reply's
+        # text): the turn's text is then the text of the message it keeps.
+        shown = message
+        if isinstance(parsed, list) and parsed and isinstance(parsed[0].message_log[0], AIMessage):
+            shown = parsed[0].message_log[0]
         common: dict[str, Any] = {
-            "iteration": self.iteration, "text": str(message.text), "usage": self.usage,
-            "duration_ms": duration_ms, "raw": message.model_dump(mode="json"),
+            "iteration": self.iteration, "text": str(shown.text), "usage": self.usage,
+            "duration_ms": duration_ms, "raw": received.model_dump(mode="json"),
+            "reasoning": self.reasoning,
         }  # fmt: skip
         if isinstance(parsed, AgentFinish):
             self.finish = parsed
@@ -172,6 +219,72 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
         else:
             calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
     return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+
+
+def without_inline_reasoning(message: AIMessage) -> AIMessage:
+    """Return ``message`` without inline ``<think>`` markup in its text content.
+
+    ``additional_kwargs`` (``reasoning_content`` among them) and content blocks other
+    than text are kept; a message without markup is returned as it is.
+    """
+    content = message.content
+    if isinstance(content, str):
+        reasoning, text = split_think(content)
+        return (
+            message.model_copy(update={"content": text})
+            if reasoning or text != content
+            else message
+        )
+    if not isinstance(content, list):
+        return message
+    blocks: list[Any] = []
+    changed = False
+    first_text = True
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and first_text:
+            first_text = False
+            reasoning, text = split_think(str(block.get("text", "")))
+            if reasoning or text != block.get("text"):
+                changed = True
+                block = {**block, "text": text}
+        elif isinstance(block, str) and first_text:
+            first_text = False
+            reasoning, text = split_think(block)
+            changed = changed or text != block
+            block = text
+        blocks.append(block)
+    return message.model_copy(update={"content": blocks}) if changed else message
+
+
+def response_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Return one response's usage from its chunks' ``usage_metadata`` dicts.
+
+    The per-key maximum (nested token details too), never the sum: right for a server
+    that repeats its running totals on every chunk (LangChain's chunk merging would add
+    them up: 713 prompt tokens stored as 4,991), for OpenAI's single last chunk, and for
+    input counted on the first chunk and output on the last (Anthropic's shape).
+    ``total_tokens`` is at least input plus output, since such a split reports each half
+    with its own total.
+    """
+    usage = _max_merge(usages)
+    inputs, outputs = usage.get("input_tokens"), usage.get("output_tokens")
+    if isinstance(inputs, int) and isinstance(outputs, int):
+        usage["total_tokens"] = max(int(usage.get("total_tokens") or 0), inputs + outputs)
+    return usage
+
+
+def _max_merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for d in dicts:
+        for key, value in d.items():
+            if isinstance(value, dict):
+                out[key] = _max_merge([out.get(key) or {}, value])
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                old = out.get(key)
+                out[key] = value if not isinstance(old, int | float) else max(old, value)
+            elif value is not None and key not in out:
+                out[key] = value
+    return out
 
 
 def call_dict(action: ToolAgentAction) -> dict[str, Any]:

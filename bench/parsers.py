@@ -29,9 +29,11 @@ from langchain_core.messages import HumanMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.demo.model import reply
+from agents.reasoning import ThinkSplitter, split_think
 from agents.strategies import ParseError
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
+from agents.strategies.tool_markup import find_tool_markup
 from agents.strategies.xml import parse_xml
 
 Family = tuple[str, Callable[[str], object], Callable[[int], str]]
@@ -42,6 +44,15 @@ def demo_reply(question: str) -> object:
     from agents.tools import default_tools
 
     return reply([HumanMessage(question)], [convert_to_openai_tool(t) for t in default_tools()])
+
+
+def think_streamed(text: str) -> object:
+    """Return ``text`` split by a :class:`ThinkSplitter` fed one character at a time."""
+    splitter = ThinkSplitter()
+    for char in text:
+        splitter.feed(char)
+    splitter.finish()
+    return splitter.reasoning
 
 
 FAMILIES: list[Family] = [
@@ -59,6 +70,20 @@ FAMILIES: list[Family] = [
     ("xml: unclosed <tool_input>", parse_xml,
      lambda n: "<tool>a</tool>" + "<tool_input>x" * (n // 13)),
     ("xml: unclosed <final_answer>", parse_xml, lambda n: "<final_answer>x" * (n // 15)),
+    ("think: < flood in reasoning", split_think, lambda n: "<think>" + "<" * n),
+    ("think: < flood in text", split_think, lambda n: "x" + "<" * n),
+    ("think: cut tags", split_think, lambda n: "</thin" * (n // 6)),
+    ("think: streamed by character", think_streamed,
+     lambda n: "<think>" + "a<thin" * (n // 6) + "</think>b"),
+    ("think: streamed white space", think_streamed, lambda n: " " * n + "x"),
+    ("markup: unclosed <tool_call>", find_tool_markup, lambda n: "<tool_call>" * (n // 11)),
+    ("markup: many closed calls", find_tool_markup,
+     lambda n: "<tool_call>{}</tool_call>" * (n // 25)),
+    ("markup: unclosed <function=", find_tool_markup, lambda n: "<function=" * (n // 10)),
+    ("markup: [TOOL_CALLS] flood", find_tool_markup, lambda n: "[TOOL_CALLS]" * (n // 12)),
+    ("markup: parameters", find_tool_markup,
+     lambda n: "<function=f>" + "<parameter=a>1" * (n // 14)),
+    ("markup: fences", find_tool_markup, lambda n: "```\n<tool_call>\n" * (n // 16)),
     ("demo: (((", demo_reply, lambda n: "(" * n),
     ("demo: -(-(", demo_reply, lambda n: "-(" * (n // 2)),
     ("demo: 1*(1*(", demo_reply, lambda n: "1*(" * (n // 3)),

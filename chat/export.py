@@ -60,6 +60,7 @@ COLUMNS: tuple[str, ...] = (
     "parallel_tool_calls",
     "step_error_type",
     "endpoint",
+    "step_reasoning",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -124,13 +125,15 @@ def _run_cells(run: AgentRun) -> list[str]:
 
 def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
     """Return the columns added after the first 30: the run's native tool-calling options,
-    the step's ``error_type``, then the host the run's model was reached at."""
+    the step's ``error_type``, the host the run's model was reached at, then the step's
+    ``reasoning``."""
     parallel = run.parallel_tool_calls
     return [
         run.tool_choice,
         "" if parallel is None else str(parallel).lower(),
         step.error_type if step is not None else "",
         run.endpoint,
+        step.reasoning if step is not None else "",
     ]
 
 

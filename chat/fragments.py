@@ -73,17 +73,24 @@ def step_replaced(step: AgentStep) -> str:
     return _render("chat/_step.html", {"step": step, "oob": True})
 
 
-def text_delta(step_id: int, text: str, offset: int | None = None) -> str:
+def text_delta(step_id: int, text: str, offset: int | None = None, *, target: str = "text") -> str:
     """Return streamed model text (escaped) appended to the model turn's text element.
 
-    ``offset`` is where the text starts (UTF-16 code units); the page drops a delta that
-    does not start where its text ends and waits for the next whole-text snapshot.
+    ``target`` is the element: ``text`` (the reply) or ``reasoning`` (its folded
+    thinking). ``offset`` is where the text starts (UTF-16 code units); the page drops a
+    delta that does not start where its element's text ends and waits for the next
+    whole-text snapshot.
     """
+    if target not in ("text", "reasoning"):
+        raise ValueError(f"not a model turn's streamed element: {target!r}")
     if offset is None:
-        return format_html('<div hx-swap-oob="beforeend:#step-{}-text">{}</div>', step_id, text)
+        return format_html(
+            '<div hx-swap-oob="beforeend:#step-{}-{}">{}</div>', step_id, target, text
+        )
     return format_html(
-        '<div hx-swap-oob="beforeend:#step-{}-text" data-offset="{}">{}</div>',
+        '<div hx-swap-oob="beforeend:#step-{}-{}" data-offset="{}">{}</div>',
         step_id,
+        target,
         offset,
         text,
     )
@@ -95,6 +102,19 @@ def text_replaced(step_id: int, text: str) -> str:
         '<div class="turn-text streaming" id="step-{}-text" hx-swap-oob="true">{}</div>',
         step_id,
         text,
+    )
+
+
+def reasoning_replaced(step_id: int, reasoning: str) -> str:
+    """Return a model turn's whole reasoning so far (escaped), replacing its element.
+
+    Only the text inside the folded "thinking" is replaced, so a reader who opened it
+    keeps it open.
+    """
+    return format_html(
+        '<div class="reasoning-text" id="step-{}-reasoning" hx-swap-oob="true">{}</div>',
+        step_id,
+        reasoning,
     )
 
 

@@ -41,7 +41,8 @@ class GroupPublisher:
         self.channel_layer = channel_layer
         self.group = group_name(conversation_id)
         self.flush_s = settings.CHAT_STREAM_FLUSH_MS / 1000 if flush_s is None else flush_s
-        self._held: tuple[int, int | None, list[str]] | None = None  # step, offset, parts
+        # (step, target element, offset, parts)
+        self._held: tuple[int, str, int | None, list[str]] | None = None
         self._flush_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -54,15 +55,21 @@ class GroupPublisher:
     async def __call__(self, update: Update) -> None:
         async with self._lock:
             streamed = update.streamed
+            key = (streamed.step_id, streamed.target) if streamed is not None else None
             if streamed is not None and not streamed.whole and self.flush_s > 0:
-                if self._held is not None and self._held[0] != streamed.step_id:
-                    await self._send_held()  # another turn's text goes first
+                if self._held is not None and self._held[:2] != key:
+                    await self._send_held()  # another element's text goes first
                 if self._held is None:
-                    self._held = (streamed.step_id, streamed.offset, [])
-                self._held[2].append(streamed.text)
+                    self._held = (streamed.step_id, streamed.target, streamed.offset, [])
+                self._held[3].append(streamed.text)
                 self._schedule(self.flush_s)
                 return
-            if streamed is not None and streamed.whole:
+            if (
+                streamed is not None
+                and streamed.whole
+                and self._held is not None
+                and (self._held[:2] == key)
+            ):
                 self._held = None  # the snapshot holds that text
             else:
                 await self._send_held()
@@ -81,8 +88,8 @@ class GroupPublisher:
     async def _send_held(self) -> None:
         held, self._held = self._held, None
         if held is not None:
-            step_id, offset, parts = held
-            await self.publish(fragments.text_delta(step_id, "".join(parts), offset))
+            step_id, target, offset, parts = held
+            await self.publish(fragments.text_delta(step_id, "".join(parts), offset, target=target))
 
 
 def interrupt_stale_runs(*, now: datetime, conversation_id: int | None = None) -> list[Addressed]:

@@ -286,6 +286,9 @@ class AgentStep(models.Model):
     error_type = models.CharField(max_length=100, blank=True, default="", db_default="",
                                   db_index=True)  # fmt: skip
     text = models.TextField(blank=True)
+    # A model turn's reasoning ("thinking"), never its answer; a default in the database
+    # too, so rows inserted by raw SQL get one.
+    reasoning = models.TextField(blank=True, default="", db_default="")
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -22,6 +22,7 @@ from agents.events import (
     Event,
     ModelTurnFinished,
     ModelTurnStarted,
+    ReasoningDelta,
     RunFinished,
     RunStarted,
     StepStatus,
@@ -32,23 +33,26 @@ from agents.events import (
 from chat import fragments, store
 from chat.models import AgentRun, StepKind
 
-# How often (seconds) a streaming model turn's text is saved and re-sent whole.
+# How often (seconds) a streaming model turn's text (and reasoning) is saved and re-sent
+# whole.
 TEXT_SYNC_INTERVAL_S = 0.75
 
 
 @dataclass(frozen=True)
 class StreamedText:
-    """Model text the page appends to model turn ``step_id``'s text element.
+    """Model text the page appends to an element of model turn ``step_id``.
 
-    A delta starts at ``offset`` (UTF-16 code units, as the browser counts text), so a
-    page that is behind can tell; with ``whole`` it is the turn's text so far (saved every
-    :data:`TEXT_SYNC_INTERVAL_S`), which replaces what the page has.
+    ``target`` names the element: ``text`` (the reply) or ``reasoning`` (its thinking,
+    folded). A delta starts at ``offset`` (UTF-16 code units, as the browser counts
+    text), so a page that is behind can tell; with ``whole`` it is the element's text so
+    far (saved every :data:`TEXT_SYNC_INTERVAL_S`), which replaces what the page has.
     """
 
     step_id: int
     text: str
     offset: int | None = None
     whole: bool = False
+    target: str = "text"
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class RunRecorder:
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
         self._utf16_length: dict[int, int] = {}
+        self._turn_reasoning: dict[int, list[str]] = {}
+        self._reasoning_utf16_length: dict[int, int] = {}
         self._call_step_ids: dict[tuple[int, str], int] = {}
         self._finished_turns: set[int] = set()
 
@@ -102,6 +108,8 @@ class RunRecorder:
                 return await self._in_db(self._turn_started, event)
             case TextDelta():
                 return await self._text_delta(event)
+            case ReasoningDelta():
+                return await self._reasoning_delta(event)
             case ModelTurnFinished():
                 return await self._in_db(self._turn_finished, event)
             case ToolCallStarted():
@@ -114,7 +122,8 @@ class RunRecorder:
                 raise TypeError(f"not a runtime event the recorder knows: {event!r}")
 
     async def flush_text(self) -> None:
-        """Save the whole streamed text of every model turn still open (before a cancel).
+        """Save the whole streamed text and reasoning of every model turn still open
+        (before a cancel).
 
         Between snapshots the stored text lags up to :data:`TEXT_SYNC_INTERVAL_S` behind
         what the page showed; a run that stops mid-stream keeps all of it.
@@ -122,9 +131,18 @@ class RunRecorder:
         for iteration, step_id in self._turn_step_ids.items():
             if iteration in self._finished_turns:
                 continue
-            text = "".join(self._turn_text.get(iteration, []))
-            if text:
-                await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
+            text, reasoning = self._so_far(iteration)
+            if text or reasoning:
+                await database_sync_to_async(store.step_save_text)(
+                    step_id=step_id, text=text, reasoning=reasoning
+                )
+
+    def _so_far(self, iteration: int) -> tuple[str, str]:
+        """Return a turn's streamed ``(text, reasoning)`` so far."""
+        return (
+            "".join(self._turn_text.get(iteration, [])),
+            "".join(self._turn_reasoning.get(iteration, [])),
+        )
 
     def _update(self, event: Event, **kwargs: Any) -> Update:
         return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
@@ -163,10 +181,45 @@ class RunRecorder:
             return self._update(event, html=fragments.text_delta(step_id, event.text, offset),
                                 streamed=delta)  # fmt: skip
         self._last_sync[event.iteration] = now
-        text = "".join(parts)
-        await database_sync_to_async(store.step_save_text)(step_id=step_id, text=text)
+        text, reasoning = self._so_far(event.iteration)
+        await database_sync_to_async(store.step_save_text)(
+            step_id=step_id, text=text, reasoning=reasoning
+        )
         snapshot = StreamedText(step_id, text, whole=True)
         return self._update(event, html=fragments.text_replaced(step_id, text), streamed=snapshot)
+
+    async def _reasoning_delta(self, event: ReasoningDelta) -> Update:
+        """Keep reasoning as text is kept: sent as deltas, saved on the same timer.
+
+        A ``moved`` delta (a lone ``</think>``) moves the turn's text so far into its
+        reasoning: both are saved and sent whole at once.
+        """
+        parts = self._turn_reasoning.setdefault(event.iteration, [])
+        parts.append(event.text)
+        step_id = self._turn_step_ids.get(event.iteration)
+        offset = self._reasoning_utf16_length.get(event.iteration, 0)
+        self._reasoning_utf16_length[event.iteration] = offset + utf16_length(event.text)
+        if event.moved:
+            self._turn_text[event.iteration] = []
+            self._utf16_length[event.iteration] = 0
+        if step_id is None:
+            return self._update(event)
+        now = time.monotonic()
+        if not event.moved and now - self._last_sync.get(event.iteration, 0) < TEXT_SYNC_INTERVAL_S:
+            delta = StreamedText(step_id, event.text, offset, target="reasoning")
+            html = fragments.text_delta(step_id, event.text, offset, target="reasoning")
+            return self._update(event, html=html, streamed=delta)
+        self._last_sync[event.iteration] = now
+        text, reasoning = self._so_far(event.iteration)
+        await database_sync_to_async(store.step_save_text)(
+            step_id=step_id, text=text, reasoning=reasoning
+        )
+        html = fragments.reasoning_replaced(step_id, reasoning)
+        if event.moved:
+            # Not a snapshot a publisher may fold: it replaces the reply's text as well.
+            return self._update(event, html=fragments.text_replaced(step_id, text) + html)
+        snapshot = StreamedText(step_id, reasoning, whole=True, target="reasoning")
+        return self._update(event, html=html, streamed=snapshot)
 
     def _turn_finished(self, event: ModelTurnFinished) -> Update:
         self._finished_turns.add(event.iteration)
@@ -176,6 +229,7 @@ class RunRecorder:
             finished_at=event.at,
             status=StepStatus.ERROR if event.error else StepStatus.SUCCESS,
             text=event.text or "".join(self._turn_text.get(event.iteration, [])),
+            reasoning=event.reasoning or "".join(self._turn_reasoning.get(event.iteration, [])),
             result=event.final_answer,
             error=event.error,
             error_type=event.error_type,

@@ -209,10 +209,17 @@ def run_limits() -> RunLimits:
 
 
 def run_strategy(run_row: AgentRun) -> Strategy:
-    """Return the strategy a stored run uses, with the options recorded on it."""
+    """Return the strategy a stored run uses, with the options recorded on it.
+
+    Whether tool-call markup in a native reply's text is read as tool calls comes from
+    the run's provider entry (``Quirks.text_tool_calls``); a provider no longer registered
+    reads none.
+    """
+    entry = run_row.provider_entry
     options = StrategyOptions(
         tool_choice=run_row.tool_choice or "auto",
         parallel_tool_calls=run_row.parallel_tool_calls is not False,
+        text_tool_calls=entry is not None and entry.quirks.text_tool_calls,
     )
     return get_strategy(run_row.strategy, options)
 

@@ -1,9 +1,11 @@
 """A scripted chat model for tests, after LangGraph's prebuilt tests' fake model.
 
 langchain-core's ``GenericFakeChatModel`` has no ``bind_tools``; this one accepts it and
-answers from a script: each turn pops the next item (an ``AIMessage``, an exception to
-raise, or a callable taking the messages and returning either). Text is streamed word by
-word so the loop's ``TextDelta`` events are exercised; ``gates`` hold a turn mid-stream
+answers from a script: each turn pops the next item (an ``AIMessage``, a list of
+``AIMessageChunk`` streamed exactly as given, an exception to raise, or a callable taking
+the messages and returning any of these). Text is streamed word by word so the loop's
+``TextDelta`` events are exercised (an ``additional_kwargs["reasoning_content"]`` goes on
+the first chunk, as DeepSeek streams it before the text); ``gates`` hold a turn mid-stream
 until the test lets it go, so "while the model is still talking" is a state a test
 creates, not a race it hopes to win.
 """
@@ -17,11 +19,16 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    message_chunk_to_message,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-ScriptItem = AIMessage | BaseException | Callable[[list[BaseMessage]], Any]
+ScriptItem = AIMessage | list[AIMessageChunk] | BaseException | Callable[[list[BaseMessage]], Any]
 
 
 def tool_call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -61,7 +68,7 @@ class ScriptedChatModel(BaseChatModel):
         if not self.script:
             raise AssertionError("the scripted model ran out of answers")
         item = self.script.pop(0)
-        if callable(item) and not isinstance(item, BaseException | AIMessage):
+        if callable(item) and not isinstance(item, BaseException | AIMessage | list):
             item = item(messages)
         if isinstance(item, BaseException):
             raise item
@@ -75,9 +82,20 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         message = self._next(messages, stop, **kwargs)
+        if isinstance(message, list):
+            merged = message[0]
+            for chunk in message[1:]:
+                merged = merged + chunk
+            message = message_chunk_to_message(merged)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _chunks(self, message: AIMessage) -> Iterator[AIMessageChunk]:
+    def _chunks(self, message: AIMessage | list[AIMessageChunk]) -> Iterator[AIMessageChunk]:
+        if isinstance(message, list):
+            yield from message
+            return
+        reasoning = message.additional_kwargs.get("reasoning_content")
+        if reasoning:
+            yield AIMessageChunk(content="", additional_kwargs={"reasoning_content": reasoning})
         words = re.findall(r"\S+\s*|\s+", message.text) or [""]
         for i, word in enumerate(words):
             last = i == len(words) - 1

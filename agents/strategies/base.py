@@ -36,6 +36,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.strategies import strict_json
+from agents.strategies.tool_markup import find_tool_markup
 
 IntermediateStep = tuple["ToolAgentAction", ToolMessage]
 """One ``(action, observation)`` pair: what the model asked for and what it was told.
@@ -216,6 +217,7 @@ class TextStrategy(Strategy):
         text = text_of(message)
         parsed = type(self).parse_text(text)
         if isinstance(parsed, str):
+            _refuse_markup_answer(parsed, text)
             return AgentFinish({"output": parsed}, log=text)
         tool, tool_input = parsed
         return [
@@ -227,6 +229,28 @@ class TextStrategy(Strategy):
                 tool_call_id=new_tool_call_id(),
             )
         ]
+
+
+MARKUP_ANSWER = (
+    "Your final answer holds a tool call written as markup ({markup}), which nothing "
+    "runs. Use this format's own Action lines to call a tool, or answer in plain words."
+)
+
+
+def _refuse_markup_answer(answer: str, text: str) -> None:
+    """Raise :class:`ParseError` when a final answer is tool-call markup (never an answer).
+
+    A model used to a native tool-call template (Hermes ``<tool_call>``, Mistral
+    ``[TOOL_CALLS]``) may write its call that way; markup inside a code block is content.
+    """
+    markup = find_tool_markup(answer)
+    if markup is None:
+        return
+    first = markup.calls[0]
+    raise ParseError(
+        MARKUP_ANSWER.format(markup=first.raw.strip()[:200]), llm_output=text,
+        tool=first.name, tool_input=first.args if first.args is not None else first.raw,
+    )  # fmt: skip
 
 
 def render_tools(tools: Sequence[BaseTool]) -> str:

@@ -6,6 +6,13 @@ ToolMessage paired by ``tool_call_id`` (``format_to_tool_messages``). Unlike Lan
 classic ``ToolsAgentOutputParser``, calls in ``AIMessage.invalid_tool_calls`` (arguments
 that are not JSON) are not dropped, which would turn them into an empty final answer: each
 becomes an action that carries its error, so the model is told and can call again.
+
+A reply with no ``tool_calls`` whose text holds tool-call markup (a server without its
+tool parser, :mod:`agents.strategies.tool_markup`) is never a final answer: with
+``StrategyOptions.text_tool_calls`` (the provider's ``Quirks.text_tool_calls``) its calls
+are read from the markup, each with a fresh ``tool_call_id``, the text outside the markup
+staying the turn's text; without it, it is a format error (``TextToolCall``) whose
+observation tells the model to call tools through the API.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from collections.abc import Sequence
 
 from langchain_core.agents import AgentFinish
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages.tool import invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
@@ -25,10 +33,18 @@ from agents.strategies.base import (
     new_tool_call_id,
     text_of,
 )
+from agents.strategies.tool_markup import MarkupCalls, find_tool_markup
+
+TEXT_TOOL_CALL = "TextToolCall"  # agents.events.TEXT_TOOL_CALL (strategies import no events)
 
 INVALID_ARGUMENTS = (
     "Error: the arguments for tool {name!r} are not valid JSON ({error}). "
     "Call the tool again with a JSON object of arguments."
+)
+CALL_IN_TEXT = (
+    "Error: your reply wrote a tool call into its text ({markup}) instead of calling the "
+    "tool. Nothing was run. Call tools through the API's tool calls (the tools you were "
+    "given), not as text; if you need no tool, answer in plain words."
 )
 
 
@@ -65,7 +81,11 @@ class ToolCallingStrategy(Strategy):
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
     ) -> list[BaseMessage]:
-        """Return each turn's AIMessage once, then a ToolMessage per call in it."""
+        """Return each turn's AIMessage once, then a ToolMessage per call in it.
+
+        A reply that wrote its call into its text made no call a ToolMessage could answer
+        (servers refuse an unpaired one): its observation goes back as a HumanMessage.
+        """
         messages: list[BaseMessage] = []
         seen: set[int] = set()
         for action, observation in intermediate_steps:
@@ -73,7 +93,10 @@ class ToolCallingStrategy(Strategy):
                 if id(message) not in seen:
                     seen.add(id(message))
                     messages.append(message)
-            messages.append(observation)
+            if action.error_type == TEXT_TOOL_CALL:
+                messages.append(HumanMessage(text_of(observation)))
+            else:
+                messages.append(observation)
         return messages
 
     def parse(self, message: AIMessage) -> list[ToolAgentAction] | AgentFinish:
@@ -116,4 +139,47 @@ class ToolCallingStrategy(Strategy):
         if actions:
             return actions
         text = text_of(message)
+        markup = find_tool_markup(text)
+        if markup is not None:
+            if self.options.text_tool_calls:
+                return self.parse(_with_markup_calls(message, markup))
+            return [_call_in_text(message, markup)]
         return AgentFinish({"output": text}, log=text)
+
+
+def _with_markup_calls(message: AIMessage, markup: MarkupCalls) -> AIMessage:
+    """Return ``message`` with the markup's calls as its tool calls, its text outside it.
+
+    Each call gets a fresh ``tool_call_id``; one whose arguments do not parse is an
+    invalid tool call carrying the reason and the markup as written.
+    """
+    calls, invalid = [], []
+    for call in markup.calls:
+        if call.args is not None and call.name:
+            calls.append(tool_call(name=call.name, args=call.args, id=new_tool_call_id()))
+        else:
+            invalid.append(invalid_tool_call(name=call.name, args=call.raw,
+                                             id=new_tool_call_id(), error=call.error))  # fmt: skip
+    return message.model_copy(
+        update={"content": markup.text, "tool_calls": calls, "invalid_tool_calls": invalid}
+    )
+
+
+def _call_in_text(message: AIMessage, markup: MarkupCalls) -> ToolAgentAction:
+    """Return the format error of a reply that wrote its tool call(s) as text."""
+    first = markup.calls[0]
+    return ToolAgentAction(
+        tool=first.name,
+        tool_input=first.args if first.args is not None else first.raw,
+        log=text_of(message),
+        message_log=[message],
+        tool_call_id=new_tool_call_id(),
+        error=CALL_IN_TEXT.format(markup=_preview(first.raw)),
+        error_type=TEXT_TOOL_CALL,
+    )
+
+
+def _preview(raw: str, limit: int = 200) -> str:
+    """Return markup to quote back to the model, clipped to ``limit`` characters."""
+    raw = raw.strip()
+    return raw if len(raw) <= limit else raw[:limit] + "…"

@@ -4,7 +4,7 @@
 ``Conversation.model_key`` names a configured model (``default`` is the one of
 ``AGENT_PROVIDER`` and ``OPENAI_*``, which every existing conversation used);
 ``AgentRun.endpoint`` is the host[:port] of the base URL a run used, blank for runs
-stored before it was recorded. Depends on 0004: the lead renumbers at merge.
+stored before it was recorded. Follows 0005 (step reasoning).
 """
 
 from django.db import migrations, models
@@ -12,7 +12,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0004_step_outcomes"),
+        ("chat", "0005_step_reasoning"),
     ]
 
     operations = [

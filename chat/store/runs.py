@@ -252,6 +252,9 @@ def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentS
     return step
 
 
-def step_save_text(*, step_id: int, text: str) -> None:
-    """Save a streaming model turn's text so far."""
-    AgentStep.objects.filter(pk=step_id).update(text=storable(text))
+def step_save_text(*, step_id: int, text: str, reasoning: str | None = None) -> None:
+    """Save a streaming model turn's text so far, and its reasoning so far when given."""
+    fields = {"text": storable(text)}
+    if reasoning is not None:
+        fields["reasoning"] = storable(reasoning)
+    AgentStep.objects.filter(pk=step_id).update(**fields)

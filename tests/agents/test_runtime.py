@@ -428,3 +428,39 @@ async def test_the_model_time_limit_never_fires_inside_the_caller():
             await asyncio.sleep(0.15)  # not interrupted: no CancelledError here
     assert events[-1].status is RunStatus.FAILED
     assert events[-1].error == "The model did not answer within 0.3 seconds."
+
+
+async def test_reasoning_is_streamed_as_its_own_events_before_the_text_and_kept_on_the_turn():
+    from agents.events import ReasoningDelta
+
+    model = ScriptedChatModel(
+        script=[
+            AIMessage(
+                "", tool_calls=[tool_call("add", {"a": 2, "b": 3}, "call_1")],
+                additional_kwargs={"reasoning_content": "Add them."},
+            ),
+            AIMessage("<think>It is 5.</think>\n\nThe sum is 5."),
+        ]
+    )  # fmt: skip
+    events = await collect(model, [add])
+
+    assert [type(e).__name__ for e in events] == [
+        "RunStarted",
+        "ModelTurnStarted", "ReasoningDelta", "ModelTurnFinished",
+        "ToolCallStarted", "ToolCallFinished",
+        "ModelTurnStarted", "ReasoningDelta", "ReasoningDelta", "ReasoningDelta",
+        "TextDelta", "TextDelta", "TextDelta", "TextDelta", "ModelTurnFinished",
+        "RunFinished",
+    ]  # fmt: skip
+    assert [e.text for e in of_type(events, ReasoningDelta)] == ["Add them.", "It ", "is ", "5."]
+    assert "".join(e.text for e in of_type(events, TextDelta)) == "The sum is 5."
+    turns = of_type(events, ModelTurnFinished)
+    assert [(t.reasoning, t.text) for t in turns] == [
+        ("Add them.", ""),
+        ("It is 5.", "The sum is 5."),
+    ]
+    assert events[-1].output == "The sum is 5."
+    # The second request sends the first reply back with its reasoning_content.
+    sent = model.prompts[1][-2]
+    assert isinstance(sent, AIMessage)
+    assert sent.additional_kwargs["reasoning_content"] == "Add them."

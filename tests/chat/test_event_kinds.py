@@ -25,6 +25,7 @@ from agents.events import (
     Event,
     ModelTurnFinished,
     ModelTurnStarted,
+    ReasoningDelta,
     RunFinished,
     RunStarted,
     RunStatus,
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ONE_OF_EACH: list[Event] = [
     RunStarted(model="m", tools=("weather_forecast",), strategy="tool_calling"),
     ModelTurnStarted(iteration=1),
+    ReasoningDelta(iteration=1, text="The user wants Suzhou's weather."),
     TextDelta(iteration=1, text="Checking "),
     ModelTurnFinished(
         iteration=1,
@@ -52,6 +54,7 @@ ONE_OF_EACH: list[Event] = [
         raw={},
         tool_calls=({"name": "weather_forecast", "args": {"town": "Suzhou"}, "id": "call_1"},),
         invalid_tool_calls=(),
+        reasoning="The user wants Suzhou's weather.",
     ),
     ToolCallStarted(
         iteration=1, tool_call_id="call_1", name="weather_forecast", args={"town": "Suzhou"}
@@ -118,6 +121,7 @@ async def test_every_kind_is_recorded_published_and_printed():
     frames = [(await asyncio.wait_for(layer.receive(channel), 10))["html"] for _ in ONE_OF_EACH[1:]]
     assert 'data-status="succeeded"' in frames[-1]
     assert "→ weather_forecast" in out.getvalue() and "Run " in out.getvalue()
+    assert "│ The user wants Suzhou's weather." in out.getvalue()
 
 
 async def test_a_kind_a_consumer_does_not_know_is_a_type_error_not_silence():

@@ -46,10 +46,15 @@ def _steps(run: AgentRun) -> list[str]:
     turn = store.step_start(run_id=run.pk, kind=StepKind.MODEL_TURN, iteration=1, started_at=now)
     with no_queries():
         html.append(fragments.step_appended(turn))
+    with no_queries():
+        html.append(fragments.text_delta(turn.pk, "Thought", 0, target="reasoning"))
+        html.append(fragments.reasoning_replaced(turn.pk, "Thought <b>"))
     turn = store.step_finish(step_id=turn.pk, finished_at=now, status=StepStatus.SUCCESS,
-                             text="Thought: weather\nAction: weather_forecast")  # fmt: skip
+                             text="Thought: weather\nAction: weather_forecast",
+                             reasoning="The user <b>asks</b>.")  # fmt: skip
     with no_queries():
         html.append(fragments.step_replaced(turn))
+    assert "The user &lt;b&gt;asks&lt;/b&gt;." in html[-1] and "Thought &lt;b&gt;" in html[-2]
     for name, error_type, status in (
         ("weather_forecast", "", StepStatus.SUCCESS),
         ("weather_forecast", "OutputParserException", StepStatus.ERROR),
@@ -75,7 +80,7 @@ def test_a_run_renders_start_to_end_from_what_each_store_call_loaded(strategy):
         started = fragments.run_started(run)
     assert f'id="run-{run.pk}"' in started
     shown = _steps(run)
-    assert len(shown) == 6 and 'data-status="success"' in shown[-3]
+    assert len(shown) == 8 and 'data-status="success"' in shown[-3]
     assert "format error" in shown[-1]
 
     for status in (RunStatus.FAILED, RunStatus.SUCCEEDED):

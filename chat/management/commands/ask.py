@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agents.events import (
     ModelTurnFinished,
     ModelTurnStarted,
+    ReasoningDelta,
     RunFinished,
     RunStarted,
     RunStatus,
@@ -32,6 +33,10 @@ from chat.validation import MessageError, clean_message
 from project.agent_models import PRIMARY_KEY
 
 RESULT_PREVIEW_CHARS = 600
+# Reasoning is printed with this in front of every line, so it is not read as the answer.
+THINKING_PREFIX = "  │ "
+THINKING_HEADER = "  │ thinking:"
+MOVED_NOTE = "  (the text above was the model's thinking, not its answer)"
 
 
 def _unknown_model(key: str) -> str:
@@ -50,6 +55,7 @@ class TracePrinter:
         self.raw_format = raw_format
         self.closed = False
         self._midline = False
+        self._thinking = False  # the last thing printed was reasoning
 
     def _write(self, text: str) -> None:
         if self.closed:
@@ -77,8 +83,13 @@ class TracePrinter:
                 pass  # the header line said the model; each turn shows by what it does
             case TextDelta(text=text):
                 if self.stream_text:
+                    if self._thinking:
+                        self._end_thinking()
                     self._write(text)
                     self._midline = not text.endswith("\n")
+            case ReasoningDelta() as thought:
+                if self.stream_text:
+                    self._reasoning(thought)
             case ModelTurnFinished() as turn:
                 self._turn_finished(turn)
             case ToolCallStarted() as call:
@@ -102,7 +113,38 @@ class TracePrinter:
             case other:
                 raise TypeError(f"not a runtime event the trace printer knows: {other!r}")
 
+    def _reasoning(self, thought: ReasoningDelta) -> None:
+        """Print streamed reasoning dimmed, each line behind :data:`THINKING_PREFIX`."""
+        if thought.moved:
+            self._line(MOVED_NOTE)
+            self._start_thinking()
+        elif not self._thinking:
+            self._start_thinking()
+        self._write(self._dim(thought.text.replace("\n", "\n" + THINKING_PREFIX)))
+        self._midline = True
+
+    def _start_thinking(self) -> None:
+        self._line(self._dim(THINKING_HEADER))
+        self._write(THINKING_PREFIX)
+        self._thinking = True
+
+    def _end_thinking(self) -> None:
+        self._thinking = False
+        if self._midline:
+            self._write("\n")
+            self._midline = False
+
+    def _dim(self, text: str) -> str:
+        """Return ``text`` in the terminal's faint style when writing to a terminal."""
+        isatty = getattr(self.out, "isatty", None)
+        return f"\x1b[2m{text}\x1b[0m" if isatty is not None and isatty() else text
+
     def _turn_finished(self, turn: ModelTurnFinished) -> None:
+        if self._thinking:
+            self._end_thinking()
+        if turn.reasoning and not self.stream_text:
+            lines = turn.reasoning.replace("\n", "\n" + THINKING_PREFIX)
+            self._line(self._dim(f"{THINKING_HEADER}\n{THINKING_PREFIX}{lines}"))
         if turn.error:
             self._line(f"[model turn {turn.iteration}] error: {turn.error}")
         elif turn.tool_calls or turn.invalid_tool_calls:

@@ -1,0 +1,289 @@
+"""Tool calls written into a reply's text as markup, by servers whose tool parser is off.
+
+A chat template teaches the model to write its calls in a markup of its family; the
+server's tool parser (vLLM's ``--tool-call-parser``, llama.cpp's ``--jinja``, Ollama's
+template) turns that into ``tool_calls``. Without it the markup arrives in ``content``
+with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
+``hermes``, ``qwen3_coder``, ``llama3_json``/``pythonic`` and ``mistral``):
+
+- Hermes, Qwen2.5, Qwen3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
+  several in one reply, the last one sometimes left unclosed;
+- Llama 3.1's custom format and Qwen3-Coder: ``<function=name>{...}</function>`` or
+  ``<function=name><parameter=town>Suzhou</parameter></function>`` (also inside a
+  ``<tool_call>``);
+- Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` or the newer
+  ``[TOOL_CALLS]name[ARGS]{...}``.
+
+Markup inside a fenced code block or an inline code span is content (an answer that
+shows the format), not a call. Every scan here is linear in the text: ``str.find``
+from a moving position (each needle's next index kept) and
+``json.JSONDecoder.raw_decode``, no backtracking pattern over the whole reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.strategies import strict_json
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+FUNCTION_OPEN = "<function="
+FUNCTION_CLOSE = "</function>"
+PARAMETER_OPEN = "<parameter="
+PARAMETER_CLOSE = "</parameter>"
+MISTRAL = "[TOOL_CALLS]"
+MISTRAL_ARGS = "[ARGS]"
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"\s*")
+_FUNCTION_HEAD = re.compile(r"<function=[\w.\-]{1,200}>")
+
+
+@dataclass(frozen=True)
+class MarkupCall:
+    """One call read from markup: ``name``, ``args`` (a dict, or None when they do not
+    parse), the markup as written (``raw``) and, for a call that cannot run, ``error``."""
+
+    name: str
+    args: dict[str, Any] | None
+    raw: str
+    error: str = ""
+
+
+@dataclass
+class MarkupCalls:
+    """The calls a reply wrote as markup, and its ``text`` outside the markup (stripped)."""
+
+    calls: list[MarkupCall] = field(default_factory=list)
+    text: str = ""
+
+
+def find_tool_markup(text: str) -> MarkupCalls | None:
+    """Return the tool calls written into ``text`` as markup, or None when it has none.
+
+    Markup inside fenced code blocks (```` ``` ````) or inline code spans is ignored, and
+    so is a tag in prose: a ``<tool_call>`` counts when a JSON object or a
+    ``<function=`` follows it, a ``<function=`` when a tool name and ``>`` do. A call
+    whose JSON does not parse, or that names no tool, is still returned, with ``error``
+    saying why.
+    """
+    masked = _mask_fences(text)
+    spans: list[tuple[int, int]] = []
+    calls: list[MarkupCall] = []
+    pos = 0
+    nexts: dict[str, int] = {}
+    while True:
+        found = _next_marker(masked, pos, nexts)
+        if found is None:
+            break
+        start, marker = found
+        if marker == MISTRAL:
+            end = len(text)
+            calls.extend(_mistral(text[start + len(marker) : end], text[start:end]))
+        elif marker == TOOL_CALL_OPEN:
+            first = _SPACE.match(masked, start + len(marker)).end()
+            if not masked.startswith(("{", FUNCTION_OPEN), first):  # prose naming the tag
+                pos = start + len(marker)
+                continue
+            close = _find(masked, TOOL_CALL_CLOSE, start, nexts)
+            end = len(text) if close < 0 else close + len(TOOL_CALL_CLOSE)
+            body = text[first : close if close >= 0 else len(text)].strip()
+            calls.append(_tool_call_body(body, text[start:end]))
+        elif not _FUNCTION_HEAD.match(masked, start):  # "<function=" in prose
+            pos = start + len(marker)
+            continue
+        else:
+            close = _find(masked, FUNCTION_CLOSE, start, nexts)
+            end = len(text) if close < 0 else close + len(FUNCTION_CLOSE)
+            calls.append(_function(text[start:end], text[start:end]))
+        spans.append((start, end))
+        pos = end
+    if not calls:
+        return None
+    outside, last = [], 0
+    for start, end in spans:
+        outside.append(text[last:start])
+        last = end
+    outside.append(text[last:])
+    return MarkupCalls(calls=calls, text="".join(outside).strip())
+
+
+def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str] | None:
+    """Return the first markup opening at or after ``pos``: its index and which one.
+
+    ``nexts`` keeps each marker's next index between calls, so a marker that is far
+    ahead (or absent) is not searched for again from every call's position.
+    """
+    best: tuple[int, str] | None = None
+    for marker in (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL):
+        index = _find(masked, marker, pos, nexts)
+        if index >= 0 and (best is None or index < best[0]):
+            best = (index, marker)
+    return best
+
+
+def _find(masked: str, needle: str, pos: int, nexts: dict[str, int]) -> int:
+    """Return ``masked.find(needle, pos)``, searching again only when the last answer
+    (kept in ``nexts``) lies before ``pos``: -1 stays -1, so each needle is looked for
+    across the text about once, however many openings precede it."""
+    index = nexts.get(needle)
+    if index is None or 0 <= index < pos:
+        index = nexts[needle] = masked.find(needle, pos)
+    return index
+
+
+def _mask_fences(text: str) -> str:
+    """Return ``text`` with fenced code blocks and inline code spans blanked (same length).
+
+    An answer that shows the markup (```` ``` ```` blocks, `` `<tool_call>` `` in a
+    sentence) is content, not a call.
+    """
+    if "`" not in text:
+        return text
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines(keepends=True):
+        fence = line.lstrip().startswith("```")
+        if inside or fence:
+            out.append(" " * (len(line) - 1) + line[-1] if line.endswith("\n") else " " * len(line))
+        else:
+            out.append(_mask_code_spans(line))
+        if fence:
+            inside = not inside
+    return "".join(out)
+
+
+def _mask_code_spans(line: str) -> str:
+    """Return ``line`` with each `` `span` `` (backticks paired on the line) blanked."""
+    if line.count("`") < 2:
+        return line
+    parts: list[str] = []
+    pos = 0
+    while True:
+        open_ = line.find("`", pos)
+        close = line.find("`", open_ + 1) if open_ >= 0 else -1
+        if close < 0:
+            parts.append(line[pos:])
+            return "".join(parts)
+        parts.append(line[pos:open_])
+        parts.append(" " * (close + 1 - open_))
+        pos = close + 1
+
+
+def _tool_call_body(body: str, raw: str) -> MarkupCall:
+    """Return the call in a ``<tool_call>`` body: a JSON object or a ``<function=>``."""
+    if body.startswith(FUNCTION_OPEN):
+        return _function(body, raw)
+    try:
+        value = strict_json.loads(body)
+    except ValueError as exc:
+        return MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))
+    return _from_object(value, raw)
+
+
+def _from_object(value: Any, raw: str) -> MarkupCall:
+    """Return the call a decoded ``{"name", "arguments" | "parameters"}`` object makes."""
+    if not isinstance(value, dict):
+        return MarkupCall(name="", args=None, raw=raw,
+                          error=f"a JSON {type(value).__name__}, not an object")  # fmt: skip
+    name = value.get("name")
+    args = value.get("arguments", value.get("parameters", {}))
+    if isinstance(args, str):  # some templates write the arguments as a JSON string
+        try:
+            args = strict_json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            return MarkupCall(name=str(name or ""), args=None, raw=raw, error=str(exc))
+    if not isinstance(name, str) or not name:
+        return MarkupCall(name="", args=None, raw=raw, error='no "name" of a tool')
+    if not isinstance(args, dict):
+        return MarkupCall(name=name, args=None, raw=raw, error=_not_object(args))
+    return MarkupCall(name=name, args=args, raw=raw)
+
+
+def _function(markup: str, raw: str) -> MarkupCall:
+    """Return the call of ``<function=name>BODY</function>`` (JSON or parameters)."""
+    head_end = markup.find(">")
+    if head_end < 0:
+        return MarkupCall(name="", args=None, raw=raw, error="the <function=...> tag is not closed")
+    name = markup[len(FUNCTION_OPEN) : head_end].strip()
+    body_end = markup.find(FUNCTION_CLOSE, head_end)
+    body = markup[head_end + 1 : body_end if body_end >= 0 else len(markup)].strip()
+    if not name:
+        return MarkupCall(name="", args=None, raw=raw, error="no tool name after <function=")
+    if body.startswith(PARAMETER_OPEN) or not body:
+        return MarkupCall(name=name, args=_parameters(body), raw=raw)
+    try:
+        args = strict_json.loads(body)
+    except ValueError as exc:
+        return MarkupCall(name=name, args=None, raw=raw, error=str(exc))
+    if not isinstance(args, dict):
+        return MarkupCall(name=name, args=None, raw=raw, error=_not_object(args))
+    return MarkupCall(name=name, args=args, raw=raw)
+
+
+def _parameters(body: str) -> dict[str, Any]:
+    """Return Qwen3-Coder's ``<parameter=k>v</parameter>`` pairs (JSON values decoded)."""
+    args: dict[str, Any] = {}
+    pos = 0
+    while True:
+        start = body.find(PARAMETER_OPEN, pos)
+        if start < 0:
+            return args
+        head_end = body.find(">", start)
+        if head_end < 0:
+            return args
+        close = body.find(PARAMETER_CLOSE, head_end)
+        end = close if close >= 0 else len(body)
+        value = body[head_end + 1 : end].strip()
+        try:
+            args[body[start + len(PARAMETER_OPEN) : head_end].strip()] = strict_json.loads(value)
+        except ValueError:
+            args[body[start + len(PARAMETER_OPEN) : head_end].strip()] = value
+        pos = end + len(PARAMETER_CLOSE)
+
+
+def _mistral(rest: str, raw: str) -> list[MarkupCall]:
+    """Return the calls after ``[TOOL_CALLS]``: a JSON array, or ``name[ARGS]{...}``."""
+    body = rest.lstrip()
+    if body.startswith(("[", "{")):
+        try:
+            value, _ = _DECODER.raw_decode(body)
+        except ValueError as exc:
+            return [MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))]
+        items = value if isinstance(value, list) else [value]
+        return [_from_object(item, raw) for item in items] or [
+            MarkupCall(name="", args=None, raw=raw, error="an empty list of calls")
+        ]
+    calls: list[MarkupCall] = []
+    for part in body.split(MISTRAL):
+        name, sep, args_text = part.partition(MISTRAL_ARGS)
+        if not sep:
+            calls.append(MarkupCall(name=name.strip(), args=None, raw=raw, error="no [ARGS]"))
+            continue
+        try:
+            args, _ = _DECODER.raw_decode(args_text.lstrip())
+        except ValueError as exc:
+            calls.append(MarkupCall(name=name.strip(), args=None, raw=raw, error=str(exc)))
+            continue
+        calls.append(_from_object({"name": name.strip(), "arguments": args}, raw))
+    return calls
+
+
+def _not_object(args: Any) -> str:
+    return f"arguments are a JSON {type(args).__name__}, not an object"
+
+
+def _guess_name(body: str) -> str:
+    """Return the ``"name"`` value of broken JSON when it can be read, else ""."""
+    key = body.find('"name"')
+    if key < 0:
+        return ""
+    try:
+        colon = body.index(":", key)
+        value, _ = _DECODER.raw_decode(body[colon + 1 :].lstrip())
+    except ValueError:
+        return ""
+    return value if isinstance(value, str) else ""
