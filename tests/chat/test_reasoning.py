@@ -70,7 +70,7 @@ async def test_reasoning_is_streamed_stored_shown_folded_on_reload_and_exported(
 
     # The CSV has it in its own last column, not in model_text or result.
     rows = list(csv.DictReader(io.StringIO(await database_sync_to_async(export)())))
-    assert COLUMNS[-1] == "step_reasoning"
+    assert COLUMNS.index("step_reasoning") == 34  # column 35 of docs/csv-format.md
     by_ordinal = {row["step_ordinal"]: row for row in rows}
     last = by_ordinal[str(turns[1].ordinal)]
     assert last["step_reasoning"] == "Sunny, say so. Action: none"
