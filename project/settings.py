@@ -166,6 +166,8 @@ AGENT_MODEL = ModelConfig(
     timeout_s=env_float("OPENAI_TIMEOUT_S", 60.0, minimum=1.0),
     max_retries=env_int("OPENAI_MAX_RETRIES", 2, minimum=0),
     token_delay_s=env_float("DEMO_TOKEN_DELAY_MS", 15.0, minimum=0.0) / 1000,
+    # The model's context window in tokens; 0: the provider entry's (8,192 unless it says).
+    context_window=env_int("AGENT_CONTEXT_TOKENS", 0, minimum=0),
 )
 # Simulated latency of each bundled (offline) tool call, so running tool cards are visible.
 DEMO_TOOL_DELAY_MS = env_float("DEMO_TOOL_DELAY_MS", 400.0, minimum=0.0)

@@ -21,7 +21,9 @@ class ModelConfig:
     """What to build: ``provider`` (a registered entry's name), model name and options.
 
     ``timeout_s`` is the HTTP timeout of one request; ``max_retries`` the client's retry
-    count; ``token_delay_s`` only affects the demo model (a pause between streamed chunks).
+    count; ``token_delay_s`` only affects the demo model (a pause between streamed chunks);
+    ``context_window`` the model's context in tokens (0: its provider entry's
+    ``context_window``), which requests are trimmed to fit (:mod:`agents.context`).
     Which fields a provider needs is its entry's ``requires``.
     """
 
@@ -33,6 +35,7 @@ class ModelConfig:
     timeout_s: float = 60.0
     max_retries: int = 2
     token_delay_s: float = 0.0
+    context_window: int = 0
 
 
 class TokenUsage(StrEnum):
