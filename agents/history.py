@@ -305,13 +305,14 @@ def role_order_problems(messages: Sequence[BaseMessage]) -> list[str]:
         if role != expect:
             problems.append(f"{where}: roles must alternate, a {role} message after a {role} one")
         if isinstance(message, AIMessage):
-            ids = [call.get("id") or "" for call in message.tool_calls]
-            if not message.tool_calls and not str(message.text).strip():
+            # langchain-openai sends invalid_tool_calls as tool_calls too (raw arguments).
+            ids = [c.get("id") or "" for c in [*message.tool_calls, *message.invalid_tool_calls]]
+            if not ids and not str(message.text).strip():
                 problems.append(f"{where}: an empty assistant message with no tool calls")
             if len(set(ids)) != len(ids) or "" in ids:
                 problems.append(f"{where}: tool call ids missing or repeated: {ids}")
             open_calls, answered = set(ids), set()
-            expect = "assistant" if message.tool_calls else "user"
+            expect = "assistant" if ids else "user"
         else:
             expect = "assistant"
     if open_calls:

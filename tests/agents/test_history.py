@@ -95,8 +95,10 @@ class Builder:
         return self
 
     def ended(self, status, answer="", question="Any B&B rooms in Suzhou?") -> Exchange:
-        return Exchange(question=question, strategy=self.strategy, status=status,
-                        answer=answer, turns=tuple(self.turns), calls=tuple(self.calls))  # fmt: skip
+        return Exchange(
+            question=question, strategy=self.strategy, status=status, answer=answer,
+            turns=tuple(self.turns), calls=tuple(self.calls),
+        )  # fmt: skip
 
 
 def endings(strategy: str) -> dict[str, Exchange]:
@@ -194,8 +196,8 @@ def test_tool_errors_stay_and_format_errors_are_left_out():
     builder = Builder("tool_calling").format_error()
     builder.call(status=StepStatus.ERROR, result="Error: tool 'bnb_rooms' failed: site down")
     builder.answer("The B&B site is down.")
-    history = history_messages([builder.ended(RunStatus.SUCCEEDED, "The B&B site is down.")],
-                               get_strategy("tool_calling"), max_observation_chars=8_000)  # fmt: skip
+    exchange = builder.ended(RunStatus.SUCCEEDED, "The B&B site is down.")
+    history = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=99)
 
     (result,) = [m for m in history if isinstance(m, ToolMessage)]
     assert result.status == "error" and "site down" in result.content
