@@ -212,12 +212,18 @@ def intermediate_steps(
         ]
     steps: list[IntermediateStep] = []
     for turn in exchange.turns:
-        if not turn.finished or not turn.tool_calls:
+        if not turn.finished:
             continue
         # A native call whose arguments were not JSON is in the message's
         # invalid_tool_calls, not here; a call id the loop did not record (a cancel between
-        # the turn and its calls) is closed as unfinished.
-        sent = [c for c in turn.tool_calls if c.get("id") and c.get("name")]
+        # the turn and its calls) is closed as unfinished. A turn whose stored message has
+        # no calls but whose calls ran (read from markup in its text) sends the calls
+        # as they were recorded.
+        sent = [c for c in turn.tool_calls if c.get("id") and c.get("name")] or [
+            {"name": c.name, "args": c.args, "id": c.tool_call_id}
+            for c in exchange.calls
+            if c.iteration == turn.iteration and not c.is_format_error and c.tool_call_id
+        ]
         if not sent:
             continue
         kwargs = {"reasoning_content": turn.reasoning} if turn.reasoning else {}

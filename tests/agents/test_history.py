@@ -228,6 +228,20 @@ def test_reasoning_goes_back_on_the_turn_that_made_calls():
     assert history[-1].additional_kwargs == {}
 
 
+def test_calls_that_ran_are_sent_even_when_the_stored_message_has_none():
+    # A native turn whose calls were read from markup in its text (a server with its tool
+    # parser off) may keep none in its stored message; its recorded calls ran all the same.
+    turn = TurnRecord(iteration=1, text="")
+    call = CallRecord(iteration=1, tool_call_id="call_m", name="bnb_rooms",
+                      args={"town": "Suzhou"}, result=ROOMS)  # fmt: skip
+    exchange = Exchange(question="Rooms?", answer=ANSWER, turns=(turn,), calls=(call,))
+    history = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=99)
+
+    _, asked, result, _ = history
+    assert asked.tool_calls[0]["id"] == result.tool_call_id == "call_m"
+    assert asked.tool_calls[0]["args"] == {"town": "Suzhou"}
+
+
 def test_an_exchange_of_another_strategy_is_sent_as_question_and_answer():
     exchange = endings("react")["succeeded"]
     history = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=99)
