@@ -28,7 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, trim_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    trim_messages,
+)
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 
@@ -67,6 +73,8 @@ def approximate_tokens(message: BaseMessage) -> int:
     """
     tokens = count_tokens_approximately([message])
     text = str(message.content) if isinstance(message.content, str) else repr(message.content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        text += repr(message.tool_calls)
     reasoning = message.additional_kwargs.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         text += reasoning
@@ -101,10 +109,11 @@ class ContextOverflow(Exception):
 class ContextWindow:
     """A model's context window and how to fit a request into it.
 
-    ``max_tokens``: the window, tokens; ``reply_tokens``: kept free for the reply (0:
-    a quarter of the window, at most :data:`REPLY_TOKENS_CAP`); ``counter``: tokens of
-    one message (default :func:`approximate_tokens`). Counts are kept per message object
-    for the life of the instance (one run), so each turn counts only its new messages.
+    ``max_tokens``: the window, tokens; ``reply_tokens``: kept free for the reply, at
+    most half the window (0: a quarter of the window, at most :data:`REPLY_TOKENS_CAP`);
+    ``counter``: tokens of one message (default :func:`approximate_tokens`). Counts are
+    kept per message object for the life of the instance (one run), so each turn counts
+    only its new messages.
     """
 
     max_tokens: int

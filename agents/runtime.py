@@ -113,7 +113,8 @@ async def run(
     usage_total: dict[str, int] = {}
     # A native request carries the tools' schemas beside the messages; a text strategy
     # has them in its system message already.
-    schemas = 0 if isinstance(strategy, TextStrategy) else tools_tokens(list(tools))
+    native = context is not None and not isinstance(strategy, TextStrategy)
+    schemas = tools_tokens(list(tools)) if native else 0
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):

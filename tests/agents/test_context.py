@@ -102,6 +102,14 @@ def test_the_reply_keeps_a_quarter_of_a_small_window_and_at_most_4096_tokens():
     assert ContextWindow(max_tokens=8_192).budget == 8_192 - 2_048
     assert ContextWindow(max_tokens=128_000).budget == 128_000 - 4_096
     assert ContextWindow(max_tokens=8_192, reply_tokens=512).budget == 8_192 - 512
+    assert ContextWindow(max_tokens=8_192, reply_tokens=16_000).budget == 8_192 // 2
+
+
+def test_chinese_tool_arguments_count_too():
+    call = {"name": "weather_forecast", "args": {"town": "苏州" * 50}, "id": "c1"}
+    message = AIMessage("", tool_calls=[call])
+
+    assert approximate_tokens(message) >= count_tokens_approximately([message]) + 75
 
 
 async def events_of(model, messages, window, tools=(bnb_rooms,), strategy="tool_calling"):

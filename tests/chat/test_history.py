@@ -281,3 +281,20 @@ async def test_a_question_too_long_for_the_window_fails_saying_so_and_the_next_o
     assert (after.status, after.output) == (RunStatus.SUCCEEDED, "Hello.")
     (sent,) = model.prompts
     assert [type(m) for m in sent[1:]] == [HumanMessage], describe(sent)
+
+
+async def test_a_call_id_longer_than_its_column_still_pairs_with_its_result():
+    _, conversation = await make_conversation()
+    long_id = "call_" + "x" * 295
+    model = StrictModel(script=[
+        AIMessage("", tool_calls=[tool_call("bnb_rooms", {"town": "Suzhou"}, long_id)]),
+        answer("tool_calling", "Two rooms."),
+    ])  # fmt: skip
+    await ask(conversation, "Any B&B rooms in Suzhou?", model)
+
+    model.script = [answer("tool_calling", "Canal House.")]
+    await ask(conversation, "Which was the cheapest?", model)
+
+    sent = model.prompts[-1]
+    assert role_order_problems(sent) == [], describe(sent)
+    assert sent[2].tool_calls[0]["id"] == sent[3].tool_call_id == long_id
