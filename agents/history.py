@@ -78,6 +78,7 @@ NO_ANSWER = {
 NO_ANSWER_NOTE = "(No answer: {why}. This is a note from the app, not a reply.)"
 NO_RUN = "no answer was recorded for this message"
 UNFINISHED_CALL = "Error: no result: the run ended before this tool call finished."
+EMPTY_REPLY_SHOWN = "(empty reply)"
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,24 @@ def _observation(call: CallRecord, max_observation_chars: int) -> ToolMessage:
         status = StepStatus.ERROR if call.status == StepStatus.ERROR else StepStatus.SUCCESS
     return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=call.name,
                        status=status.value)  # fmt: skip
+
+
+def fill_empty_replies(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return ``messages`` with each empty assistant message that makes no calls filled.
+
+    A text strategy's scratchpad shows the model its own replies, an empty one too (the
+    format error that follows says it was empty); strict servers refuse an assistant
+    message with no content and no calls, so it reads :data:`EMPTY_REPLY_SHOWN` instead.
+    """
+    return [
+        AIMessage(EMPTY_REPLY_SHOWN)
+        if isinstance(message, AIMessage)
+        and not message.tool_calls
+        and not message.invalid_tool_calls
+        and not str(message.text).strip()
+        else message
+        for message in messages
+    ]
 
 
 class RoleOrderError(ValueError):

@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 
 from agents.context import ContextOverflow, ContextWindow, tools_tokens
 from agents.events import Event, ModelTurnStarted, RunFinished, RunStarted, RunStatus
+from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
 from agents.strategies.base import IntermediateStep, TextStrategy
@@ -118,7 +119,7 @@ async def run(
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):
-        scratchpad = strategy.format_scratchpad(intermediate_steps)
+        scratchpad = fill_empty_replies(strategy.format_scratchpad(intermediate_steps))
         if context is None:
             history = [*prompt, *scratchpad]
         else:

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, convert_to_messages
 
 from agents.events import RunStatus
-from agents.history import history_messages, role_order_problems
+from agents.history import EMPTY_REPLY_SHOWN, history_messages, role_order_problems
 from agents.runtime import run
 from agents.strategies import STRATEGIES, get_strategy
 from agents.tools import default_tools
@@ -113,3 +113,20 @@ async def test_a_history_of_every_ending_goes_through_a_strict_server(strict_ser
     sent = strict_server.requests[0]["messages"]
     assert sent[-1] == {"role": "user", "content": "Which was the cheapest?"}
     assert [m["role"] for m in sent].count("system") == 1
+
+
+@pytest.mark.parametrize("strategy", sorted(WRITERS))
+async def test_an_empty_reply_in_a_text_run_is_not_sent_back_empty(strict_server, strategy):
+    final = WRITERS[strategy][1]("Canal House.")
+    strict_server.script = [
+        (200, [chunk({"role": "assistant", "content": ""}), chunk({}, finish="stop")]),
+        (200, [chunk({"role": "assistant", "content": final}), chunk({}, finish="stop")]),
+    ]
+
+    events = await run_through(strict_server, [SystemMessage("s"), HumanMessage("q")], strategy)
+
+    assert strict_server.refused == []
+    assert events[-1].status == RunStatus.SUCCEEDED, events[-1].error
+    assert strict_server.requests[1]["messages"][2] == {
+        "role": "assistant", "content": EMPTY_REPLY_SHOWN,
+    }  # fmt: skip
