@@ -33,7 +33,7 @@ went wrong is data the next answer may need ("the B&B site was down"). A call wi
 result (its run was cancelled or interrupted while it ran) is closed with an error
 observation saying so, so every ``tool_call`` of an ``AIMessage`` has exactly one
 ``ToolMessage``. Observations are clipped to the run limits' ``max_observation_chars``
-with :func:`agents.tool_calls.clip`, as they were when the model first read them.
+as :func:`agents.tool_calls.clip` clipped them, as they were when the model first read them.
 
 A run that ended without an answer (failed, cancelled, iteration limit, interrupted) is
 closed with an assistant message saying so (:data:`NO_ANSWER`), worded as a note from
@@ -60,7 +60,7 @@ from langchain_core.messages import (
 from agents.events import RunStatus, StepStatus, is_format_error
 from agents.strategies import Strategy, ToolAgentAction
 from agents.strategies.base import IntermediateStep, TextStrategy
-from agents.tool_calls import clip
+from agents.tool_calls import CLIPPED_NOTE
 
 QUESTION_ID_PREFIX = "question-"
 """The ``id`` of an earlier question's ``HumanMessage`` starts with this (message ids are
@@ -111,7 +111,9 @@ class CallRecord:
     ``result`` the observation as stored (the tool's whole result, or the error message
     the model was sent; empty for a call its run's end closed); ``error_type`` the
     exception class (a format error's marks a call that never ran); ``log`` the text a
-    text strategy parsed the call from.
+    text strategy parsed the call from; ``result_chars`` the length of the whole stored
+    result when ``result`` holds only its beginning (loaded cut to what the model can be
+    shown), else 0.
     """
 
     iteration: int
@@ -122,6 +124,7 @@ class CallRecord:
     result: str = ""
     error_type: str = ""
     log: str = ""
+    result_chars: int = 0
 
     @property
     def is_format_error(self) -> bool:
@@ -259,11 +262,20 @@ def _action(
     )  # fmt: skip
 
 
+def _clip(call: CallRecord, limit: int) -> str:
+    """Return the call's result as :func:`agents.tool_calls.clip` clipped it for the model,
+    also when only its beginning was loaded (the note counts the whole result)."""
+    total = max(len(call.result), call.result_chars)
+    if total <= limit:
+        return call.result
+    return call.result[:limit] + CLIPPED_NOTE.format(shown=limit, total=total)
+
+
 def _observation(call: CallRecord, max_observation_chars: int) -> ToolMessage:
     if call.is_unfinished:
         content, status = UNFINISHED_CALL, StepStatus.ERROR
     else:
-        content = clip(call.result, max_observation_chars)
+        content = _clip(call, max_observation_chars)
         status = StepStatus.ERROR if call.status == StepStatus.ERROR else StepStatus.SUCCESS
     return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=call.name,
                        status=status.value)  # fmt: skip

@@ -183,8 +183,9 @@ async def execute_run(
     run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
     recorder = RunRecorder(run_row)
     exchanges = await database_sync_to_async(store.conversation_exchanges)(
-        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id
-    )
+        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
+        max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+    )  # fmt: skip
     finished: AgentRun | None = None
 
     async def finish(status: RunStatus, error: str) -> AgentRun:

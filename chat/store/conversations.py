@@ -12,8 +12,9 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, Expression, F, QuerySet, TextField, When
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Length, Substr
 
 from agents.history import CallRecord, Exchange, TurnRecord
 from chat.models import AgentStep, Conversation, Message, StepKind, StepStatus
@@ -94,7 +95,9 @@ def conversations_adopt(*, guest_key: str, user_id: int) -> int:
     )
 
 
-def conversation_exchanges(*, conversation_id: int, before_message_id: int) -> list[Exchange]:
+def conversation_exchanges(
+    *, conversation_id: int, before_message_id: int, max_result_chars: int | None = None
+) -> list[Exchange]:
     """Return the conversation's questions before the given message, with their runs.
 
     One :class:`agents.history.Exchange` per user message, oldest first: the run's
@@ -103,6 +106,9 @@ def conversation_exchanges(*, conversation_id: int, before_message_id: int) -> l
     queries whatever the length of the conversation (the messages with their runs, then
     every step of those runs), reading only the columns the history needs; a question
     with no run (none is stored that way, but data may be edited) has status "".
+    With ``max_result_chars``, a tool result (stored up to ``AGENT_MAX_RESULT_CHARS``,
+    a megabyte) is read only that far, its whole length in ``CallRecord.result_chars``:
+    the model is shown no more than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
     """
     questions = list(
         Message.objects.filter(
@@ -117,8 +123,9 @@ def conversation_exchanges(*, conversation_id: int, before_message_id: int) -> l
             run__conversation_id=conversation_id, run__user_message_id__lt=before_message_id
         )
         .order_by("run_id", "ordinal")
-        .values("run_id", "kind", "iteration", "status", "text", "result", "error_type",
-                "tool_name", "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"))
+        .values("run_id", "kind", "iteration", "status", "text", "error_type", "tool_name",
+                "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"),
+                head=_result_head(max_result_chars), chars=Length("result"))
     )  # fmt: skip
     turns: dict[int, list[TurnRecord]] = defaultdict(list)
     calls: dict[int, list[CallRecord]] = defaultdict(list)
@@ -128,13 +135,14 @@ def conversation_exchanges(*, conversation_id: int, before_message_id: int) -> l
             turns[step["run_id"]].append(TurnRecord(
                 iteration=step["iteration"], text=step["text"],
                 tool_calls=tuple(_tool_calls(step["calls"])),
-                finished=step["status"] == StepStatus.SUCCESS, answer=step["result"],
+                finished=step["status"] == StepStatus.SUCCESS, answer=step["head"],
             ))  # fmt: skip
         else:
             calls[step["run_id"]].append(CallRecord(
                 iteration=step["iteration"], tool_call_id=step["tool_call_id"],
                 name=step["tool_name"], args=step["arguments"], status=step["status"],
-                result=step["result"], error_type=step["error_type"], log=step["text"],
+                result=step["head"], error_type=step["error_type"], log=step["text"],
+                result_chars=step["chars"] if step["chars"] > len(step["head"]) else 0,
             ))  # fmt: skip
     exchanges = []
     for content, run_id, strategy, status, output in questions:
@@ -147,6 +155,15 @@ def conversation_exchanges(*, conversation_id: int, before_message_id: int) -> l
             turns=run_turns, calls=tuple(_full_ids(calls.get(run_id, ()), run_turns)),
         ))  # fmt: skip
     return exchanges
+
+
+def _result_head(max_chars: int | None) -> Expression:
+    """Return a step's result as read: a tool call's cut to ``max_chars`` (if given)."""
+    if not max_chars:
+        return F("result")
+    cut = Substr("result", 1, max_chars)
+    return Case(When(kind=StepKind.TOOL_CALL, then=cut), default=F("result"),
+                output_field=TextField())  # fmt: skip
 
 
 def _tool_calls(raw_calls: object) -> list[dict[str, Any]]:

@@ -68,6 +68,12 @@ def bnb_rooms(town: str) -> str:
 
 
 @tool
+def huge_result(town: str) -> str:
+    """Return 200,000 characters."""
+    return "r" * 200_000
+
+
+@tool
 async def held_rooms(town: str) -> str:
     """Return rooms only once the test lets it (never, here: the run is stopped)."""
     HELD["tool"].set()
@@ -298,3 +304,25 @@ async def test_a_call_id_longer_than_its_column_still_pairs_with_its_result():
     sent = model.prompts[-1]
     assert role_order_problems(sent) == [], describe(sent)
     assert sent[2].tool_calls[0]["id"] == sent[3].tool_call_id == long_id
+
+
+async def test_a_huge_stored_result_is_read_only_as_far_as_the_model_is_shown(settings):
+    settings.AGENT_MAX_OBSERVATION_CHARS = 1_000
+    _, conversation = await make_conversation()
+    model = StrictModel(script=[call("tool_calling", "huge_result"), answer("tool_calling", "Ok.")])
+    await ask(conversation, "Read it all.", model, tools=[huge_result])
+    first_seen = model.prompts[1][-1].content
+
+    model.script = [answer("tool_calling", "Done.")]
+    row = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                   content="And now?")  # fmt: skip
+    (exchange,) = await database_sync_to_async(store.conversation_exchanges)(
+        conversation_id=conversation.pk, before_message_id=row.user_message_id,
+        max_result_chars=1_000,
+    )  # fmt: skip
+    await execute_run(row.pk, model=model, tools=[huge_result])
+
+    (record,) = exchange.calls
+    assert (len(record.result), record.result_chars) == (1_000, 200_000)
+    assert model.prompts[-1][3].content == first_seen
+    assert first_seen.endswith("[clipped: showing the first 1,000 of 200,000 characters]")
