@@ -17,10 +17,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
+from agents.context import ContextOverflow, ContextWindow, tools_tokens
 from agents.events import Event, ModelTurnStarted, RunFinished, RunStarted, RunStatus
+from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
-from agents.strategies.base import IntermediateStep
+from agents.strategies.base import IntermediateStep, TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
 from agents.tool_calls import ToolCallBatch, ToolLimits
 
@@ -79,6 +81,7 @@ async def run(
     *,
     strategy: Strategy | None = None,
     limits: RunLimits | None = None,
+    context: ContextWindow | None = None,
 ) -> AsyncIterator[Event]:
     """Run the agent loop with ``strategy`` and yield :mod:`agents.events` as it goes.
 
@@ -93,10 +96,15 @@ async def run(
     breaks the strategy's format, invalid arguments and unknown tools become error steps
     whose observation tells the model what to fix; such retries count as turns.
 
+    With ``context`` (the model's window), each turn's request is fitted into it first
+    (:meth:`agents.context.ContextWindow.fit`: the oldest earlier exchanges go first; the
+    system message, the question and this run's scratchpad stay); when those alone do not
+    fit, the run ends ``failed`` with a message saying how many tokens it needs and has.
+
     The last event is always a :class:`RunFinished`: ``succeeded`` (a non-empty final
-    answer), ``failed`` (the model raised, timed out or answered with nothing) or
-    ``max_iterations``. Cancelling the consumer's task cancels pending tool calls and
-    propagates ``asyncio.CancelledError``.
+    answer), ``failed`` (the model raised, timed out or answered with nothing, or the
+    request outgrew the context window) or ``max_iterations``. Cancelling the
+    consumer's task cancels pending tool calls and propagates ``asyncio.CancelledError``.
     """
     limits = limits or RunLimits()
     strategy = strategy or ToolCallingStrategy()
@@ -104,13 +112,28 @@ async def run(
     prompt = strategy.build_prompt(messages, list(tools))
     intermediate_steps: list[IntermediateStep] = []
     usage_total: dict[str, int] = {}
+    # A native request carries the tools' schemas beside the messages; a text strategy
+    # has them in its system message already.
+    native = context is not None and not isinstance(strategy, TextStrategy)
+    schemas = tools_tokens(list(tools)) if native else 0
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):
+        scratchpad = fill_empty_replies(strategy.format_scratchpad(intermediate_steps))
+        if context is None:
+            history = [*prompt, *scratchpad]
+        else:
+            try:
+                history = context.fit(prompt, scratchpad, extra_tokens=schemas)
+            except ContextOverflow as exc:
+                yield RunFinished(
+                    status=RunStatus.FAILED, output="", iterations=iteration - 1,
+                    error=str(exc), usage=usage_total,
+                )  # fmt: skip
+                return
         yield ModelTurnStarted(iteration=iteration)
         turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
         bound = strategy.bind(model, list(tools), iteration=iteration)
-        history = [*prompt, *strategy.format_scratchpad(intermediate_steps)]
         async for event in turn.stream(bound, history):
             yield event
         _add_usage(usage_total, turn.usage)

@@ -15,17 +15,20 @@ from dataclasses import dataclass
 from channels.db import database_sync_to_async
 from django.conf import settings
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from agents.context import ContextWindow
 from agents.events import RunFinished, RunStatus, utcnow
+from agents.history import Exchange, history_messages
 from agents.prompts import SYSTEM_PROMPT
 from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
+from agents.providers.base import DEFAULT_CONTEXT_WINDOW
 from agents.runtime import RunLimits, run
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
 from chat import store
-from chat.models import AgentRun, Message
+from chat.models import AgentRun
 from chat.recorder import RunRecorder, Update
 from project import agent_models
 from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
@@ -224,16 +227,35 @@ def run_strategy(run_row: AgentRun) -> Strategy:
     return get_strategy(run_row.strategy, options)
 
 
-def build_prompt(history: Sequence[tuple[str, str]], question: str) -> list[BaseMessage]:
-    """Return the messages for a run: system prompt, earlier turns, the new question."""
-    messages: list[BaseMessage] = [SystemMessage(SYSTEM_PROMPT)]
-    for role, content in history:
-        if role == Message.Role.USER:
-            messages.append(HumanMessage(content))
-        else:
-            messages.append(AIMessage(content))
-    messages.append(HumanMessage(question))
-    return messages
+def build_prompt(
+    exchanges: Sequence[Exchange], question: str, strategy: Strategy
+) -> list[BaseMessage]:
+    """Return the messages for a run: system prompt, earlier exchanges, the new question.
+
+    The earlier exchanges go with their tool work, in ``strategy``'s form
+    (:func:`agents.history.history_messages`); observations are clipped to
+    ``AGENT_MAX_OBSERVATION_CHARS`` as they were when the model first read them. User and
+    assistant messages alternate whatever the earlier runs ended with.
+    """
+    history = history_messages(
+        exchanges, strategy, max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS
+    )
+    return [SystemMessage(SYSTEM_PROMPT), *history, HumanMessage(question)]
+
+
+def context_window(run: AgentRun) -> ContextWindow:
+    """Return the context window of ``run``'s model (its ``AGENT_CONTEXT_TOKENS``).
+
+    0 in the setting means the provider entry's ``context_window``. The room kept for
+    the reply is the model's ``max_tokens`` (``AGENT_MAX_TOKENS``) when set, else a
+    quarter of the window (at most 4,096 tokens; :class:`agents.context.ContextWindow`).
+    Raises :class:`ModelNotConfigured` as :func:`get_model` does.
+    """
+    config = conversation_model(run.conversation.model_key).config
+    entry = find_provider(config.provider)
+    window = config.context_window or (entry.context_window if entry else 0)
+    return ContextWindow(max_tokens=window or DEFAULT_CONTEXT_WINDOW,
+                         reply_tokens=config.max_tokens)  # fmt: skip
 
 
 async def _notify(listeners: Sequence[Listener], update: Update) -> None:
@@ -261,10 +283,10 @@ async def execute_run(
     """
     run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
     recorder = RunRecorder(run_row)
-    history = await database_sync_to_async(store.conversation_history)(
-        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id
-    )
-    messages = build_prompt(history, run_row.user_message.content)
+    exchanges = await database_sync_to_async(store.conversation_exchanges)(
+        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
+        max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+    )  # fmt: skip
     finished: AgentRun | None = None
 
     async def finish(status: RunStatus, error: str) -> AgentRun:
@@ -279,11 +301,15 @@ async def execute_run(
     try:
         try:
             model = model or get_model(run_row)
+            context = context_window(run_row)
         except ValueError as exc:
             return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
         tools = get_tools() if tools is None else tools
         strategy = run_strategy(run_row)
-        async for event in run(model, tools, messages, strategy=strategy, limits=run_limits()):
+        messages = build_prompt(exchanges, run_row.user_message.content, strategy)
+        events = run(model, tools, messages, strategy=strategy, limits=run_limits(),
+                     context=context)  # fmt: skip
+        async for event in events:
             # A write that has started is let finish even if the run is cancelled
             # meanwhile, so the cancel is recorded after it, never under it.
             write = asyncio.ensure_future(recorder.record(event))

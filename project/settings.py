@@ -174,6 +174,8 @@ AGENT_MODEL = ModelConfig(
     # A cap on one reply's tokens (0: the server's default), so a local model that loses
     # its way ends its reply instead of streaming until AGENT_MODEL_TIMEOUT_S.
     max_tokens=env_int("AGENT_MAX_TOKENS", 0, minimum=0),
+    # The model's context window in tokens; 0: the provider entry's (8,192 unless it says).
+    context_window=env_int("AGENT_CONTEXT_TOKENS", 0, minimum=0),
 )
 # More models a conversation can pick (docs/models.md): a TOML file of [[models]] tables,
 # relative to the project directory. Each names the environment variable holding its key.

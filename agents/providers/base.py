@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
 
+# Tokens of context assumed for a model whose entry and settings name none.
+DEFAULT_CONTEXT_WINDOW = 8_192
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """What to build: ``provider`` (a registered entry's name), model name and options.
@@ -23,8 +27,10 @@ class ModelConfig:
     ``timeout_s`` is the HTTP timeout of one request; ``max_retries`` the client's retry
     count; ``token_delay_s`` only affects the demo model (a pause between streamed chunks).
     ``max_tokens`` caps one reply's output in tokens (0: the server's own default), so a
-    local model that loses its way cannot stream until the turn's time limit. Which fields
-    a provider needs is its entry's ``requires``.
+    local model that loses its way cannot stream until the turn's time limit;
+    ``context_window`` is the model's context in tokens (0: its provider entry's
+    ``context_window``), which requests are trimmed to fit (:mod:`agents.context`).
+    Which fields a provider needs is its entry's ``requires``.
     """
 
     provider: str = "demo"
@@ -36,6 +42,7 @@ class ModelConfig:
     max_retries: int = 2
     token_delay_s: float = 0.0
     max_tokens: int = 0
+    context_window: int = 0
 
 
 class TokenUsage(StrEnum):
@@ -143,7 +150,7 @@ class ProviderEntry:
     default_model: str = ""
     scripted: bool = False
     quirks: Quirks = Quirks()
-    context_window: int = 8_192
+    context_window: int = DEFAULT_CONTEXT_WINDOW
 
     def __post_init__(self) -> None:
         known = {f.name for f in fields(ModelConfig)}

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, Expression, F, QuerySet, TextField, When
+from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Length, Substr
 
-from chat.models import Conversation, Message, RunStatus
+from agents.history import CallRecord, Exchange, TurnRecord
+from chat.models import AgentStep, Conversation, Message, RunStatus, StepKind, StepStatus
 
 TITLE_LENGTH = 60
 GUEST_KEY = "chat_guest_key"
@@ -89,13 +95,93 @@ def conversations_adopt(*, guest_key: str, user_id: int) -> int:
     )
 
 
-def conversation_history(*, conversation_id: int, before_message_id: int) -> list[tuple[str, str]]:
-    """Return ``(role, content)`` of the conversation's messages before the given one."""
-    return list(
-        Message.objects.filter(conversation_id=conversation_id, id__lt=before_message_id)
+def conversation_exchanges(
+    *, conversation_id: int, before_message_id: int, max_result_chars: int | None = None
+) -> list[Exchange]:
+    """Return the conversation's questions before the given message, with their runs.
+
+    One :class:`agents.history.Exchange` per user message, oldest first: the run's
+    strategy, status and answer, its model turns (text, reasoning, native tool calls from
+    the stored AIMessage) and tool calls (arguments, status, result, log), in step order. Two
+    queries whatever the length of the conversation (the messages with their runs, then
+    every step of those runs), reading only the columns the history needs; a question
+    with no run (none is stored that way, but data may be edited) has status "".
+    With ``max_result_chars``, a tool result (stored up to ``AGENT_MAX_RESULT_CHARS``,
+    a megabyte) is read only that far, its whole length in ``CallRecord.result_chars``:
+    the model is shown no more than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
+    """
+    questions = list(
+        Message.objects.filter(
+            conversation_id=conversation_id, role=Message.Role.USER, id__lt=before_message_id
+        )
         .order_by("created_at", "id")
-        .values_list("role", "content")
-    )
+        .values_list("content", "triggered_run__id", "triggered_run__strategy",
+                     "triggered_run__status", "triggered_run__output")
+    )  # fmt: skip
+    steps = (
+        AgentStep.objects.filter(
+            run__conversation_id=conversation_id, run__user_message_id__lt=before_message_id
+        )
+        .order_by("run_id", "ordinal")
+        .values("run_id", "kind", "iteration", "status", "text", "reasoning", "error_type",
+                "tool_name",
+                "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"),
+                head=_result_head(max_result_chars), chars=Length("result"))
+    )  # fmt: skip
+    turns: dict[int, list[TurnRecord]] = defaultdict(list)
+    calls: dict[int, list[CallRecord]] = defaultdict(list)
+    for step in steps:
+        if step["kind"] == StepKind.MODEL_TURN:
+            turns[step["run_id"]].append(TurnRecord(
+                iteration=step["iteration"], text=step["text"], reasoning=step["reasoning"],
+                tool_calls=tuple(_tool_calls(step["calls"])),
+                finished=step["status"] == StepStatus.SUCCESS, answer=step["head"],
+            ))  # fmt: skip
+        else:
+            calls[step["run_id"]].append(CallRecord(
+                iteration=step["iteration"], tool_call_id=step["tool_call_id"],
+                name=step["tool_name"], args=step["arguments"], status=step["status"],
+                result=step["head"], error_type=step["error_type"], log=step["text"],
+                result_chars=step["chars"] if step["chars"] > len(step["head"]) else 0,
+            ))  # fmt: skip
+    exchanges = []
+    for content, run_id, strategy, status, output in questions:
+        if run_id is None:
+            exchanges.append(Exchange(question=content, status=""))
+            continue
+        run_turns = tuple(turns.get(run_id, ()))
+        exchanges.append(Exchange(
+            question=content, strategy=strategy, status=status, answer=output,
+            turns=run_turns, calls=tuple(_full_ids(calls.get(run_id, ()), run_turns)),
+        ))  # fmt: skip
+    return exchanges
+
+
+def _result_head(max_chars: int | None) -> Expression:
+    """Return a step's result as read: a tool call's cut to ``max_chars`` (if given)."""
+    if not max_chars:
+        return F("result")
+    cut = Substr("result", 1, max_chars)
+    return Case(When(kind=StepKind.TOOL_CALL, then=cut), default=F("result"),
+                output_field=TextField())  # fmt: skip
+
+
+def _tool_calls(raw_calls: object) -> list[dict[str, Any]]:
+    """Return the well-formed ``ToolCall`` dicts of a stored AIMessage's ``tool_calls``."""
+    if not isinstance(raw_calls, list):
+        return []
+    return [call for call in raw_calls
+            if isinstance(call, dict) and call.get("id") and call.get("name")]  # fmt: skip
+
+
+def _full_ids(calls: Iterable[CallRecord], turns: Iterable[TurnRecord]) -> list[CallRecord]:
+    """Return ``calls`` with each id the step column cut restored from its turn's call."""
+    limit = AgentStep._meta.get_field("tool_call_id").max_length
+    full = {(t.iteration, c["id"][:limit]): c["id"] for t in turns for c in t.tool_calls}
+    return [
+        replace(call, tool_call_id=full.get((call.iteration, call.tool_call_id), call.tool_call_id))
+        for call in calls
+    ]
 
 
 def conversation_started(*, conversation_id: int) -> bool:
