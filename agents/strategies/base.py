@@ -80,6 +80,16 @@ class ToolAgentAction(AgentActionMessageLog):
     error_type: str = ""
 
 
+class ObservationMessage(HumanMessage):
+    """An observation in a text strategy's scratchpad: a HumanMessage, marked by its class.
+
+    Providers send it as any HumanMessage (a ``user`` message: langchain-openai converts
+    by ``isinstance``). The class lets code that reads a prompt (the offline demo model)
+    tell the scratchpad's observations from a user's message that merely looks like one
+    ("Observation: the sky is green. What is 2+2?").
+    """
+
+
 class ParseError(OutputParserException):
     """The model's output did not follow the strategy's format.
 
@@ -164,7 +174,7 @@ class TextStrategy(Strategy):
     prompt), ``observation_template`` (with ``{observation}``) and the two functions
     ``parse_text`` and ``cut_observation`` (plain functions of the text). The scratchpad
     is LangChain's ``format_log_to_messages``: each step's log as an AIMessage, its
-    observation as a HumanMessage.
+    observation as a HumanMessage (an :class:`ObservationMessage`).
     """
 
     stop: ClassVar[list[str]]
@@ -193,11 +203,11 @@ class TextStrategy(Strategy):
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
     ) -> list[BaseMessage]:
-        """Return each step's log as an AIMessage and its observation as a HumanMessage."""
+        """Return each step's log as an AIMessage and its observation as an ObservationMessage."""
         messages: list[BaseMessage] = []
         for action, observation in intermediate_steps:
             messages.append(AIMessage(self.format_log(action)))
-            messages.append(HumanMessage(self.format_observation(text_of(observation))))
+            messages.append(ObservationMessage(self.format_observation(text_of(observation))))
         return messages
 
     def format_log(self, action: ToolAgentAction) -> str:

@@ -93,6 +93,8 @@ def scan(
     """
     blocks: list[Block] = []
     spans: list[tuple[int, int]] = []
+    if "`" not in text and "~~~" not in text:  # no code: skip the pass over its lines
+        return blocks, spans
     fence: tuple[str, int, int, int, str] | None = None  # char, length, start, body, info
     for start, end, is_break in _segments(text, breaks):
         if fence is not None:

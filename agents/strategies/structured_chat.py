@@ -124,18 +124,21 @@ def find_blob(text: str) -> tuple[Any, int, int]:
     label = _ACTION_LABEL.search(masked)
     line_start = _LINE_BLOB.search(masked)
     if label:
-        found = [i for i in (masked.find("{", label.end()), masked.find("[", label.end())) if i >= 0]
-        start = min(found) if found else -1
+        start = _first_bracket(masked, label.end())
     elif line_start:
         start = line_start.end() - 1
     else:
-        found = [i for i in (masked.find("{"), masked.find("[")) if i >= 0]
-        start = min(found) if found else -1
+        start = _first_bracket(masked, 0)
     if start < 0:
         raise ParseError(f"{NO_BLOB} {FORMAT_HINT}", llm_output=text)
     value, end = _decode(text, start)
     close = _FENCE_CLOSE.match(text, end)
     return value, start, close.end() if close else end
+
+
+def _first_bracket(text: str, start: int) -> int:
+    found = [i for i in (text.find("{", start), text.find("[", start)) if i >= 0]
+    return min(found) if found else -1
 
 
 def _decode(text: str, start: int) -> tuple[Any, int]:
