@@ -384,10 +384,10 @@ FENCES = [
 
 def final_reply(name: str, answer: str) -> str:
     """Return a reply in ``name``'s format whose final answer is ``answer``, as models write it."""
+    blob = {"action": "Final Answer", "action_input": answer}
     return {
         "react": f"Thought: I now know the final answer\nFinal Answer: {answer}",
-        "structured_chat": json.dumps({"action": "Final Answer", "action_input": answer},
-                                      ensure_ascii=False),  # fmt: skip
+        "structured_chat": json.dumps(blob, ensure_ascii=False),  # Chinese as written
         "xml": f"<final_answer>{answer}</final_answer>",
     }[name]
 
@@ -408,7 +408,9 @@ def test_a_delimiter_inside_a_code_block_of_the_answer_is_content(
     assert PARSERS[name](final_reply(name, answer)) == answer
 
 
-@pytest.mark.parametrize(("name", "delimiter"), [(n, d) for n, ds in DELIMITERS.items() for d in ds])
+@pytest.mark.parametrize(
+    ("name", "delimiter"), [(n, d) for n, ds in DELIMITERS.items() for d in ds]
+)
 def test_a_fence_that_opens_in_the_answer_and_never_closes_is_code_to_the_end(name, delimiter):
     """A reply cut by its token limit keeps its unclosed code block as code."""
     answer = f"Run this:\n```python\n{delimiter}\nprint('未完"
