@@ -191,8 +191,9 @@ def format_react(tool: str, tool_input: str | dict, thought: str) -> str:
 def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
     """Return a reply whose Final Answer is ``answer``, as :func:`parse_react` reads it back.
 
-    ``answer`` may span lines; the format has no escape, so a line of it that starts with
-    a label (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
+    ``answer`` may span lines and hold code blocks with any label in them (code is
+    content); the format has no escape, so a line outside code that starts with a label
+    (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
     """
     return f"Thought: {_thought(thought)}\nFinal Answer: {answer}"
 

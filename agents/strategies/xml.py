@@ -78,6 +78,7 @@ _HALLUCINATED = re.compile(r"<observation>")
 # The tags that hold content: each ends a line for code fences, so the fence in
 # "<final_answer>```python" opens and the one in "```</final_answer>" closes.
 BREAKS = re.compile(r"</?(?:final_answer|tool_input)>")
+_CLOSE_FINAL = "</final_answer>"
 _TAG = re.compile(r"</?(?:tool|tool_input|final_answer|observation)>")
 
 
@@ -99,7 +100,10 @@ def cut_observation(text: str) -> str:
 def parse_xml(text: str) -> tuple[str, str | dict] | str:
     """Return ``(tool, tool_input)`` for a ``<tool>`` call, or the final answer text.
 
-    ``</tool_input>`` may be missing (the stop sequence removes it). Raises
+    Tags inside code (a fenced block, an inline span) are content: a final answer may
+    show the format in a code block. A reply that is one fenced block with the tags
+    inside it is read inside the fence. ``</tool_input>`` may be missing (the stop
+    sequence removes it), and so may ``</final_answer>`` (a reply cut short). Raises
     :class:`ParseError` for an empty reply, no tags, several tools, a tool without input
     or input without a tool, a tool and a final answer together, text after the final
     answer or an empty one.
@@ -133,7 +137,12 @@ def _parse(text: str, masked: str, *, reply: str) -> tuple[str, str | dict] | st
         if extra:
             raise ParseError(TRAILING.format(extra=text[final.end() :].strip()[:80]),
                              llm_output=reply)  # fmt: skip
-        answer = text[final.start(1) : final.end(1)].strip()
+        answer = text[final.start(1) : final.end(1)]
+        if final.end() == len(text) and answer.rstrip().endswith(_CLOSE_FINAL):
+            # An answer whose code block never closed, then the closing tag: the tag is
+            # the reply's last word, so it ends the answer rather than being code.
+            answer = answer.rstrip().removesuffix(_CLOSE_FINAL)
+        answer = answer.strip()
         if not answer:
             raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=reply)
         return answer
@@ -199,9 +208,9 @@ def format_xml(tool: str, tool_input: str | dict, thought: str) -> str:
 def format_xml_final(answer: str) -> str:
     """Return ``answer`` in ``<final_answer>`` tags, as :func:`parse_xml` reads it back.
 
-    Tags are not escaped in this format: ``<`` and ``&`` are fine, but an answer holding
-    one of the format's own tags (``<tool>``, ``<final_answer>``, ``<observation>``...)
-    would be read as that tag.
+    Tags are not escaped in this format: ``<`` and ``&`` are fine, and so are the
+    format's own tags inside code (a fenced block or an inline span), but one outside
+    code (``<tool>``, ``<final_answer>``, ``<observation>``...) would be read as that tag.
     """
     return f"<final_answer>{answer}</final_answer>"
 
