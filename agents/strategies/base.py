@@ -36,6 +36,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.strategies import strict_json
+from agents.strategies.code_blocks import sole_block
 
 IntermediateStep = tuple["ToolAgentAction", ToolMessage]
 """One ``(action, observation)`` pair: what the model asked for and what it was told.
@@ -277,8 +278,15 @@ _FENCE = re.compile(r"^```[\w-]*[ \t]*\n?(?P<body>.*?)\n?```$", re.DOTALL)
 
 
 def strip_fence(text: str) -> str:
-    """Return ``text`` without one surrounding Markdown code fence (```` ```json ````)."""
+    """Return ``text`` without one surrounding Markdown code fence (```` ```json ````).
+
+    A fenced block of ``` or ~~~ of any length (:func:`.code_blocks.sole_block`), closed
+    or not (a reply cut short), or ```` ```json {...}``` ```` on one line.
+    """
     text = text.strip()
+    block = sole_block(text)
+    if block is not None:
+        return text[block.body_start : block.body_end].strip()
     match = _FENCE.match(text)
     return match["body"].strip() if match else text
 

@@ -35,6 +35,14 @@ REACT_OK = [
         f'Thought: x\nAction: `calculator`\nAction Input: {FENCE}json\n{{"expression": "2+2"}}\n{FENCE}',
         ("calculator", {"expression": "2+2"}),
     ),
+    (
+        'Action: calculator\nAction Input: ~~~~json\n{"expression": "2+2"}\n~~~~',
+        ("calculator", {"expression": "2+2"}),
+    ),
+    (
+        f'Action: calculator\nAction Input: {FENCE}json {{"expression": "1"}}{FENCE}',
+        ("calculator", {"expression": "1"}),
+    ),
     ("Thought: x\nAction: [calculator]\nAction Input: {}", ("calculator", {})),
     ("Thought: x\nAction: calculator\nAction Input:", ("calculator", {})),  # nothing given
     (
@@ -205,6 +213,14 @@ XML_OK = [
     ),
     ("<final_answer>去苏州。</final_answer>\n", "去苏州。"),
     ("<final_answer>unclosed but clear", "unclosed but clear"),
+    (
+        '<tool>calculator</tool><tool_input>\n~~~json\n{"expression": "2"}\n~~~\n',
+        ("calculator", {"expression": "2"}),
+    ),
+    (
+        '<tool>calculator</tool><tool_input>```json\n{"expression": "3"}',
+        ("calculator", {"expression": "3"}),
+    ),
 ]
 
 XML_BAD = [
