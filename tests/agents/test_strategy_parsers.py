@@ -9,6 +9,7 @@ from langchain_core.agents import AgentFinish
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agents.strategies import ParseError, get_strategy
+from agents.strategies.code_blocks import MASK, mask_code
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
 from agents.strategies.xml import parse_xml
@@ -518,3 +519,35 @@ def test_a_bare_structured_blob_whose_answer_holds_a_fence_is_not_cut_at_that_fe
     blob = json.dumps({"action": "Final Answer", "action_input": answer})
     assert parse_structured(blob) == answer
     assert parse_structured(f"Thought: ok\nAction:\n{blob}") == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("a `b` c", ["`b`"]),
+        ("``a`b`` c", ["``a`b``"]),  # a span closes at a run of its own length only
+        ("`a`` b", []),  # no partner: literal backticks
+        ("`a\nb`", []),  # spans stay within a line
+        ("x\n```py\nA\n```\ny", ["```py\nA\n```"]),
+        ("x\n  ~~~\nA\n```\n~~~~\ny", ["  ~~~\nA\n```\n~~~~"]),
+        ("x\n````\n```\nA\n```\n````", ["````\n```\nA\n```\n````"]),  # shorter fence inside
+        ("x\n```\nA", ["```\nA"]),  # never closed: code to the end
+        ("x ```\nA\n", []),  # a fence must start its line
+        ("```a`b\nA\n", []),  # not a fence: its info string holds a backtick
+    ],
+)  # fmt: skip
+def test_mask_code_masks_fenced_blocks_and_inline_spans_keeping_offsets(text, code):
+    masked = mask_code(text)
+    assert len(masked) == len(text)
+    assert masked.count("\n") == text.count("\n")
+    found, start = [], None
+    for i, (a, b) in enumerate(zip(text, masked, strict=True)):
+        if b == MASK or (a == "\n" and start is not None and i + 1 < len(text)
+                         and masked[i + 1] == MASK):  # fmt: skip
+            start = i if start is None else start
+        elif start is not None:
+            found.append(text[start:i])
+            start = None
+    if start is not None:
+        found.append(text[start:])
+    assert found == code
