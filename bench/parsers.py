@@ -6,9 +6,11 @@ socket of the process: before the fix, "Action" followed by 30,000 spaces took 7
 ReAct parser and "<tool>x " repeated 20,000 times 15 s in the XML one. For each hostile
 input family this prints the parse time at two sizes and the ratio: about 10x for ten
 times the input is linear; about 100x is quadratic. Exit status 1 if any family grows
-faster than ``--max-ratio`` (default 30). The offline demo model answers inside the event
-loop too: its triggers are regular expressions over the question (before the fix, 8,000
-"(" took about a second per model turn), so its reply is timed the same way.
+faster than ``--max-ratio`` (default 30). The code-heavy families time the scan that
+finds code in a reply (:mod:`agents.strategies.code_blocks`), alone and inside each
+parser. The offline demo model answers inside the event loop too: its triggers are
+regular expressions over the question (before the fix, 8,000 "(" took about a second per
+model turn), so its reply is timed the same way.
 
     .venv/bin/python bench/parsers.py [--small 20000] [--large 200000] [--max-ratio 30]
 """
@@ -31,6 +33,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from agents.demo.model import reply
 from agents.reasoning import ThinkSplitter, split_think
 from agents.strategies import ParseError
+from agents.strategies.code_blocks import mask_code
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
 from agents.strategies.tool_markup import find_tool_markup
@@ -62,10 +65,23 @@ FAMILIES: list[Family] = [
      lambda n: "Action: calc\nAction" + " " * n + "Input"),
     ("react: many Action lines", parse_react, lambda n: "Action: a\n" * (n // 10)),
     ("react: Observation flood", parse_react, lambda n: "\n Observation" * (n // 12)),
+    ("react: a line of spaces", parse_react, lambda n: "Thought: x\n" + " " * n + "x"),
+    ("react: answer, code full of labels", parse_react,
+     lambda n: "Final Answer: run\n```\n" + "Action: s\nObservation: x\n" * (n // 24) + "```"),
+    ("react: answer, unclosed fence", parse_react,
+     lambda n: "Final Answer: run\n```py\n" + "Action: s\n" * (n // 10)),
+    ("react: fence lines, none closing", parse_react,
+     lambda n: "Final Answer: x\n" + "````\n```\n" * (n // 9)),
+    ("react: Final Answer: ``` flood", parse_react, lambda n: "Final Answer: ```\n" * (n // 18)),
     ("structured: braces", parse_structured, lambda n: "{" * n),
     ("structured: fences", parse_structured, lambda n: "```json\n" * (n // 8)),
     ("structured: quotes after action", parse_structured,
      lambda n: '{"action": "' + '"' * n),
+    ("structured: code blocks before blob", parse_structured,
+     lambda n: "```py\nx\n```\n" * (n // 13) + '```json\n{"action": "a", "action_input": {}}\n```'),
+    ("structured: answer holding fences", parse_structured,
+     lambda n: '{"action": "Final Answer", "action_input": "' + "```\\nAction: x\\n" * (n // 19)
+     + '"}'),
     ("xml: unclosed <tool>", parse_xml, lambda n: "<tool>x " * (n // 8)),
     ("xml: unclosed <tool_input>", parse_xml,
      lambda n: "<tool>a</tool>" + "<tool_input>x" * (n // 13)),
@@ -84,6 +100,15 @@ FAMILIES: list[Family] = [
     ("markup: parameters", find_tool_markup,
      lambda n: "<function=f>" + "<parameter=a>1" * (n // 14)),
     ("markup: fences", find_tool_markup, lambda n: "```\n<tool_call>\n" * (n // 16)),
+    ("xml: answer, code full of tags", parse_xml,
+     lambda n: "<final_answer>\n```\n" + "<tool>a</tool><observation>\n" * (n // 29) + "```\n"
+     "</final_answer>"),
+    ("xml: <final_answer>``` flood", parse_xml, lambda n: "<final_answer>```" * (n // 17)),
+    ("mask: backtick runs, none pairing", mask_code,
+     lambda n: "".join("`" * k + " " for k in range(1, int((2 * n) ** 0.5)))),
+    ("mask: single backticks", mask_code, lambda n: "` " * (n // 2)),
+    ("mask: backtick pairs, one line", mask_code, lambda n: "`a` " * (n // 4)),
+    ("mask: ~~~ fences", mask_code, lambda n: "~~~\n" * (n // 4)),
     ("demo: (((", demo_reply, lambda n: "(" * n),
     ("demo: -(-(", demo_reply, lambda n: "-(" * (n // 2)),
     ("demo: 1*(1*(", demo_reply, lambda n: "1*(" * (n // 3)),

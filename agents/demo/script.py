@@ -1,11 +1,13 @@
 """Play the scenario table: decide the demo model's next turn from the messages so far.
 
-The question is the newest HumanMessage that is not an observation. Its calls are planned
-from :data:`~agents.demo.scenarios.SCENARIOS` the same way on every turn; what was done
-since is read back from the messages after it (native: the AIMessages' ``tool_calls``
-and their ToolMessages; text: each reply the strategy's own parser reads as a call,
-followed by its observation). A reply that broke the format made no call. Planned calls
-not made yet go next (all at once, or one per turn); then the answer from every result.
+The question is the newest HumanMessage that is not an observation (a text strategy's
+scratchpad holds :class:`~agents.strategies.base.ObservationMessage`, told by its type,
+not its text). Its calls are planned from :data:`~agents.demo.scenarios.SCENARIOS` the
+same way on every turn; what was done since is read back from the messages after it
+(native: the AIMessages' ``tool_calls`` and their ToolMessages; text: each reply the
+strategy's own parser reads as a call, followed by its observation). A reply that broke
+the format made no call. Planned calls not made yet go next (all at once, or one per
+turn); then the answer from every result.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
 from agents.strategies import ParseError
-from agents.strategies.base import TextStrategy, text_of
+from agents.strategies.base import ObservationMessage, TextStrategy, text_of
 from agents.tools.knowledge import contains_cjk
 from agents.tools.places import PLACES, find_places
 
@@ -131,11 +133,14 @@ def _matches(text: str, tools: Sequence[str]) -> list[tuple[re.Match[str], Scena
 
 
 def _is_observation(message: BaseMessage, strategy: type[TextStrategy] | None) -> bool:
-    if strategy is None or not isinstance(message, HumanMessage):
+    """Return whether ``message`` is a tool's result shown to the model, by its type.
+
+    Native: a ToolMessage. Text: the scratchpad's :class:`ObservationMessage`; never a
+    user's message, whatever its text ("Observation: the sky is green. What is 2+2?").
+    """
+    if strategy is None:
         return isinstance(message, ToolMessage)
-    head, _, tail = strategy.observation_template.partition("{observation}")
-    text = text_of(message)
-    return text.startswith(head) and text.endswith(tail)
+    return isinstance(message, ObservationMessage)
 
 
 def made_calls(after: Sequence[BaseMessage], strategy: type[TextStrategy] | None) -> list[Outcome]:

@@ -36,6 +36,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agents.strategies import strict_json
+from agents.strategies.code_blocks import sole_block
 from agents.strategies.tool_markup import find_tool_markup
 
 IntermediateStep = tuple["ToolAgentAction", ToolMessage]
@@ -79,6 +80,16 @@ class ToolAgentAction(AgentActionMessageLog):
     tool_call_id: str
     error: str = ""
     error_type: str = ""
+
+
+class ObservationMessage(HumanMessage):
+    """An observation in a text strategy's scratchpad: a HumanMessage, marked by its class.
+
+    Providers send it as any HumanMessage (a ``user`` message: langchain-openai converts
+    by ``isinstance``). The class lets code that reads a prompt (the offline demo model)
+    tell the scratchpad's observations from a user's message that merely looks like one
+    ("Observation: the sky is green. What is 2+2?").
+    """
 
 
 class ParseError(OutputParserException):
@@ -165,7 +176,7 @@ class TextStrategy(Strategy):
     prompt), ``observation_template`` (with ``{observation}``) and the two functions
     ``parse_text`` and ``cut_observation`` (plain functions of the text). The scratchpad
     is LangChain's ``format_log_to_messages``: each step's log as an AIMessage, its
-    observation as a HumanMessage.
+    observation as a HumanMessage (an :class:`ObservationMessage`).
     """
 
     stop: ClassVar[list[str]]
@@ -194,11 +205,11 @@ class TextStrategy(Strategy):
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
     ) -> list[BaseMessage]:
-        """Return each step's log as an AIMessage and its observation as a HumanMessage."""
+        """Return each step's log as an AIMessage and its observation as an ObservationMessage."""
         messages: list[BaseMessage] = []
         for action, observation in intermediate_steps:
             messages.append(AIMessage(self.format_log(action)))
-            messages.append(HumanMessage(self.format_observation(text_of(observation))))
+            messages.append(ObservationMessage(self.format_observation(text_of(observation))))
         return messages
 
     def format_log(self, action: ToolAgentAction) -> str:
@@ -291,8 +302,15 @@ _FENCE = re.compile(r"^```[\w-]*[ \t]*\n?(?P<body>.*?)\n?```$", re.DOTALL)
 
 
 def strip_fence(text: str) -> str:
-    """Return ``text`` without one surrounding Markdown code fence (```` ```json ````)."""
+    """Return ``text`` without one surrounding Markdown code fence (```` ```json ````).
+
+    A fenced block of ``` or ~~~ of any length (:func:`.code_blocks.sole_block`), closed
+    or not (a reply cut short), or ```` ```json {...}``` ```` on one line.
+    """
     text = text.strip()
+    block = sole_block(text)
+    if block is not None:
+        return text[block.body_start : block.body_end].strip()
     match = _FENCE.match(text)
     return match["body"].strip() if match else text
 

@@ -19,6 +19,7 @@ from agents.strategies.base import (
     TextStrategy,
     parse_tool_input,
 )
+from agents.strategies.code_blocks import mask_code, sole_block
 
 STOP = ["\nObservation"]
 OBSERVATION_PREFIX = "Observation: "
@@ -61,66 +62,98 @@ SEVERAL_ACTIONS = (
     "Your reply has {count} actions. Use one tool per reply, then wait for its Observation."
 )
 
-# Labels start a line, may be numbered ("Action 2:") or bold ("**Action:**", the closing
-# "**" then belongs to the label). Only [ \t] between the words, never two adjacent
-# open-ended runs of white space: "Action" + 30,000 spaces would take seconds otherwise.
 SEVERAL_FINALS = (
     "Your reply has {count} 'Final Answer:' lines. Give one Final Answer, with the whole "
     "answer after it."
 )
 
-_BOLD = r"^[ \t]*(?P<bold>\*\*)?[ \t]*"
+# Labels start a line, may be numbered ("Action 2:") or bold ("**Action:**", the closing
+# "**" then belongs to the label). Only [ \t] between the words, never two adjacent
+# open-ended runs of white space: "Action" + 30,000 spaces would take seconds otherwise
+# (so "**" and the blanks after it are one optional group: "[ \t]*(\*\*)?[ \t]*" made
+# a line of 20,000 spaces take 6 s).
+_BOLD = r"^[ \t]*(?:(?P<bold>\*\*)[ \t]*)?"
 _NUMBER = r"[ \t]*(?:\d+[ \t]*)?"
 _END = r":(?(bold)\*\*)"
 _FLAGS = re.MULTILINE | re.IGNORECASE
 _ACTION = re.compile(_BOLD + "Action" + _NUMBER + _END, _FLAGS)
 _ACTION_INPUT = re.compile(_BOLD + "Action" + _NUMBER + "Input" + _NUMBER + _END, _FLAGS)
 _FINAL = re.compile(_BOLD + r"Final[ \t]+Answer[ \t]*" + _END, _FLAGS)
+# Any label: each ends a line for code fences ("Final Answer: ```python" opens one).
+LABEL = re.compile(
+    _BOLD + r"(?:Thought[ \t]*|Observation[ \t]*|Final[ \t]+Answer[ \t]*|Action" + _NUMBER
+    + r"(?:Input" + _NUMBER + r")?)" + _END, _FLAGS,
+)  # fmt: skip
 _HALLUCINATED = re.compile(r"\n[ \t*]*Observation[ \t]*:", re.IGNORECASE)
 _NAME_JUNK = "`'\"*[] \t"
 
 
+def outside_code(text: str) -> str:
+    """Return ``text`` with its code masked (:func:`~.code_blocks.mask_code`), labels as breaks.
+
+    Labels are looked for in this copy: a line of code in a final answer
+    (``Action: search`` in a fenced block) is content, not a label.
+    """
+    return mask_code(text, breaks=LABEL)
+
+
 def cut_observation(text: str) -> str:
-    """Return ``text`` up to an Observation the model wrote itself (the stop was ignored)."""
-    match = _HALLUCINATED.search(text)
+    """Return ``text`` up to an Observation the model wrote itself (the stop was ignored).
+
+    An ``Observation:`` line inside a code block is content and is kept.
+    """
+    match = _HALLUCINATED.search(outside_code(text))
     return text[: match.start()] if match else text
 
 
 def parse_react(text: str) -> tuple[str, str | dict] | str:
     """Return ``(tool, tool_input)`` for an action, or the final answer text.
 
-    Raises :class:`ParseError` for an empty reply, no format, an action without input,
-    several actions, an action and a final answer together, or an empty final answer.
+    Labels inside code (a fenced block, an inline code span) are content: a final answer
+    may show a ReAct transcript in a code block. A reply that is one fenced block with
+    the labels inside it is read inside the fence. Raises :class:`ParseError` for an
+    empty reply, no format, an action without input, several actions, an action and a
+    final answer together (outside code), or an empty final answer.
     """
     text = cut_observation(text)
     if not text.strip():
         raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
-    actions = list(_ACTION.finditer(text))
-    inputs = list(_ACTION_INPUT.finditer(text))
-    finals = list(_FINAL.finditer(text))
+    masked = outside_code(text)
+    if not LABEL.search(masked) and (block := sole_block(text, breaks=LABEL)):
+        return _parse(text[block.body_start : block.body_end], reply=text)
+    return _parse(text, reply=text, masked=masked)
+
+
+def _parse(text: str, *, reply: str, masked: str | None = None) -> tuple[str, str | dict] | str:
+    """Parse ``text`` (all of ``reply``, or the inside of its one fence); errors carry ``reply``."""
+    text = cut_observation(text) if masked is None else text
+    masked = outside_code(text) if masked is None else masked
+    actions = list(_ACTION.finditer(masked))
+    inputs = list(_ACTION_INPUT.finditer(masked))
+    finals = list(_FINAL.finditer(masked))
     if actions and finals:
-        raise ParseError(BOTH, llm_output=text)
+        raise ParseError(BOTH, llm_output=reply)
     if len(finals) > 1:
-        raise ParseError(SEVERAL_FINALS.format(count=len(finals)), llm_output=text)
+        raise ParseError(SEVERAL_FINALS.format(count=len(finals)), llm_output=reply)
     if finals:
         answer = text[finals[0].end() :].strip()
         if not answer:
-            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
+            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=reply)
         return answer
     if not actions:
-        raise ParseError(MISSING_ACTION, llm_output=text)
+        raise ParseError(MISSING_ACTION, llm_output=reply)
     if len(actions) > 1 or len(inputs) > 1:
         raise ParseError(SEVERAL_ACTIONS.format(count=max(len(actions), len(inputs))),
-                         llm_output=text)  # fmt: skip
+                         llm_output=reply)  # fmt: skip
     action = actions[0]
     end = inputs[0].start() if inputs and inputs[0].start() > action.end() else len(text)
     tool = text[action.end() : end].strip().splitlines()[0:1]
     name = tool[0].strip(_NAME_JUNK) if tool else ""
     if not name:
-        raise ParseError(MISSING_TOOL, llm_output=text)
+        raise ParseError(MISSING_TOOL, llm_output=reply)
     if not inputs or inputs[0].start() < action.end():
-        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=text, tool=name)
-    return name, parse_tool_input(text[inputs[0].end() :], tool=name, llm_output=text)
+        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=reply, tool=name)
+    return name, parse_tool_input(text[inputs[0].end() :], tool=name, llm_output=reply)
 
 
 class ReActStrategy(TextStrategy):
@@ -158,8 +191,9 @@ def format_react(tool: str, tool_input: str | dict, thought: str) -> str:
 def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
     """Return a reply whose Final Answer is ``answer``, as :func:`parse_react` reads it back.
 
-    ``answer`` may span lines; the format has no escape, so a line of it that starts with
-    a label (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
+    ``answer`` may span lines and hold code blocks with any label in them (code is
+    content); the format has no escape, so a line outside code that starts with a label
+    (``Action:``, ``Final Answer:``, ``Observation:``) would be read as one.
     """
     return f"Thought: {_thought(thought)}\nFinal Answer: {answer}"
 

@@ -22,7 +22,8 @@ from agents.strategies.base import (
     ParseError,
     TextStrategy,
 )
-from agents.strategies.react import OBSERVATION_PREFIX, STOP, cut_observation
+from agents.strategies.code_blocks import mask_code, scan
+from agents.strategies.react import LABEL, OBSERVATION_PREFIX, STOP, cut_observation
 
 INSTRUCTIONS = """\
 You have access to the following tools, one JSON object per line (name, description and \
@@ -85,7 +86,7 @@ BAD_INPUT = (
     'The "action_input" for tool {name!r} must be a JSON object of arguments, not a JSON {kind}.'
 )
 
-_FENCE_OPEN = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?", re.IGNORECASE)
+_FENCE_CLOSE = re.compile(r"\s*(?:`{3,}|~{3,})\s*$")
 _ACTION_NAME = re.compile(r'"action"\s*:\s*"([^"\\]*)"')
 _ACTION_LABEL = re.compile(r"^[ \t*]*Action[ \t]*:", re.MULTILINE | re.IGNORECASE)
 _LINE_BLOB = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)
@@ -99,35 +100,45 @@ def _kind(value: Any) -> str:
 def find_blob(text: str) -> tuple[Any, int, int]:
     """Return ``(value, start, end)`` of the action blob in ``text``, fence included.
 
-    The blob is the first fenced block if there is one (the format asks for a fence, so
-    brackets in the Thought before it do not count); else the first ``{`` or ``[`` after
-    an ``Action:`` label; else the first one that starts a line; else the first one.
-    ``end`` is past the closing fence. The JSON must be strict (:mod:`.strict_json`).
-    Raises :class:`ParseError` if there is no blob or it does not parse.
+    The blob is the first fenced code block (``` or ~~~, at the start of a line or after
+    ``Action:``) whose code starts with ``{`` or ``[``: the format asks for a fence, so
+    brackets and other code blocks in the Thought before it do not count. Without one,
+    outside code blocks: the first ``{`` or ``[`` after an ``Action:`` label; else the
+    first one that starts a line; else the first one. ``end`` is past the closing fence
+    (a lone closing fence after an unfenced blob is taken as its own). The JSON must be
+    strict (:mod:`.strict_json`). Raises :class:`ParseError` if there is no blob or it
+    does not parse.
     """
-    fence = _FENCE_OPEN.search(text)
-    if fence:
-        body = fence.end() + (len(text) - fence.end() - len(text[fence.end() :].lstrip()))
-        value, end = _decode(text, body)
-        rest = text[end:]
-        close = rest.lstrip()
-        if close.startswith("```"):
-            end += len(rest) - len(close) + 3
-        return value, fence.start(), end
-    label = _ACTION_LABEL.search(text)
-    line_start = _LINE_BLOB.search(text)
+    blocks, _ = scan(text, breaks=LABEL, inline=False)
+    for block in blocks:
+        code = text[block.body_start : block.body_end]
+        body = block.body_start + len(code) - len(code.lstrip())
+        if body < block.body_end and text[body] in "{[":
+            value, end = _decode(text, body)
+            if not text[end : block.body_end].strip():
+                end = block.end
+            return value, block.start, end
+    # Fenced code is content here; inline spans are not masked: "Action: ```json {...}```"
+    # on one line is the blob in backticks.
+    masked = mask_code(text, breaks=LABEL, inline=False)
+    label = _ACTION_LABEL.search(masked)
+    line_start = _LINE_BLOB.search(masked)
     if label:
-        found = [i for i in (text.find("{", label.end()), text.find("[", label.end())) if i >= 0]
-        start = min(found) if found else -1
+        start = _first_bracket(masked, label.end())
     elif line_start:
         start = line_start.end() - 1
     else:
-        found = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-        start = min(found) if found else -1
+        start = _first_bracket(masked, 0)
     if start < 0:
         raise ParseError(f"{NO_BLOB} {FORMAT_HINT}", llm_output=text)
     value, end = _decode(text, start)
-    return value, start, end
+    close = _FENCE_CLOSE.match(text, end)
+    return value, start, close.end() if close else end
+
+
+def _first_bracket(text: str, start: int) -> int:
+    found = [i for i in (text.find("{", start), text.find("[", start)) if i >= 0]
+    return min(found) if found else -1
 
 
 def _decode(text: str, start: int) -> tuple[Any, int]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.strategies import strict_json
+from agents.strategies.code_blocks import mask_code
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -70,7 +71,7 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
     whose JSON does not parse, or that names no tool, is still returned, with ``error``
     saying why.
     """
-    masked = _mask_fences(text)
+    masked = mask_code(text)
     spans: list[tuple[int, int]] = []
     calls: list[MarkupCall] = []
     pos = 0
@@ -133,44 +134,6 @@ def _find(masked: str, needle: str, pos: int, nexts: dict[str, int]) -> int:
     if index is None or 0 <= index < pos:
         index = nexts[needle] = masked.find(needle, pos)
     return index
-
-
-def _mask_fences(text: str) -> str:
-    """Return ``text`` with fenced code blocks and inline code spans blanked (same length).
-
-    An answer that shows the markup (```` ``` ```` blocks, `` `<tool_call>` `` in a
-    sentence) is content, not a call.
-    """
-    if "`" not in text:
-        return text
-    out: list[str] = []
-    inside = False
-    for line in text.splitlines(keepends=True):
-        fence = line.lstrip().startswith("```")
-        if inside or fence:
-            out.append(" " * (len(line) - 1) + line[-1] if line.endswith("\n") else " " * len(line))
-        else:
-            out.append(_mask_code_spans(line))
-        if fence:
-            inside = not inside
-    return "".join(out)
-
-
-def _mask_code_spans(line: str) -> str:
-    """Return ``line`` with each `` `span` `` (backticks paired on the line) blanked."""
-    if line.count("`") < 2:
-        return line
-    parts: list[str] = []
-    pos = 0
-    while True:
-        open_ = line.find("`", pos)
-        close = line.find("`", open_ + 1) if open_ >= 0 else -1
-        if close < 0:
-            parts.append(line[pos:])
-            return "".join(parts)
-        parts.append(line[pos:open_])
-        parts.append(" " * (close + 1 - open_))
-        pos = close + 1
 
 
 def _tool_call_body(body: str, raw: str) -> MarkupCall:

@@ -21,6 +21,7 @@ from agents.strategies.base import (
     ToolAgentAction,
     parse_tool_input,
 )
+from agents.strategies.code_blocks import mask_code, sole_block
 
 INSTRUCTIONS = """\
 You have access to the following tools, one JSON object per line (name, description and \
@@ -74,18 +75,35 @@ _TOOL = re.compile(r"<tool>(.*?)</tool>", re.DOTALL)
 _INPUT = re.compile(r"<tool_input>(.*?)(?:</tool_input>|$)", re.DOTALL)
 _FINAL = re.compile(r"<final_answer>(.*?)(?:</final_answer>|$)", re.DOTALL)
 _HALLUCINATED = re.compile(r"<observation>")
+# The tags that hold content: each ends a line for code fences, so the fence in
+# "<final_answer>```python" opens and the one in "```</final_answer>" closes.
+BREAKS = re.compile(r"</?(?:final_answer|tool_input)>")
+_CLOSE_FINAL = "</final_answer>"
+_TAG = re.compile(r"</?(?:tool|tool_input|final_answer|observation)>")
+
+
+def outside_code(text: str) -> str:
+    """Return ``text`` with its code masked (:func:`~.code_blocks.mask_code`).
+
+    Tags are looked for in this copy: ``<tool>`` in a code block (fenced or inline) of a
+    final answer is content, not a tag.
+    """
+    return mask_code(text, breaks=BREAKS)
 
 
 def cut_observation(text: str) -> str:
-    """Return ``text`` up to an ``<observation>`` the model wrote itself."""
-    match = _HALLUCINATED.search(text)
+    """Return ``text`` up to an ``<observation>`` the model wrote itself, outside code."""
+    match = _HALLUCINATED.search(outside_code(text))
     return text[: match.start()] if match else text
 
 
 def parse_xml(text: str) -> tuple[str, str | dict] | str:
     """Return ``(tool, tool_input)`` for a ``<tool>`` call, or the final answer text.
 
-    ``</tool_input>`` may be missing (the stop sequence removes it). Raises
+    Tags inside code (a fenced block, an inline span) are content: a final answer may
+    show the format in a code block. A reply that is one fenced block with the tags
+    inside it is read inside the fence. ``</tool_input>`` may be missing (the stop
+    sequence removes it), and so may ``</final_answer>`` (a reply cut short). Raises
     :class:`ParseError` for an empty reply, no tags, several tools, a tool without input
     or input without a tool, a tool and a final answer together, text after the final
     answer or an empty one.
@@ -93,41 +111,61 @@ def parse_xml(text: str) -> tuple[str, str | dict] | str:
     text = cut_observation(text)
     if not text.strip():
         raise ParseError(EMPTY_REPLY.format(format_hint=FORMAT_HINT), llm_output=text)
+    masked = outside_code(text)
+    if not _TAG.search(masked) and (block := sole_block(text, breaks=BREAKS)):
+        inner = cut_observation(text[block.body_start : block.body_end])
+        return _parse(inner, outside_code(inner), reply=text)
+    return _parse(text, masked, reply=text)
+
+
+def _parse(text: str, masked: str, *, reply: str) -> tuple[str, str | dict] | str:
+    """Parse ``text`` (all of ``reply`` or the inside of its one fence) by tags in ``masked``.
+
+    Errors carry ``reply``. Tags are counted and matched in ``masked``; content is cut
+    from ``text`` at the same offsets.
+    """
     # Counted before any regular expression runs: "<tool>" repeated without a closing tag
     # would make a lazy match scan to the end from each one (quadratic time).
-    opened, closed = text.count("<tool>"), text.count("</tool>")
-    final = _FINAL.search(text)
+    opened, closed = masked.count("<tool>"), masked.count("</tool>")
+    final = _FINAL.search(masked)
     if opened and final:
-        raise ParseError(BOTH, llm_output=text)
-    if text.count("<final_answer>") > 1:
-        raise ParseError(SEVERAL_FINALS, llm_output=text)
+        raise ParseError(BOTH, llm_output=reply)
+    if masked.count("<final_answer>") > 1:
+        raise ParseError(SEVERAL_FINALS, llm_output=reply)
     if final:
-        extra = text[final.end() :].strip()
+        extra = masked[final.end() :].strip()
         if extra:
-            raise ParseError(TRAILING.format(extra=extra[:80]), llm_output=text)
-        answer = final[1].strip()
+            raise ParseError(TRAILING.format(extra=text[final.end() :].strip()[:80]),
+                             llm_output=reply)  # fmt: skip
+        answer = text[final.start(1) : final.end(1)]
+        if final.end() == len(text) and answer.rstrip().endswith(_CLOSE_FINAL):
+            # An answer whose code block never closed, then the closing tag: the tag is
+            # the reply's last word, so it ends the answer rather than being code.
+            answer = answer.rstrip().removesuffix(_CLOSE_FINAL)
+        answer = answer.strip()
         if not answer:
-            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=text)
+            raise ParseError(EMPTY_FINAL_ANSWER.format(format_hint=FORMAT_HINT), llm_output=reply)
         return answer
     if opened > closed:
-        raise ParseError(UNCLOSED_TOOL, llm_output=text)
+        raise ParseError(UNCLOSED_TOOL, llm_output=reply)
     if opened > 1:
-        raise ParseError(SEVERAL_TOOLS.format(count=opened), llm_output=text)
-    if text.count("<tool_input>") > 1:
-        raise ParseError(SEVERAL_INPUTS, llm_output=text)
-    tools = _TOOL.findall(text)
-    tool_input = _INPUT.search(text)
-    if not tools:
-        raise ParseError(MISSING_TOOL if tool_input else NO_TAGS, llm_output=text)
-    name = tools[0].strip()
+        raise ParseError(SEVERAL_TOOLS.format(count=opened), llm_output=reply)
+    if masked.count("<tool_input>") > 1:
+        raise ParseError(SEVERAL_INPUTS, llm_output=reply)
+    tool = _TOOL.search(masked)
+    tool_input = _INPUT.search(masked)
+    if not tool:
+        raise ParseError(MISSING_TOOL if tool_input else NO_TAGS, llm_output=reply)
+    name = text[tool.start(1) : tool.end(1)].strip()
     if not name:
-        raise ParseError(MISSING_TOOL, llm_output=text)
-    if tool_input is None or tool_input.start() < text.find("</tool>"):
-        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=text, tool=name)
+        raise ParseError(MISSING_TOOL, llm_output=reply)
+    if tool_input is None or tool_input.start() < masked.find("</tool>"):
+        raise ParseError(MISSING_INPUT.format(tool=name), llm_output=reply, tool=name)
     extra = text[tool_input.end() :].strip()
     if extra:
-        raise ParseError(AFTER_INPUT.format(extra=extra[:80]), llm_output=text, tool=name)
-    return name, parse_tool_input(tool_input[1], tool=name, llm_output=text)
+        raise ParseError(AFTER_INPUT.format(extra=extra[:80]), llm_output=reply, tool=name)
+    arguments = text[tool_input.start(1) : tool_input.end(1)]
+    return name, parse_tool_input(arguments, tool=name, llm_output=reply)
 
 
 class XmlStrategy(TextStrategy):
@@ -170,9 +208,9 @@ def format_xml(tool: str, tool_input: str | dict, thought: str) -> str:
 def format_xml_final(answer: str) -> str:
     """Return ``answer`` in ``<final_answer>`` tags, as :func:`parse_xml` reads it back.
 
-    Tags are not escaped in this format: ``<`` and ``&`` are fine, but an answer holding
-    one of the format's own tags (``<tool>``, ``<final_answer>``, ``<observation>``...)
-    would be read as that tag.
+    Tags are not escaped in this format: ``<`` and ``&`` are fine, and so are the
+    format's own tags inside code (a fenced block or an inline span), but one outside
+    code (``<tool>``, ``<final_answer>``, ``<observation>``...) would be read as that tag.
     """
     return f"<final_answer>{answer}</final_answer>"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
@@ -204,3 +206,33 @@ async def test_a_call_with_empty_arguments_runs_with_no_arguments():
     events = [e async for e in run(model, [ping], messages)]
     (finished,) = of_type(events, ToolCallFinished)
     assert finished.status is StepStatus.SUCCESS and finished.result == "pong"
+
+
+CODE = {  # a final answer holding code that shows the format's own delimiters
+    "react": "运行这个：\n```text\nThought: 查天气\nAction: weather_forecast\n"
+    'Action Input: {"town": "苏州"}\nObservation: sunny\nFinal Answer: 晴\n```',
+    "structured_chat": 'Write:\n```json\n{"action": "weather_forecast", "action_input": '
+    '{"town": "苏州"}}\n```\nObservation: sunny',
+    "xml": "Write:\n```xml\n<tool>weather_forecast</tool><tool_input>{}</tool_input>\n"
+    "<observation>sunny</observation>\n<final_answer>晴</final_answer>\n```",
+}
+
+
+@pytest.mark.parametrize("name", TEXT_STRATEGIES)
+async def test_a_final_answer_with_the_format_in_a_code_block_ends_the_run_with_the_code_intact(
+    name,
+):
+    written = {
+        "react": f"Thought: I now know the final answer\nFinal Answer: {CODE[name]}",
+        "structured_chat": "Thought: I know what to respond\nAction:\n```json\n"
+        + json.dumps({"action": "Final Answer", "action_input": CODE[name]}, ensure_ascii=False)
+        + "\n```",
+        "xml": f"<final_answer>{CODE[name]}</final_answer>",
+    }[name]
+    model = ScriptedChatModel(script=[AIMessage(written)])
+    events = await collect(model, get_strategy(name))
+
+    assert not of_type(events, ToolCallStarted)  # no format error, no tool call
+    end = events[-1]
+    assert isinstance(end, RunFinished) and end.status is RunStatus.SUCCEEDED
+    assert end.output == CODE[name] and end.iterations == 1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langchain_core.agents import AgentFinish
 from langchain_core.messages import AIMessage, ToolMessage
 
 from agents.strategies import ParseError, get_strategy
+from agents.strategies.code_blocks import MASK, mask_code
 from agents.strategies.react import parse_react
 from agents.strategies.structured_chat import parse_structured
 from agents.strategies.xml import parse_xml
@@ -32,6 +35,14 @@ REACT_OK = [
     (
         f'Thought: x\nAction: `calculator`\nAction Input: {FENCE}json\n{{"expression": "2+2"}}\n{FENCE}',
         ("calculator", {"expression": "2+2"}),
+    ),
+    (
+        'Action: calculator\nAction Input: ~~~~json\n{"expression": "2+2"}\n~~~~',
+        ("calculator", {"expression": "2+2"}),
+    ),
+    (
+        f'Action: calculator\nAction Input: {FENCE}json {{"expression": "1"}}{FENCE}',
+        ("calculator", {"expression": "1"}),
     ),
     ("Thought: x\nAction: [calculator]\nAction Input: {}", ("calculator", {})),
     ("Thought: x\nAction: calculator\nAction Input:", ("calculator", {})),  # nothing given
@@ -203,6 +214,14 @@ XML_OK = [
     ),
     ("<final_answer>去苏州。</final_answer>\n", "去苏州。"),
     ("<final_answer>unclosed but clear", "unclosed but clear"),
+    (
+        '<tool>calculator</tool><tool_input>\n~~~json\n{"expression": "2"}\n~~~\n',
+        ("calculator", {"expression": "2"}),
+    ),
+    (
+        '<tool>calculator</tool><tool_input>```json\n{"expression": "3"}',
+        ("calculator", {"expression": "3"}),
+    ),
 ]
 
 XML_BAD = [
@@ -339,3 +358,196 @@ def test_text_scratchpad_is_the_log_then_the_observation(name, observation):
     assert ai.text.startswith(text) and human.text == observation
     if name == "xml":
         assert ai.text.endswith("</tool_input>")  # restored after the stop sequence cut it
+
+
+# Code in a final answer is content: every delimiter of every text format, inside a code
+# block of the answer, is kept as written and never read as format.
+DELIMITERS = {
+    "react": [
+        "Thought: I need a tool",
+        "Action: search_travel_info",
+        'Action Input: {"query": "园林"}',
+        "Observation: 42",
+        "Final Answer: 42",
+        "**Action:** search",
+        "Action 2: search\nAction 2 Input: {}",
+    ],
+    "structured_chat": [
+        '{"action": "search", "action_input": {"query": "园林"}}',
+        'Action:\n```json\n{"action": "Final Answer", "action_input": "x"}\n```',
+        "Observation: 42",
+        "Thought: I know what to respond",
+    ],
+    "xml": [
+        "<tool>search</tool>",
+        '<tool>search</tool><tool_input>{"query": "园林"}</tool_input>',
+        "<final_answer>42</final_answer>",
+        "<final_answer>",
+        "</final_answer>",
+        "<observation>42</observation>",
+    ],
+}
+# (opening line, closing line): ``` and ~~~ of any length, with and without an info
+# string, indented (a list item), and a block showing a shorter fence inside a longer one.
+FENCES = [
+    ("```", "```"),
+    ("```python", "```"),
+    ("~~~", "~~~"),
+    ("~~~~ text", "~~~~~"),
+    ("   ```sh", "   ```"),
+    ("````markdown\n```text", "```\n````"),
+]
+
+
+def final_reply(name: str, answer: str) -> str:
+    """Return a reply in ``name``'s format whose final answer is ``answer``, as models write it."""
+    blob = {"action": "Final Answer", "action_input": answer}
+    return {
+        "react": f"Thought: I now know the final answer\nFinal Answer: {answer}",
+        "structured_chat": json.dumps(blob, ensure_ascii=False),  # Chinese as written
+        "xml": f"<final_answer>{answer}</final_answer>",
+    }[name]
+
+
+CODE_CASES = [
+    (name, delimiter, opening, closing)
+    for name, delimiters in DELIMITERS.items()
+    for delimiter in delimiters
+    for opening, closing in FENCES
+]
+
+
+@pytest.mark.parametrize(("name", "delimiter", "opening", "closing"), CODE_CASES)
+def test_a_delimiter_inside_a_code_block_of_the_answer_is_content(
+    name, delimiter, opening, closing
+):
+    answer = f"运行这个：\n{opening}\n{delimiter}\n{closing}\n完成。"
+    assert PARSERS[name](final_reply(name, answer)) == answer
+
+
+@pytest.mark.parametrize(
+    ("name", "delimiter"), [(n, d) for n, ds in DELIMITERS.items() for d in ds]
+)
+def test_a_fence_that_opens_in_the_answer_and_never_closes_is_code_to_the_end(name, delimiter):
+    """A reply cut by its token limit keeps its unclosed code block as code."""
+    answer = f"Run this:\n```python\n{delimiter}\nprint('未完"
+    reply = {  # no closing tag or fence either: the reply simply stops
+        "react": f"Final Answer: {answer}",
+        "structured_chat": final_reply(name, answer),
+        "xml": f"<final_answer>{answer}",
+    }[name]
+    assert PARSERS[name](reply) == answer
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        # A fence right after the label opens a block ("Final Answer: ```python").
+        ("react", "Final Answer: ```python\nAction: search\n```", "```python\nAction: search\n```"),
+        ("xml", "<final_answer>```xml\n<tool>a</tool>\n```</final_answer>", "```xml\n<tool>a</tool>\n```"),
+        # Inline code spans are content too.
+        ("xml", "<final_answer>Write `<tool>name</tool>` first.</final_answer>",
+         "Write `<tool>name</tool>` first."),
+        ("xml", "<final_answer>End with `<observation>`.</final_answer>", "End with `<observation>`."),
+        # Code in the Thought before an action does not hide the action.
+        ("react", 'Thought: not this:\n```\nFinal Answer: no\n```\nAction: calculator\nAction Input: {"expression": "1"}',
+         ("calculator", {"expression": "1"})),
+        ("xml", "Not this:\n```\n<final_answer>no</final_answer>\n```\n<tool>calculator</tool><tool_input>{}",
+         ("calculator", {})),
+        ("structured_chat", f'Thought: for example\n{FENCE}python\nprint("{{")\n{FENCE}\nAction:\n{FENCE}json\n'
+         f'{{"action": "calculator", "action_input": {{"expression": "1"}}}}\n{FENCE}',
+         ("calculator", {"expression": "1"})),
+        # A fenced blob: ~~~, and a long backtick fence.
+        ("structured_chat", '~~~json\n{"action": "calculator", "action_input": {}}\n~~~', ("calculator", {})),
+        ("structured_chat", 'Action: ```json {"action": "calculator", "action_input": {}} ```', ("calculator", {})),
+        # A fence right after "Action Input:" holds the input; a made-up observation after it is cut.
+        ("react", f'Action: calculator\nAction Input: {FENCE}json\n{{"expression": "1"}}\n{FENCE}\n'
+         "Observation: 1\nThought: done\nFinal Answer: 1", ("calculator", {"expression": "1"})),
+        # A reply that is all one fenced block is read inside the fence.
+        ("react", f'{FENCE}\nThought: x\nAction: calculator\nAction Input: {{"expression": "1"}}\n{FENCE}',
+         ("calculator", {"expression": "1"})),
+        ("react", f"{FENCE}text\nThought: done\nFinal Answer: 苏州。", "苏州。"),
+        ("xml", f'{FENCE}xml\n<tool>calculator</tool><tool_input>{{"expression": "1"}}</tool_input>\n{FENCE}',
+         ("calculator", {"expression": "1"})),
+    ],
+)  # fmt: skip
+def test_code_around_the_format_is_read_as_code(name, text, expected):
+    assert PARSERS[name](text) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        # An action and a final answer outside code stay the format error they are.
+        ("react", f"Action: calculator\nAction Input: {{}}\n{FENCE}\nx\n{FENCE}\nFinal Answer: 1",
+         "both an Action and a Final Answer"),
+        ("xml", f"<tool>a</tool><tool_input>{{}}</tool_input>\n{FENCE}\nx\n{FENCE}\n<final_answer>1</final_answer>",
+         "both a <tool> and a <final_answer>"),
+        # Two answers outside code, or text after a structured answer.
+        ("react", f"Final Answer: a\n{FENCE}\nx\n{FENCE}\nFinal Answer: b", "2 'Final Answer:' lines"),
+        ("structured_chat", f'{FENCE}json\n{{"action": "Final Answer", "action_input": "a"}}\n{FENCE}\n'
+         f"{FENCE}\nmore\n{FENCE}", "goes on after the JSON blob"),
+        # Code only, no format outside it.
+        ("react", f"Here:\n{FENCE}\nAction: calculator\nAction Input: {{}}\n{FENCE}", "missing 'Action:'"),
+        ("xml", f"Here:\n{FENCE}\n<tool>a</tool><tool_input>{{}}\n{FENCE}", "no <tool> or <final_answer>"),
+    ],
+)  # fmt: skip
+def test_format_errors_outside_code_are_still_reported(name, text, reason):
+    with pytest.raises(ParseError) as info:
+        PARSERS[name](text)
+    assert reason in info.value.observation
+    assert info.value.llm_output == text
+
+
+@pytest.mark.parametrize(
+    ("name", "observation"),
+    [("react", "Observation: 42"), ("structured_chat", "Observation: 42"), ("xml", "<observation>42</observation>")],
+)  # fmt: skip
+@pytest.mark.parametrize(("opening", "closing"), FENCES)
+def test_cut_observation_never_cuts_inside_code_and_still_cuts_after_it(
+    name, observation, opening, closing
+):
+    cut = get_strategy(name).cut_observation
+    kept = f"Final Answer: see\n{opening}\n{observation}\n{closing}"
+    assert cut(kept) == kept
+    assert cut(f"{kept}\n{observation}").rstrip() == kept
+
+
+def test_a_bare_structured_blob_whose_answer_holds_a_fence_is_not_cut_at_that_fence():
+    """The fence inside the JSON string is mid-line; only a line-start fence holds the blob."""
+    answer = 'Use:\n```json\n{"action": "search"}\n```\nObservation: none'
+    blob = json.dumps({"action": "Final Answer", "action_input": answer})
+    assert parse_structured(blob) == answer
+    assert parse_structured(f"Thought: ok\nAction:\n{blob}") == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("a `b` c", ["`b`"]),
+        ("``a`b`` c", ["``a`b``"]),  # a span closes at a run of its own length only
+        ("`a`` b", []),  # no partner: literal backticks
+        ("`a\nb`", []),  # spans stay within a line
+        ("x\n```py\nA\n```\ny", ["```py\nA\n```"]),
+        ("x\n  ~~~\nA\n```\n~~~~\ny", ["  ~~~\nA\n```\n~~~~"]),
+        ("x\n````\n```\nA\n```\n````", ["````\n```\nA\n```\n````"]),  # shorter fence inside
+        ("x\n```\nA", ["```\nA"]),  # never closed: code to the end
+        ("x ```\nA\n", []),  # a fence must start its line
+        ("```a`b\nA\n", []),  # not a fence: its info string holds a backtick
+    ],
+)  # fmt: skip
+def test_mask_code_masks_fenced_blocks_and_inline_spans_keeping_offsets(text, code):
+    masked = mask_code(text)
+    assert len(masked) == len(text)
+    assert masked.count("\n") == text.count("\n")
+    found, start = [], None
+    for i, (a, b) in enumerate(zip(text, masked, strict=True)):
+        if b == MASK or (a == "\n" and start is not None and i + 1 < len(text)
+                         and masked[i + 1] == MASK):  # fmt: skip
+            start = i if start is None else start
+        elif start is not None:
+            found.append(text[start:i])
+            start = None
+    if start is not None:
+        found.append(text[start:])
+    assert found == code

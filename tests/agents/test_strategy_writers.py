@@ -44,6 +44,12 @@ ANSWERS = [
     "苏州**晴**。\n\n- 第一天：小雨\n- 第二天：多云",
     'He said "1 < 2" & left {braces} and `code`.',
     "Markdown:\n\n```python\nprint('hi')\n```",
+    # Code showing every format's delimiters is content, whichever format it is written in.
+    "运行：\n```\nThought: x\nAction: search\nAction Input: {}\nObservation: 1\nFinal Answer: 2\n```",
+    "~~~xml\n<tool>a</tool><tool_input>{}</tool_input>\n<observation>1</observation>\n"
+    "<final_answer>x</final_answer>\n~~~\nDone.",
+    'Blob:\n````json\n{"action": "Final Answer", "action_input": "x"}\n```\n````',
+    "Cut off:\n```python\nAction: search\n</final_answer>",  # a block that never closes
 ]
 
 
