@@ -39,6 +39,12 @@ from agents.strategies import ParseError, Strategy, ToolAgentAction, strict_json
 from agents.strategies.base import new_tool_call_id
 
 MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
+# A reply that had started but was still streaming at the deadline: a model that runs on
+# (a small local one without an output cap), not a server that did not answer.
+MODEL_STILL_WRITING = (
+    "The model was still writing its reply after {seconds:g} seconds and was stopped "
+    "there; a cap on a reply's length (AGENT_MAX_TOKENS) ends such replies sooner."
+)
 
 
 def elapsed_ms(start: float) -> int:
@@ -143,7 +149,8 @@ class ModelTurn:
         # The user reads why in plain words; the turn keeps the provider's whole error
         # ("RateLimitError: Error code: 429 - {...}") for the audit trail.
         if isinstance(exc, TimeoutError):
-            self.failure = detail = MODEL_TIMED_OUT.format(seconds=self.timeout_s)
+            template = MODEL_TIMED_OUT if merged is None else MODEL_STILL_WRITING
+            self.failure = detail = template.format(seconds=self.timeout_s)
         else:
             self.failure, detail = describe_model_error(exc), error_text(exc)
         text = self._splitter.text.strip() if merged is not None else ""

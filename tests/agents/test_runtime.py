@@ -19,6 +19,7 @@ from agents.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from agents.model_turn import MODEL_STILL_WRITING, MODEL_TIMED_OUT
 from agents.runtime import RunLimits, run
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.timing import WAIT_S
@@ -267,7 +268,20 @@ async def test_a_model_that_hangs_times_out():
     events = await collect(model, [add], model_timeout_s=0.05)
 
     assert events[-1].status is RunStatus.FAILED
-    assert "did not answer within" in events[-1].error
+    assert events[-1].error == MODEL_TIMED_OUT.format(seconds=0.05)
+
+
+async def test_a_model_still_writing_at_its_deadline_is_told_apart_from_one_that_never_answered():
+    # Found with a small local model: a reply that streams on until the deadline was
+    # reported as "did not answer". Two words arrive, then the stream holds for good.
+    model = ScriptedChatModel(script=[AIMessage("on and on and on")], gates={2: asyncio.Event()})
+    events = await collect(model, [add], model_timeout_s=0.05)
+
+    assert events[-1].status is RunStatus.FAILED
+    assert events[-1].error == MODEL_STILL_WRITING.format(seconds=0.05)
+    assert "AGENT_MAX_TOKENS" in events[-1].error
+    (turn,) = of_type(events, ModelTurnFinished)
+    assert turn.text == "on and"  # what arrived is kept
 
 
 async def test_a_tool_that_hangs_times_out_as_an_error_observation():
@@ -427,7 +441,7 @@ async def test_the_model_time_limit_never_fires_inside_the_caller():
         if isinstance(event, TextDelta):
             await asyncio.sleep(0.15)  # not interrupted: no CancelledError here
     assert events[-1].status is RunStatus.FAILED
-    assert events[-1].error == "The model did not answer within 0.3 seconds."
+    assert events[-1].error == MODEL_STILL_WRITING.format(seconds=0.3)
 
 
 async def test_reasoning_is_streamed_as_its_own_events_before_the_text_and_kept_on_the_turn():
