@@ -141,7 +141,8 @@ class ModelTurn:
     @property
     def reasoning(self) -> str:
         """Return the turn's reasoning so far: the field's, then the inline markup's."""
-        return join_reasoning([*self._field_reasoning, self._splitter.reasoning])
+        # Field pieces are one text streamed in parts; inline markup is a second source.
+        return join_reasoning(["".join(self._field_reasoning), self._splitter.reasoning])
 
     def _failed(
         self, exc: Exception, merged: AIMessageChunk | None, duration_ms: int

@@ -294,3 +294,15 @@ async def test_a_reply_of_reasoning_content_only_fails_as_empty_and_keeps_the_re
     events = [e async for e in run(model, [], [HumanMessage("q")])]
     assert next(e for e in events if isinstance(e, ModelTurnFinished)).reasoning == "Half a thought"
     assert (events[-1].status, events[-1].output) == (RunStatus.FAILED, "")
+
+
+async def test_reasoning_streamed_in_pieces_is_kept_as_one_text():
+    # Found in a browser: each streamed piece was stored as a paragraph of its own.
+    pieces = ["The user ", "asked", " something simple."]
+    chunks = [AIMessageChunk("", additional_kwargs={"reasoning_content": p}) for p in pieces]
+    model = ScriptedChatModel(script=[[*chunks, AIMessageChunk("Hi.")]])
+    events = [e async for e in run(model, [], [HumanMessage("q")])]
+
+    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == pieces
+    turn = next(e for e in events if isinstance(e, ModelTurnFinished))
+    assert (turn.reasoning, turn.text) == ("The user asked something simple.", "Hi.")

@@ -42,3 +42,61 @@ def test_provider_faults_are_retried_or_explained(fake_provider, start_app, brow
         assert raw not in text  # no payload, no stack in the page
     page.screenshot(path=str(ARTIFACTS / f"browser-provider-{script.replace(',', '-')}.png"),
                     full_page=True)  # fmt: skip
+
+
+def test_reasoning_is_folded_as_thinking_and_never_the_answer(fake_provider, start_app,
+                                                             browser_page):  # fmt: skip
+    # DeepSeek's and vLLM's reasoning_content, streamed before the answer.
+    app = start_app(env=fake_provider("reasoning").env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    ask(page, "Hello?")
+
+    run = page.locator(".run").first
+    assert run.locator(".run-status").get_attribute("data-status") == "succeeded"
+    thinking = run.locator("details.reasoning").first
+    assert thinking.get_attribute("open") is None  # folded
+    assert "a short answer will do" in thinking.locator(".reasoning-text").text_content()
+    assert "a short answer will do" not in answer_text(run)
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    folded = page.locator(".run").first.locator("details.reasoning").first
+    assert "a short answer will do" in folded.locator(".reasoning-text").text_content()
+    page.screenshot(path=str(ARTIFACTS / "browser-provider-reasoning.png"), full_page=True)
+
+
+@pytest.mark.parametrize(
+    ("provider", "script", "first_step"),
+    [
+        # llama.cpp's profile reads tool calls written into the text as tool calls...
+        ("llamacpp", "markup,ok", "success"),
+        # ...OpenAI's does not: a format error the model is told about, never the answer.
+        ("openai", "markup,ok", "error"),
+        # Arguments sent as a JSON object instead of a string, for every provider.
+        ("openai", "args-object,ok", "success"),
+    ],
+)
+def test_tool_calls_in_the_shapes_real_servers_send_reach_the_tools(
+    fake_provider, start_app, browser_page, provider, script, first_step
+):
+    env = {**fake_provider(script).env, "AGENT_PROVIDER": provider}
+    app = start_app(env=env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    ask(page, "Weather in Suzhou?")
+
+    run = page.locator(".run").first
+    assert run.locator(".run-status").get_attribute("data-status") == "succeeded"
+    cards = run.locator(".tool-card")
+    assert cards.count() >= 1
+    assert cards.first.get_attribute("data-status") == first_step
+    assert "<tool_call>" not in answer_text(run)
+    name = f"browser-provider-{provider}-{script.replace(',', '-')}.png"
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def answer_text(run) -> str:
+    """Return the text of the run's last model turn (its answer), thinking left out."""
+    return run.locator("[data-kind=model_turn]").last.locator(".turn-text").first.inner_text()
