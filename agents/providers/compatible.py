@@ -10,9 +10,9 @@ langchain-openai). What it changes, and why (each with a test in
 Received, for every provider (nothing a conforming server sends is changed):
 
 - ``function.arguments`` as a JSON object instead of a string (some llama.cpp builds,
-  ggml-org/llama.cpp#20198) becomes its JSON text; ``ChatOpenAI`` would fail the whole
-  turn with a pydantic ``ValidationError``. A tool call without ``index`` gets its
-  position in the delta's list.
+  ggml-org/llama.cpp#20198), or any other JSON value, becomes its JSON text;
+  ``ChatOpenAI`` would fail the whole turn with a pydantic ``ValidationError``. A tool
+  call without ``index`` gets its position in the delta's list.
 - A tool name sent again on every chunk of one call (llama.cpp's server with tools, and
   llama-cpp-python's) is kept once: LangChain's chunk merging concatenates strings, so
   ``calculator`` would become ``calculatorcalculator...``. A repeated whole-object
@@ -25,6 +25,9 @@ Received, for every provider (nothing a conforming server sends is changed):
   DashScope) or ``delta.reasoning`` (newer vLLM, Ollama, OpenRouter), arrives as
   ``AIMessageChunk.additional_kwargs["reasoning_content"]`` (text pieces, merged by
   chunk merging), as langchain-deepseek's ``ChatDeepSeek`` does.
+- An error object as an event of a 200 stream in vLLM's shape (``{"object": "error",
+  "message": ...}``, which the OpenAI SDK does not read as an error) raises
+  :class:`~agents.model_errors.ErrorEvent` with the server's message.
 - An HTTP 200 whose stream carries no chunk at all (llama.cpp when the prompt overflows
   its context) raises :class:`~agents.model_errors.EmptyReply`; a stream that ends with
   no ``finish_reason`` (the connection closed mid-reply) raises
@@ -52,7 +55,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import ConfigDict
 
-from agents.model_errors import EmptyReply, IncompleteReply
+from agents.model_errors import EmptyReply, ErrorEvent, IncompleteReply
 from agents.providers.base import Quirks
 
 # Where servers put reasoning text in a streamed delta, the first found wins: vLLM in
@@ -93,6 +96,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
         ``chunk`` is one streamed ``chat.completion.chunk`` as a dict; see
         :func:`repair_delta` for what changes.
         """
+        if chunk.get("object") == "error":
+            # vLLM's error event mid-stream: {"object": "error", "message": ..., "code": ...}
+            message = chunk.get("message")
+            raise ErrorEvent(message if isinstance(message, str) and message else str(chunk))
         delta = None
         choices = chunk.get("choices") or []
         if choices and isinstance(choices[0], dict):
@@ -166,9 +173,12 @@ def apply_assistant_quirks(quirks: Quirks, message: BaseMessage, sent: dict[str,
 def repair_delta(delta: dict[str, Any]) -> None:
     """Repair one streamed ``delta`` dict in place, where no conforming server differs.
 
-    Each ``tool_calls`` item: ``function.arguments`` given as a JSON object (or array)
-    becomes its JSON text (``ensure_ascii=False``, so Chinese stays readable); a missing
-    ``index`` becomes the item's position in the list.
+    Each ``tool_calls`` item: ``function.arguments`` given as any JSON value but a string
+    (an object, some llama.cpp builds; an array, number or boolean) becomes its JSON text
+    (``ensure_ascii=False``, so Chinese stays readable), so a value that is not an object
+    ends as an invalid tool call with its reason, not a pydantic ``ValidationError`` that
+    fails the whole turn; ``null`` stays ``null`` (no arguments yet). A missing ``index``
+    becomes the item's position in the list.
     """
     tool_calls = delta.get("tool_calls")
     if not isinstance(tool_calls, list):
@@ -179,7 +189,8 @@ def repair_delta(delta: dict[str, Any]) -> None:
         if not isinstance(call.get("index"), int):
             call["index"] = position
         function = call.get("function")
-        if isinstance(function, dict) and isinstance(function.get("arguments"), dict | list):
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(function, dict) and arguments is not None and not isinstance(arguments, str):
             function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
 
 

@@ -12,7 +12,12 @@ with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
   ``<function=name><parameter=town>Suzhou</parameter></function>`` (also inside a
   ``<tool_call>``);
 - Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` or the newer
-  ``[TOOL_CALLS]name[ARGS]{...}``.
+  ``[TOOL_CALLS]name[ARGS]{...}``;
+- Llama 3.1's built-in format: ``<|python_tag|>{"name": ..., "parameters": {...}}``
+  (several separated by ``;``); ``<function_call>{...}</function_call>`` (older
+  fine-tunes, Hermes' kin);
+- DeepSeek-V3's own tokens: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function
+  <｜tool▁sep｜>name`` and the arguments in a fenced ``json`` block.
 
 Markup inside a fenced code block or an inline code span is content (an answer that
 shows the format), not a call. Every scan here is linear in the text: ``str.find``
@@ -38,6 +43,17 @@ PARAMETER_OPEN = "<parameter="
 PARAMETER_CLOSE = "</parameter>"
 MISTRAL = "[TOOL_CALLS]"
 MISTRAL_ARGS = "[ARGS]"
+FUNCTION_CALL_OPEN = "<function_call>"
+FUNCTION_CALL_CLOSE = "</function_call>"
+PYTHON_TAG = "<|python_tag|>"
+DEEPSEEK_CALLS = "<｜tool▁calls▁begin｜>"
+DEEPSEEK_CALLS_END = "<｜tool▁calls▁end｜>"
+DEEPSEEK_CALL = "<｜tool▁call▁begin｜>"
+DEEPSEEK_CALL_END = "<｜tool▁call▁end｜>"
+DEEPSEEK_SEP = "<｜tool▁sep｜>"
+# A tag and its closing tag around one JSON call (or a <function=...>).
+_WRAPPED = {TOOL_CALL_OPEN: TOOL_CALL_CLOSE, FUNCTION_CALL_OPEN: FUNCTION_CALL_CLOSE}
+_MARKERS = (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL, FUNCTION_CALL_OPEN, PYTHON_TAG, DEEPSEEK_CALLS)
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
 _FUNCTION_HEAD = re.compile(r"<function=[\w.\-]{1,200}>")
@@ -84,13 +100,20 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
         if marker == MISTRAL:
             end = len(text)
             calls.extend(_mistral(text[start + len(marker) : end], text[start:end]))
-        elif marker == TOOL_CALL_OPEN:
+        elif marker == PYTHON_TAG:
+            end = len(text)
+            calls.extend(_python_tag(text[start + len(marker) : end], text[start:end]))
+        elif marker == DEEPSEEK_CALLS:
+            close = text.find(DEEPSEEK_CALLS_END, start)
+            end = len(text) if close < 0 else close + len(DEEPSEEK_CALLS_END)
+            calls.extend(_deepseek(text[start + len(marker) : end], text[start:end]))
+        elif marker in _WRAPPED:
             first = _SPACE.match(masked, start + len(marker)).end()
             if not masked.startswith(("{", FUNCTION_OPEN), first):  # prose naming the tag
                 pos = start + len(marker)
                 continue
-            close = _find(masked, TOOL_CALL_CLOSE, start, nexts)
-            end = len(text) if close < 0 else close + len(TOOL_CALL_CLOSE)
+            close = _find(masked, _WRAPPED[marker], start, nexts)
+            end = len(text) if close < 0 else close + len(_WRAPPED[marker])
             body = text[first : close if close >= 0 else len(text)].strip()
             calls.append(_tool_call_body(body, text[start:end]))
         elif not _FUNCTION_HEAD.match(masked, start):  # "<function=" in prose
@@ -119,7 +142,7 @@ def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str
     ahead (or absent) is not searched for again from every call's position.
     """
     best: tuple[int, str] | None = None
-    for marker in (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL):
+    for marker in _MARKERS:
         index = _find(masked, marker, pos, nexts)
         if index >= 0 and (best is None or index < best[0]):
             best = (index, marker)
@@ -233,6 +256,40 @@ def _mistral(rest: str, raw: str) -> list[MarkupCall]:
             continue
         calls.append(_from_object({"name": name.strip(), "arguments": args}, raw))
     return calls
+
+
+def _python_tag(rest: str, raw: str) -> list[MarkupCall]:
+    """Return the calls after Llama 3.1's ``<|python_tag|>``: JSON objects
+    (``{"name": ..., "parameters": ...}``), several separated by ``;``."""
+    calls: list[MarkupCall] = []
+    body = rest.strip()
+    while body:
+        try:
+            value, used = _DECODER.raw_decode(body)
+        except ValueError as exc:
+            calls.append(MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc)))
+            break
+        calls.append(_from_object(value, raw))
+        body = body[used:].lstrip().removeprefix(";").lstrip()
+    return calls or [MarkupCall(name="", args=None, raw=raw, error="no call after the tag")]
+
+
+def _deepseek(rest: str, raw: str) -> list[MarkupCall]:
+    """Return DeepSeek-V3's calls: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME``, then
+    the arguments as JSON (in a fenced ``json`` block), then ``<｜tool▁call▁end｜>``."""
+    calls: list[MarkupCall] = []
+    for part in rest.split(DEEPSEEK_CALL)[1:]:
+        part = part.split(DEEPSEEK_CALL_END, 1)[0]
+        _, sep, after = part.partition(DEEPSEEK_SEP)
+        name, _, args_text = after.partition("\n")
+        name = name.strip()
+        args_text = args_text.strip().removeprefix("```json").removeprefix("```")
+        args_text = args_text.removesuffix("```").strip()
+        if not sep or not name:
+            calls.append(MarkupCall(name="", args=None, raw=raw, error="no tool name"))
+            continue
+        calls.append(_from_object({"name": name, "arguments": args_text or "{}"}, raw))
+    return calls or [MarkupCall(name="", args=None, raw=raw, error="no call in the markup")]
 
 
 def _not_object(args: Any) -> str:
