@@ -34,6 +34,10 @@ Received, for every provider (nothing a conforming server sends is changed):
   :class:`~agents.model_errors.IncompleteReply`, so a truncated reply is never taken for
   a whole one.
 
+Sent, for every provider: arguments that are not a JSON object (an invalid tool call
+sent back) as ``"{}"``, since llama.cpp's server answers HTTP 500 to the whole request
+otherwise (:func:`object_arguments`).
+
 Sent, by profile: ``reasoning_content`` back on assistant messages
 (``send_reasoning_content``; ``ChatDeepSeek`` 1.1.1 receives it but does not send it
 back, so DeepSeek's thinking mode answers the second request of a tool-using run with
@@ -146,6 +150,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
             for message, sent in zip(messages, payload["messages"], strict=False):
                 if sent.get("role") == "assistant":
                     apply_assistant_quirks(self.quirks, message, sent)
+                    object_arguments(sent)
         if self.quirks.max_tokens_field == "max_tokens" and "max_completion_tokens" in payload:
             payload["max_tokens"] = payload.pop("max_completion_tokens")
         return payload
@@ -168,6 +173,22 @@ def apply_assistant_quirks(quirks: Quirks, message: BaseMessage, sent: dict[str,
             sent["reasoning_content"] = ""
     if quirks.empty_content_with_tool_calls and sent.get("tool_calls") and sent["content"] is None:
         sent["content"] = ""
+
+
+def object_arguments(sent: dict[str, Any]) -> None:
+    """Send ``"{}"`` for each call of assistant dict ``sent`` whose arguments are not a
+    JSON object (an invalid tool call: cut off, broken or a scalar).
+
+    langchain-openai sends ``invalid_tool_calls`` back with their raw text; llama.cpp's
+    server parses every ``arguments`` of the history and answers HTTP 500 "Failed to parse
+    tool call arguments as JSON" (ggml-org/llama.cpp#25510, #21771), so one broken call
+    would fail every later request of the run. The call's ToolMessage still says why it
+    did not run.
+    """
+    for call in sent.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and not _is_json_object(function.get("arguments") or "{}"):
+            function["arguments"] = "{}"
 
 
 def repair_delta(delta: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@ through the real client (langchain-openai over HTTP, tests/fake_openai.py) and t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -214,3 +215,19 @@ async def test_other_markup_families_run_the_tool_where_the_profile_says_so(serv
     [finished] = calls(result)
     assert finished.status is StepStatus.SUCCESS and '"result": 391' in finished.result
     assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "391."
+
+
+@pytest.mark.parametrize("arguments", ['{"expression": "17*2', "5", "{"])
+async def test_an_invalid_call_goes_back_with_object_arguments_a_parsing_server_accepts(
+    server, arguments
+):
+    # llama.cpp's server json-parses every arguments string of the history and answers
+    # HTTP 500 to one that does not parse (ggml-org/llama.cpp#25510): the run would be stuck.
+    server.script = [Reply(events=one_call(arguments)), Reply(events=text_turn("391."))]
+    result = await run_events(model_for(server, provider="llamacpp"))
+    assert result[-1].status is RunStatus.SUCCEEDED
+    assistant = next(m for m in server.requests[1]["messages"] if m["role"] == "assistant")
+    [sent] = assistant["tool_calls"]
+    assert isinstance(json.loads(sent["function"]["arguments"]), dict)
+    tool = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
+    assert tool["tool_call_id"] == sent["id"] and "not" in tool["content"]
