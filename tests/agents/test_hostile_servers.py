@@ -4,7 +4,9 @@ through the real client (langchain-openai over HTTP, tests/fake_openai.py) and t
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -231,3 +233,44 @@ async def test_an_invalid_call_goes_back_with_object_arguments_a_parsing_server_
     assert isinstance(json.loads(sent["function"]["arguments"]), dict)
     tool = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")
     assert tool["tool_call_id"] == sent["id"] and "not" in tool["content"]
+
+
+class _WholeJSON(BaseHTTPRequestHandler):
+    """A server that ignores ``stream: true`` and answers one ``chat.completion`` body."""
+
+    body = json.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Hello from JSON."}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }).encode()  # fmt: skip
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+@pytest.mark.xfail(strict=True, reason="a 200 JSON body to a streamed request is read as an "
+                   "empty stream and blamed on the context window; reading it needs the body "
+                   "before the SDK's SSE decoder drops it (an httpx hook or a non-streamed "
+                   "retry): a design decision")  # fmt: skip
+async def test_a_server_that_ignores_stream_and_sends_one_json_body_is_read_or_named():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _WholeJSON)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        config = ModelConfig(provider="openai", model="m", api_key="k", max_retries=0,
+                             base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+                             timeout_s=WAIT_S)  # fmt: skip
+        result = await run_events(build_model(config))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    end = result[-1]
+    assert end.output == "Hello from JSON." or "context" not in end.error
