@@ -7,12 +7,13 @@ with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
 ``hermes``, ``qwen3_coder``, ``llama3_json``/``pythonic`` and ``mistral``):
 
 - Hermes, Qwen2.5, Qwen3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
-  several in one reply, the last one sometimes left unclosed;
+  several in one reply (or a JSON array of them in one tag), the last one sometimes left
+  unclosed;
 - Llama 3.1's custom format and Qwen3-Coder: ``<function=name>{...}</function>`` or
   ``<function=name><parameter=town>Suzhou</parameter></function>`` (also inside a
   ``<tool_call>``);
 - Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` or the newer
-  ``[TOOL_CALLS]name[ARGS]{...}``;
+  ``[TOOL_CALLS]name[ARGS]{...}`` (``name[CALL_ID]id[ARGS]{...}`` with an id);
 - Llama 3.1's built-in format: ``<|python_tag|>{"name": ..., "parameters": {...}}``
   (several separated by ``;``); ``<function_call>{...}</function_call>`` (older
   fine-tunes, Hermes' kin);
@@ -43,6 +44,7 @@ PARAMETER_OPEN = "<parameter="
 PARAMETER_CLOSE = "</parameter>"
 MISTRAL = "[TOOL_CALLS]"
 MISTRAL_ARGS = "[ARGS]"
+MISTRAL_CALL_ID = "[CALL_ID]"
 FUNCTION_CALL_OPEN = "<function_call>"
 FUNCTION_CALL_CLOSE = "</function_call>"
 PYTHON_TAG = "<|python_tag|>"
@@ -109,13 +111,13 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
             calls.extend(_deepseek(text[start + len(marker) : end], text[start:end]))
         elif marker in _WRAPPED:
             first = _SPACE.match(masked, start + len(marker)).end()
-            if not masked.startswith(("{", FUNCTION_OPEN), first):  # prose naming the tag
+            if not masked.startswith(("{", "[", FUNCTION_OPEN), first):  # prose naming the tag
                 pos = start + len(marker)
                 continue
             close = _find(masked, _WRAPPED[marker], start, nexts)
             end = len(text) if close < 0 else close + len(_WRAPPED[marker])
             body = text[first : close if close >= 0 else len(text)].strip()
-            calls.append(_tool_call_body(body, text[start:end]))
+            calls.extend(_tool_call_body(body, text[start:end]))
         elif not _FUNCTION_HEAD.match(masked, start):  # "<function=" in prose
             pos = start + len(marker)
             continue
@@ -159,15 +161,20 @@ def _find(masked: str, needle: str, pos: int, nexts: dict[str, int]) -> int:
     return index
 
 
-def _tool_call_body(body: str, raw: str) -> MarkupCall:
-    """Return the call in a ``<tool_call>`` body: a JSON object or a ``<function=>``."""
+def _tool_call_body(body: str, raw: str) -> list[MarkupCall]:
+    """Return the calls in a ``<tool_call>`` body: a JSON object, a JSON array of them
+    (some Hermes-style fine-tunes put parallel calls in one tag) or a ``<function=>``."""
     if body.startswith(FUNCTION_OPEN):
-        return _function(body, raw)
+        return [_function(body, raw)]
     try:
         value = strict_json.loads(body)
     except ValueError as exc:
-        return MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))
-    return _from_object(value, raw)
+        return [MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))]
+    if isinstance(value, list):
+        return [_from_object(item, raw) for item in value] or [
+            MarkupCall(name="", args=None, raw=raw, error="an empty list of calls")
+        ]
+    return [_from_object(value, raw)]
 
 
 def _from_object(value: Any, raw: str) -> MarkupCall:
@@ -246,6 +253,8 @@ def _mistral(rest: str, raw: str) -> list[MarkupCall]:
     calls: list[MarkupCall] = []
     for part in body.split(MISTRAL):
         name, sep, args_text = part.partition(MISTRAL_ARGS)
+        # Newer Mistral tokenizers write the call's id too: name[CALL_ID]id[ARGS]{...}.
+        name = name.partition(MISTRAL_CALL_ID)[0]
         if not sep:
             calls.append(MarkupCall(name=name.strip(), args=None, raw=raw, error="no [ARGS]"))
             continue

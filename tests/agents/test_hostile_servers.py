@@ -16,6 +16,7 @@ from agents.events import ModelTurnFinished, RunStatus, StepStatus, ToolCallFini
 from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
+from agents.strategies.tool_markup import find_tool_markup
 from agents.tools import default_tools
 from tests.fake_openai import (
     FakeOpenAI,
@@ -274,3 +275,26 @@ async def test_a_server_that_ignores_stream_and_sends_one_json_body_is_read_or_n
         httpd.server_close()
     end = result[-1]
     assert end.output == "Hello from JSON." or "context" not in end.error
+
+
+@pytest.mark.parametrize(
+    "markup",
+    [
+        '[TOOL_CALLS]calculator[CALL_ID]a1b2c3d4e[ARGS]{"expression": "17*23"}',
+        '<tool_call>[{"name": "calculator", "arguments": {"expression": "17*23"}}]</tool_call>',
+    ],
+    ids=["mistral-call-id", "array-in-tool-call"],
+)
+def test_more_markup_forms_read_as_the_call_they_make(markup):
+    found = find_tool_markup(markup)
+    assert found is not None
+    assert [(c.name, c.args, c.error) for c in found.calls] == [
+        ("calculator", {"expression": "17*23"}, "")
+    ]
+
+
+@pytest.mark.xfail(strict=True, reason="pythonic calls ([name(arg=...)], vLLM's pythonic "
+                   "parser, Llama 3.2/4) are not read: telling them from prose needs the "
+                   "tool names (design decision)")  # fmt: skip
+def test_a_pythonic_call_list_is_not_an_answer():
+    assert find_tool_markup('[calculator(expression="17*23")]') is not None
