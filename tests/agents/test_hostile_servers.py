@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.agents import AgentFinish
+from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, ToolCallFinished
 from agents.providers import ModelConfig, build_model
@@ -18,6 +19,7 @@ from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.strategies.tool_markup import find_tool_markup
 from agents.tools import default_tools
+from tests.agents.test_history import WRITERS
 from tests.fake_openai import (
     FakeOpenAI,
     Reply,
@@ -298,3 +300,17 @@ def test_more_markup_forms_read_as_the_call_they_make(markup):
                    "tool names (design decision)")  # fmt: skip
 def test_a_pythonic_call_list_is_not_an_answer():
     assert find_tool_markup('[calculator(expression="17*23")]') is not None
+
+
+@pytest.mark.parametrize("strategy", ["xml", "react", "structured_chat"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Close it with `</final_answer>` and open it with `<final_answer>`.",
+        "Write `<tool>search</tool><tool_input>x</tool_input>` to call a tool.",
+        "Write `Action: search` then `Final Answer: done`.",
+    ],
+)
+def test_a_delimiter_in_an_inline_code_span_of_an_answer_is_content(strategy, answer):
+    parsed = get_strategy(strategy).parse(AIMessage(WRITERS[strategy][1](answer)))
+    assert isinstance(parsed, AgentFinish) and parsed.return_values["output"] == answer
