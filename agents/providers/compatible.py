@@ -19,6 +19,7 @@ Received, for every provider (nothing a conforming server sends is changed):
   ``arguments`` is dropped the same way. A new call id on an index already used for
   another call (servers that number every parallel call 0) moves that call to an index
   of its own instead of gluing two calls together.
+- ``usage`` inside ``choices[0]`` instead of beside it is read as the chunk's usage.
 - A choice whose ``delta`` is ``null`` or missing (a last chunk carrying only its
   ``finish_reason``) counts as an empty delta, so the reply's end is seen.
 - Reasoning text, ``delta.reasoning_content`` (DeepSeek, vLLM/SGLang before 0.9, Qwen on
@@ -106,6 +107,12 @@ class CompatibleChatOpenAI(ChatOpenAI):
             raise ErrorEvent(message if isinstance(message, str) and message else str(chunk))
         delta = None
         choices = chunk.get("choices") or []
+        if not chunk.get("usage") and choices and isinstance(choices[0], dict):
+            # Usage inside the choice rather than beside it (some proxies): ChatOpenAI
+            # reads only the chunk's own ``usage``, and the turn would have no counts.
+            inner = choices[0].get("usage")
+            if isinstance(inner, dict):
+                chunk["usage"] = inner
         if choices and isinstance(choices[0], dict):
             # A last chunk with ``"delta": null`` or none at all, beside its finish_reason
             # (some proxies): ChatOpenAI would skip it or raise KeyError.

@@ -89,6 +89,15 @@ async def test_usage_in_the_first_chunk_only_is_kept(server):
     assert turn.usage and turn.usage["input_tokens"] == 321
 
 
+async def test_usage_inside_the_choice_is_kept(server):
+    events = text_turn("Hi", with_usage=False)
+    events[-1]["choices"][0]["usage"] = usage(99, 2)
+    server.script = [Reply(events=events)]
+    result = await run_events(model_for(server))
+    [turn] = turns(result)
+    assert turn.usage and (turn.usage["input_tokens"], turn.usage["output_tokens"]) == (99, 2)
+
+
 async def test_usage_with_token_details_repeated_is_not_summed(server):
     detail = {**usage(700, 3), "prompt_tokens_details": {"cached_tokens": 600},
               "completion_tokens_details": {"reasoning_tokens": 2}}  # fmt: skip
