@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.core.management import call_command
 from langchain_core.messages import convert_to_messages
 
 from agents.events import RunStatus
 from agents.history import role_order_problems
 from agents.providers import ModelConfig
+from chat.models import AgentRun
 from chat.runs import create_run, execute_run
 from tests.chat.test_consumer import make_conversation
 from tests.fake_openai import FakeOpenAI, Reply, chunk, text_turn
@@ -96,3 +99,25 @@ async def test_a_conversation_of_hostile_replies_keeps_every_request_valid(serve
     assert "overloaded" in ended[3].error
     assert server.refused == []
     assert not server.unscripted
+
+
+def test_manage_py_ask_runs_a_deepseek_v3_markup_call_and_keeps_think_out(server, settings):
+    settings.AGENT_MODEL = ModelConfig(provider="llamacpp", model="m", base_url=server.base_url,
+                                       timeout_s=WAIT_S, max_retries=0)  # fmt: skip
+    markup = (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calculator\n"
+        '```json\n{"expression": "17*23"}\n```'
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+    )
+    server.script = [
+        Reply(events=text_turn(markup)),
+        Reply(events=text_turn("<Think>Final Answer: 1</Think>", "17*23 = 391.")),
+    ]
+    out = StringIO()
+    call_command("ask", "What is 17*23?", stdout=out)
+
+    text = out.getvalue()
+    assert "→ calculator(" in text and "← calculator success" in text
+    run = AgentRun.objects.get()
+    assert (run.status, run.output) == (RunStatus.SUCCEEDED, "17*23 = 391.")
+    assert server.refused == []
