@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from django.core.management import call_command
-from langchain_core.messages import convert_to_messages
+from langchain_core.messages import AIMessage, convert_to_messages
 
 from agents.events import RunStatus
 from agents.history import role_order_problems
@@ -21,6 +21,8 @@ from agents.providers import ModelConfig
 from chat.models import AgentRun
 from chat.runs import create_run, execute_run
 from tests.chat.test_consumer import make_conversation
+from tests.chat.test_history import StrictModel, bnb_rooms
+from tests.chat.test_history import ask as ask_with
 from tests.fake_openai import FakeOpenAI, Reply, chunk, text_turn
 from tests.timing import WAIT_S
 
@@ -121,3 +123,20 @@ def test_manage_py_ask_runs_a_deepseek_v3_markup_call_and_keeps_think_out(server
     run = AgentRun.objects.get()
     assert (run.status, run.output) == (RunStatus.SUCCEEDED, "17*23 = 391.")
     assert server.refused == []
+
+
+async def test_a_run_that_ended_on_markup_format_errors_leaves_a_valid_history(settings):
+    # The demo entry reads no markup: each reply is a TextToolCall format error, whose
+    # observation went back as a user message inside the run.
+    settings.AGENT_MAX_ITERATIONS = 2
+    _, conversation = await make_conversation()
+    markup = '<tool_call>{"name": "bnb_rooms", "arguments": {"town": "Suzhou"}}</tool_call>'
+    model = StrictModel(script=[AIMessage(markup), AIMessage(markup)])
+    first = await ask_with(conversation, "Rooms?", model, tools=(bnb_rooms,))
+    model.script = [AIMessage("None found.")]
+    second = await ask_with(conversation, "And now?", model, tools=(bnb_rooms,))
+
+    assert first.status == RunStatus.MAX_ITERATIONS
+    assert (second.status, second.output) == (RunStatus.SUCCEEDED, "None found.")
+    assert role_order_problems(model.prompts[-1]) == []
+    assert all(role_order_problems(p) == [] for p in model.prompts)
