@@ -25,6 +25,16 @@ class EmptyReply(ValueError):
     """
 
 
+class ErrorEvent(RuntimeError):
+    """A streamed event that is an error object, not a chunk, in a shape the OpenAI SDK
+    does not recognise as one: vLLM's ``{"object": "error", "message": ..., "code": 400}``
+    (the SDK only knows ``{"error": ...}``). Its message is the server's.
+
+    Raised by :class:`agents.providers.compatible.CompatibleChatOpenAI`; without it the
+    event is skipped as a chunk with no choices and the run fails as a dropped connection.
+    """
+
+
 class IncompleteReply(ConnectionError):
     """The stream ended before the reply said it was finished (no ``finish_reason``).
 
@@ -80,6 +90,10 @@ _DETAIL_CHARS = 300
 def _detail(exc: BaseException) -> str:
     """Return the provider's own message, from its JSON body when there is one."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.strip():
+        # ``{"error": "model overloaded"}`` in a stream: the SDK's message is then only
+        # "An error occurred during streaming", the server's words are the body.
+        return body.strip()[:_DETAIL_CHARS]
     if isinstance(body, dict):
         error = body.get("error", body)
         message = error.get("message") if isinstance(error, dict) else None
@@ -136,6 +150,8 @@ def describe_model_error(exc: BaseException) -> str:
         return DROPPED
     if names & {"APIConnectionError", "ConnectError", "ConnectionError"}:
         return UNREACHABLE
+    if isinstance(exc, ErrorEvent):
+        return STREAM_ERROR.format(detail=str(exc)[:_DETAIL_CHARS])
     if "APIError" in names:
         # An error event inside a 200 stream (llama.cpp's server sends its errors so).
         return STREAM_ERROR.format(detail=_detail(exc))

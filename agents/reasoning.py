@@ -10,9 +10,9 @@ Three places, all read by :class:`agents.model_turn.ModelTurn`:
   standard ``{"type": "reasoning", "reasoning": ...}``, Anthropic's ``{"type":
   "thinking", "thinking": ...}``), which ``.text`` already leaves out;
 - markup inline in the text: ``<think>...</think>`` (Qwen3, DeepSeek-R1 and its
-  distills, SmolLM3) or ``<thinking>...</thinking>``, also a reply with only the closing
-  tag, because the chat template opened it in the prompt (DeepSeek-R1's and Qwen3's
-  thinking templates end the prompt with ``<think>\\n``).
+  distills, SmolLM3) or ``<thinking>...</thinking>``, in any letter case, also a reply
+  with only the closing tag, because the chat template opened it in the prompt
+  (DeepSeek-R1's and Qwen3's thinking templates end the prompt with ``<think>\\n``).
 
 :class:`ThinkSplitter` separates the inline kind while the text streams, tags split
 across chunks included, in time linear in the text.
@@ -232,10 +232,14 @@ def join_reasoning(parts: Iterable[str]) -> str:
 
 
 def _tag_at(buf: str, i: int) -> str | None:
-    """Return the tag that starts at ``buf[i]``, if one does."""
+    """Return the tag that starts at ``buf[i]``, if one does, in any case (``<THINK>``).
+
+    The tag is returned as :data:`_TAGS` spells it (lower case); its length is the same.
+    """
     if buf.startswith("<", i):
+        head = buf[i : i + _LONGEST].lower()
         for tag in _TAGS:
-            if buf.startswith(tag, i):
+            if head.startswith(tag):
                 return tag
     return None
 
@@ -244,5 +248,5 @@ def _could_be_tag(buf: str, i: int) -> bool:
     """Return True if ``buf[i:]`` is the beginning of a tag cut off by the buffer's end."""
     if len(buf) - i >= _LONGEST:  # checked first: slicing the rest would copy it all
         return False
-    rest = buf[i:]
+    rest = buf[i:].lower()
     return any(tag.startswith(rest) for tag in _TAGS)

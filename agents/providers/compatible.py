@@ -10,26 +10,34 @@ langchain-openai). What it changes, and why (each with a test in
 Received, for every provider (nothing a conforming server sends is changed):
 
 - ``function.arguments`` as a JSON object instead of a string (some llama.cpp builds,
-  ggml-org/llama.cpp#20198) becomes its JSON text; ``ChatOpenAI`` would fail the whole
-  turn with a pydantic ``ValidationError``. A tool call without ``index`` gets its
-  position in the delta's list.
+  ggml-org/llama.cpp#20198), or any other JSON value, becomes its JSON text;
+  ``ChatOpenAI`` would fail the whole turn with a pydantic ``ValidationError``. A tool
+  call without ``index`` gets its position in the delta's list.
 - A tool name sent again on every chunk of one call (llama.cpp's server with tools, and
   llama-cpp-python's) is kept once: LangChain's chunk merging concatenates strings, so
   ``calculator`` would become ``calculatorcalculator...``. A repeated whole-object
   ``arguments`` is dropped the same way. A new call id on an index already used for
   another call (servers that number every parallel call 0) moves that call to an index
   of its own instead of gluing two calls together.
+- ``usage`` inside ``choices[0]`` instead of beside it is read as the chunk's usage.
 - A choice whose ``delta`` is ``null`` or missing (a last chunk carrying only its
   ``finish_reason``) counts as an empty delta, so the reply's end is seen.
 - Reasoning text, ``delta.reasoning_content`` (DeepSeek, vLLM/SGLang before 0.9, Qwen on
   DashScope) or ``delta.reasoning`` (newer vLLM, Ollama, OpenRouter), arrives as
   ``AIMessageChunk.additional_kwargs["reasoning_content"]`` (text pieces, merged by
   chunk merging), as langchain-deepseek's ``ChatDeepSeek`` does.
+- An error object as an event of a 200 stream in vLLM's shape (``{"object": "error",
+  "message": ...}``, which the OpenAI SDK does not read as an error) raises
+  :class:`~agents.model_errors.ErrorEvent` with the server's message.
 - An HTTP 200 whose stream carries no chunk at all (llama.cpp when the prompt overflows
   its context) raises :class:`~agents.model_errors.EmptyReply`; a stream that ends with
   no ``finish_reason`` (the connection closed mid-reply) raises
   :class:`~agents.model_errors.IncompleteReply`, so a truncated reply is never taken for
   a whole one.
+
+Sent, for every provider: arguments that are not a JSON object (an invalid tool call
+sent back) as ``"{}"``, since llama.cpp's server answers HTTP 500 to the whole request
+otherwise (:func:`object_arguments`).
 
 Sent, by profile: ``reasoning_content`` back on assistant messages
 (``send_reasoning_content``; ``ChatDeepSeek`` 1.1.1 receives it but does not send it
@@ -52,7 +60,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 from pydantic import ConfigDict
 
-from agents.model_errors import EmptyReply, IncompleteReply
+from agents.model_errors import EmptyReply, ErrorEvent, IncompleteReply
 from agents.providers.base import Quirks
 
 # Where servers put reasoning text in a streamed delta, the first found wins: vLLM in
@@ -93,8 +101,18 @@ class CompatibleChatOpenAI(ChatOpenAI):
         ``chunk`` is one streamed ``chat.completion.chunk`` as a dict; see
         :func:`repair_delta` for what changes.
         """
+        if chunk.get("object") == "error":
+            # vLLM's error event mid-stream: {"object": "error", "message": ..., "code": ...}
+            message = chunk.get("message")
+            raise ErrorEvent(message if isinstance(message, str) and message else str(chunk))
         delta = None
         choices = chunk.get("choices") or []
+        if not chunk.get("usage") and choices and isinstance(choices[0], dict):
+            # Usage inside the choice rather than beside it (some proxies): ChatOpenAI
+            # reads only the chunk's own ``usage``, and the turn would have no counts.
+            inner = choices[0].get("usage")
+            if isinstance(inner, dict):
+                chunk["usage"] = inner
         if choices and isinstance(choices[0], dict):
             # A last chunk with ``"delta": null`` or none at all, beside its finish_reason
             # (some proxies): ChatOpenAI would skip it or raise KeyError.
@@ -139,6 +157,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
             for message, sent in zip(messages, payload["messages"], strict=False):
                 if sent.get("role") == "assistant":
                     apply_assistant_quirks(self.quirks, message, sent)
+                    object_arguments(sent)
         if self.quirks.max_tokens_field == "max_tokens" and "max_completion_tokens" in payload:
             payload["max_tokens"] = payload.pop("max_completion_tokens")
         return payload
@@ -163,12 +182,31 @@ def apply_assistant_quirks(quirks: Quirks, message: BaseMessage, sent: dict[str,
         sent["content"] = ""
 
 
+def object_arguments(sent: dict[str, Any]) -> None:
+    """Send ``"{}"`` for each call of assistant dict ``sent`` whose arguments are not a
+    JSON object (an invalid tool call: cut off, broken or a scalar).
+
+    langchain-openai sends ``invalid_tool_calls`` back with their raw text; llama.cpp's
+    server parses every ``arguments`` of the history and answers HTTP 500 "Failed to parse
+    tool call arguments as JSON" (ggml-org/llama.cpp#25510, #21771), so one broken call
+    would fail every later request of the run. The call's ToolMessage still says why it
+    did not run.
+    """
+    for call in sent.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and not _is_json_object(function.get("arguments") or "{}"):
+            function["arguments"] = "{}"
+
+
 def repair_delta(delta: dict[str, Any]) -> None:
     """Repair one streamed ``delta`` dict in place, where no conforming server differs.
 
-    Each ``tool_calls`` item: ``function.arguments`` given as a JSON object (or array)
-    becomes its JSON text (``ensure_ascii=False``, so Chinese stays readable); a missing
-    ``index`` becomes the item's position in the list.
+    Each ``tool_calls`` item: ``function.arguments`` given as any JSON value but a string
+    (an object, some llama.cpp builds; an array, number or boolean) becomes its JSON text
+    (``ensure_ascii=False``, so Chinese stays readable), so a value that is not an object
+    ends as an invalid tool call with its reason, not a pydantic ``ValidationError`` that
+    fails the whole turn; ``null`` stays ``null`` (no arguments yet). A missing ``index``
+    becomes the item's position in the list.
     """
     tool_calls = delta.get("tool_calls")
     if not isinstance(tool_calls, list):
@@ -179,7 +217,8 @@ def repair_delta(delta: dict[str, Any]) -> None:
         if not isinstance(call.get("index"), int):
             call["index"] = position
         function = call.get("function")
-        if isinstance(function, dict) and isinstance(function.get("arguments"), dict | list):
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(function, dict) and arguments is not None and not isinstance(arguments, str):
             function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
 
 

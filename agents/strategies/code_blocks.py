@@ -96,8 +96,28 @@ def scan(
     if "`" not in text and "~~~" not in text:  # no code: skip the pass over its lines
         return blocks, spans
     fence: tuple[str, int, int, int, str] | None = None  # char, length, start, body, info
+    # Inline spans are paired over a whole line when no fence touches it, so a delimiter
+    # inside one (`</final_answer>` shown in an answer) stays code: the line's segments
+    # (cut around breaks) wait in ``line`` until the line ends.
+    line: list[tuple[int, int]] = []
+    line_plain = True
+    line_start = 0
+
+    def end_line() -> None:
+        if inline and line:
+            if line_plain:
+                spans.extend(_inline_spans(text, line_start, line[-1][1]))
+            else:
+                for seg_start, seg_end in line:
+                    spans.extend(_inline_spans(text, seg_start, seg_end))
+        line.clear()
+
     for start, end, is_break in _segments(text, breaks):
+        if start == 0 or text[start - 1] == "\n":
+            end_line()
+            line_plain, line_start = True, start
         if fence is not None:
+            line_plain = False
             closing = None if is_break else _CLOSE.fullmatch(text, start, end)
             char, length, opened, body, info = fence
             if closing and closing["fence"][0] == char and len(closing["fence"]) >= length:
@@ -106,14 +126,17 @@ def scan(
                 fence = None
             continue
         if is_break:
+            line.append((start, end))
             continue
         opening = _OPEN.match(text, start, end)
         if opening and not (opening["fence"][0] == "`" and "`" in opening["info"]):
             body = end + 1 if end < len(text) and text[end] == "\n" else end
             info = opening["info"].strip()
             fence = (opening["fence"][0], len(opening["fence"]), start, min(body, len(text)), info)
-        elif inline:
-            spans.extend(_inline_spans(text, start, end))
+            line_plain = False
+        else:
+            line.append((start, end))
+    end_line()
     if fence is not None:
         _, _, opened, body, info = fence
         blocks.append(Block(opened, body, len(text), len(text), False, info))

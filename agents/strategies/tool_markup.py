@@ -7,12 +7,18 @@ with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
 ``hermes``, ``qwen3_coder``, ``llama3_json``/``pythonic`` and ``mistral``):
 
 - Hermes, Qwen2.5, Qwen3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
-  several in one reply, the last one sometimes left unclosed;
+  several in one reply (or a JSON array of them in one tag), the last one sometimes left
+  unclosed;
 - Llama 3.1's custom format and Qwen3-Coder: ``<function=name>{...}</function>`` or
   ``<function=name><parameter=town>Suzhou</parameter></function>`` (also inside a
   ``<tool_call>``);
 - Mistral: ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` or the newer
-  ``[TOOL_CALLS]name[ARGS]{...}``.
+  ``[TOOL_CALLS]name[ARGS]{...}`` (``name[CALL_ID]id[ARGS]{...}`` with an id);
+- Llama 3.1's built-in format: ``<|python_tag|>{"name": ..., "parameters": {...}}``
+  (several separated by ``;``); ``<function_call>{...}</function_call>`` (older
+  fine-tunes, Hermes' kin);
+- DeepSeek-V3's own tokens: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function
+  <｜tool▁sep｜>name`` and the arguments in a fenced ``json`` block.
 
 Markup inside a fenced code block or an inline code span is content (an answer that
 shows the format), not a call. Every scan here is linear in the text: ``str.find``
@@ -38,6 +44,18 @@ PARAMETER_OPEN = "<parameter="
 PARAMETER_CLOSE = "</parameter>"
 MISTRAL = "[TOOL_CALLS]"
 MISTRAL_ARGS = "[ARGS]"
+MISTRAL_CALL_ID = "[CALL_ID]"
+FUNCTION_CALL_OPEN = "<function_call>"
+FUNCTION_CALL_CLOSE = "</function_call>"
+PYTHON_TAG = "<|python_tag|>"
+DEEPSEEK_CALLS = "<｜tool▁calls▁begin｜>"
+DEEPSEEK_CALLS_END = "<｜tool▁calls▁end｜>"
+DEEPSEEK_CALL = "<｜tool▁call▁begin｜>"
+DEEPSEEK_CALL_END = "<｜tool▁call▁end｜>"
+DEEPSEEK_SEP = "<｜tool▁sep｜>"
+# A tag and its closing tag around one JSON call (or a <function=...>).
+_WRAPPED = {TOOL_CALL_OPEN: TOOL_CALL_CLOSE, FUNCTION_CALL_OPEN: FUNCTION_CALL_CLOSE}
+_MARKERS = (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL, FUNCTION_CALL_OPEN, PYTHON_TAG, DEEPSEEK_CALLS)
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
 _FUNCTION_HEAD = re.compile(r"<function=[\w.\-]{1,200}>")
@@ -84,15 +102,22 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
         if marker == MISTRAL:
             end = len(text)
             calls.extend(_mistral(text[start + len(marker) : end], text[start:end]))
-        elif marker == TOOL_CALL_OPEN:
+        elif marker == PYTHON_TAG:
+            end = len(text)
+            calls.extend(_python_tag(text[start + len(marker) : end], text[start:end]))
+        elif marker == DEEPSEEK_CALLS:
+            close = text.find(DEEPSEEK_CALLS_END, start)
+            end = len(text) if close < 0 else close + len(DEEPSEEK_CALLS_END)
+            calls.extend(_deepseek(text[start + len(marker) : end], text[start:end]))
+        elif marker in _WRAPPED:
             first = _SPACE.match(masked, start + len(marker)).end()
-            if not masked.startswith(("{", FUNCTION_OPEN), first):  # prose naming the tag
+            if not masked.startswith(("{", "[", FUNCTION_OPEN), first):  # prose naming the tag
                 pos = start + len(marker)
                 continue
-            close = _find(masked, TOOL_CALL_CLOSE, start, nexts)
-            end = len(text) if close < 0 else close + len(TOOL_CALL_CLOSE)
+            close = _find(masked, _WRAPPED[marker], start, nexts)
+            end = len(text) if close < 0 else close + len(_WRAPPED[marker])
             body = text[first : close if close >= 0 else len(text)].strip()
-            calls.append(_tool_call_body(body, text[start:end]))
+            calls.extend(_tool_call_body(body, text[start:end]))
         elif not _FUNCTION_HEAD.match(masked, start):  # "<function=" in prose
             pos = start + len(marker)
             continue
@@ -119,7 +144,7 @@ def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str
     ahead (or absent) is not searched for again from every call's position.
     """
     best: tuple[int, str] | None = None
-    for marker in (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL):
+    for marker in _MARKERS:
         index = _find(masked, marker, pos, nexts)
         if index >= 0 and (best is None or index < best[0]):
             best = (index, marker)
@@ -136,15 +161,20 @@ def _find(masked: str, needle: str, pos: int, nexts: dict[str, int]) -> int:
     return index
 
 
-def _tool_call_body(body: str, raw: str) -> MarkupCall:
-    """Return the call in a ``<tool_call>`` body: a JSON object or a ``<function=>``."""
+def _tool_call_body(body: str, raw: str) -> list[MarkupCall]:
+    """Return the calls in a ``<tool_call>`` body: a JSON object, a JSON array of them
+    (some Hermes-style fine-tunes put parallel calls in one tag) or a ``<function=>``."""
     if body.startswith(FUNCTION_OPEN):
-        return _function(body, raw)
+        return [_function(body, raw)]
     try:
         value = strict_json.loads(body)
     except ValueError as exc:
-        return MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))
-    return _from_object(value, raw)
+        return [MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc))]
+    if isinstance(value, list):
+        return [_from_object(item, raw) for item in value] or [
+            MarkupCall(name="", args=None, raw=raw, error="an empty list of calls")
+        ]
+    return [_from_object(value, raw)]
 
 
 def _from_object(value: Any, raw: str) -> MarkupCall:
@@ -223,6 +253,8 @@ def _mistral(rest: str, raw: str) -> list[MarkupCall]:
     calls: list[MarkupCall] = []
     for part in body.split(MISTRAL):
         name, sep, args_text = part.partition(MISTRAL_ARGS)
+        # Newer Mistral tokenizers write the call's id too: name[CALL_ID]id[ARGS]{...}.
+        name = name.partition(MISTRAL_CALL_ID)[0]
         if not sep:
             calls.append(MarkupCall(name=name.strip(), args=None, raw=raw, error="no [ARGS]"))
             continue
@@ -233,6 +265,40 @@ def _mistral(rest: str, raw: str) -> list[MarkupCall]:
             continue
         calls.append(_from_object({"name": name.strip(), "arguments": args}, raw))
     return calls
+
+
+def _python_tag(rest: str, raw: str) -> list[MarkupCall]:
+    """Return the calls after Llama 3.1's ``<|python_tag|>``: JSON objects
+    (``{"name": ..., "parameters": ...}``), several separated by ``;``."""
+    calls: list[MarkupCall] = []
+    body = rest.strip()
+    while body:
+        try:
+            value, used = _DECODER.raw_decode(body)
+        except ValueError as exc:
+            calls.append(MarkupCall(name=_guess_name(body), args=None, raw=raw, error=str(exc)))
+            break
+        calls.append(_from_object(value, raw))
+        body = body[used:].lstrip().removeprefix(";").lstrip()
+    return calls or [MarkupCall(name="", args=None, raw=raw, error="no call after the tag")]
+
+
+def _deepseek(rest: str, raw: str) -> list[MarkupCall]:
+    """Return DeepSeek-V3's calls: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME``, then
+    the arguments as JSON (in a fenced ``json`` block), then ``<｜tool▁call▁end｜>``."""
+    calls: list[MarkupCall] = []
+    for part in rest.split(DEEPSEEK_CALL)[1:]:
+        part = part.split(DEEPSEEK_CALL_END, 1)[0]
+        _, sep, after = part.partition(DEEPSEEK_SEP)
+        name, _, args_text = after.partition("\n")
+        name = name.strip()
+        args_text = args_text.strip().removeprefix("```json").removeprefix("```")
+        args_text = args_text.removesuffix("```").strip()
+        if not sep or not name:
+            calls.append(MarkupCall(name="", args=None, raw=raw, error="no tool name"))
+            continue
+        calls.append(_from_object({"name": name, "arguments": args_text or "{}"}, raw))
+    return calls or [MarkupCall(name="", args=None, raw=raw, error="no call in the markup")]
 
 
 def _not_object(args: Any) -> str:
