@@ -14,6 +14,8 @@ from langchain_core.agents import AgentFinish
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, ToolCallFinished
+from agents.history import Exchange, TurnRecord, history_messages, role_order_problems
+from agents.model_turn import CUT_OFF
 from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
@@ -168,16 +170,69 @@ async def test_finish_length_mid_tool_call_runs_nothing(server):
     assert not [c for c in calls(result) if c.status is StepStatus.SUCCESS]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finish_reason 'length' on a text reply is not read: "
-    "a cut-off answer is stored as succeeded (design decision: fail or mark it)",
-)
-async def test_a_text_reply_cut_off_by_length_is_not_a_whole_answer(server):
-    server.script = [Reply(events=[chunk({"role": "assistant", "content": "The answer is"}),
-                                   chunk({}, finish="length")])]  # fmt: skip
+def cut_reply(text: str, finish: str = "length") -> Reply:
+    return Reply(events=[chunk({"role": "assistant", "content": text}),
+                         chunk({}, finish=finish), usage_chunk()])  # fmt: skip
+
+
+def usage_chunk() -> dict[str, Any]:
+    return {"id": "chatcmpl-u", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake-model", "choices": [], "usage": usage(9, 3)}  # fmt: skip
+
+
+@pytest.mark.parametrize("finish", ["length", "max_tokens"])
+async def test_a_text_reply_cut_off_by_length_is_not_a_whole_answer(server, finish):
+    server.script = [cut_reply("The answer is", finish)]
     result = await run_events(model_for(server))
-    assert result[-1].status is not RunStatus.SUCCEEDED or "cut" in result[-1].output
+    end, turn = result[-1], turns(result)[0]
+    assert end.status is RunStatus.FAILED and end.output == ""
+    assert end.error == CUT_OFF and "cut off" in end.error and "AGENT_MAX_TOKENS" in end.error
+    assert turn.error_type == "LengthFinishReasonError" and turn.error == CUT_OFF
+    assert turn.text == "The answer is" and turn.final_answer == ""  # kept, not an answer
+    assert turn.usage and turn.usage["output_tokens"] == 3
+
+
+@pytest.mark.parametrize("strategy", ["react", "xml"])
+async def test_a_text_strategy_answer_cut_off_by_length_fails_the_run(server, strategy):
+    written = WRITERS[strategy][1]("The answer is")
+    server.script = [cut_reply(written)]
+    result = await run_events(model_for(server), strategy=get_strategy(strategy))
+    assert result[-1].status is RunStatus.FAILED and result[-1].error == CUT_OFF
+    assert turns(result)[0].text == written.strip()
+    assert turns(result)[0].error_type == "LengthFinishReasonError"
+
+
+async def test_a_reply_that_stopped_normally_after_a_repeated_finish_is_an_answer(server):
+    # A finish_reason sent on two chunks merges to "stopstop": read per chunk, never merged.
+    stop = chunk({}, finish="stop")
+    server.script = [Reply(events=[chunk({"role": "assistant", "content": "Done."}), stop, stop])]
+    result = await run_events(model_for(server))
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "Done."
+
+
+async def test_a_cut_off_text_after_tool_calls_still_runs_nothing_and_fails_clearly(server):
+    # A reply cut by length in the middle of a later answer, after a tool ran.
+    server.script = [Reply(events=tool_call_turn(CALC)), cut_reply("17*23 is")]
+    result = await run_events(model_for(server))
+    assert [c.status for c in calls(result)] == [StepStatus.SUCCESS]
+    assert result[-1].status is RunStatus.FAILED and result[-1].error == CUT_OFF
+
+
+async def test_the_next_message_after_a_cut_off_answer_works(server):
+    server.script = [cut_reply("The answer is"), Reply(events=text_turn("391."))]
+    first = await run_events(model_for(server), question="What is 17*23?")
+    turn = turns(first)[0]
+    # Stored as the chat stores it: a model turn whose step is an error is not finished.
+    stored = TurnRecord(iteration=1, text=turn.text, finished=not turn.error)
+    exchange = Exchange(question="What is 17*23?", status=first[-1].status, turns=(stored,))
+    earlier = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=1000)
+    messages = [*earlier, HumanMessage("And 17*24?")]
+    assert role_order_problems(messages) == []
+    second = [e async for e in run(model_for(server), default_tools(), messages)]
+    assert second[-1].status is RunStatus.SUCCEEDED and second[-1].output == "391."
+    sent = server.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "The answer is" not in json.dumps(sent)  # the partial text is not sent as an answer
 
 
 @pytest.mark.parametrize(
