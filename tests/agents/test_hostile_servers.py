@@ -29,6 +29,7 @@ from tests.fake_openai import (
     text_turn,
     tool_call_turn,
     usage,
+    usage_chunk,
 )
 from tests.timing import WAIT_S
 
@@ -172,12 +173,7 @@ async def test_finish_length_mid_tool_call_runs_nothing(server):
 
 def cut_reply(text: str, finish: str = "length") -> Reply:
     return Reply(events=[chunk({"role": "assistant", "content": text}),
-                         chunk({}, finish=finish), usage_chunk()])  # fmt: skip
-
-
-def usage_chunk() -> dict[str, Any]:
-    return {"id": "chatcmpl-u", "object": "chat.completion.chunk", "created": 0,
-            "model": "fake-model", "choices": [], "usage": usage(9, 3)}  # fmt: skip
+                         chunk({}, finish=finish), usage_chunk(9, 3)])  # fmt: skip
 
 
 @pytest.mark.parametrize("finish", ["length", "max_tokens"])
@@ -242,15 +238,9 @@ async def test_the_next_message_after_a_cut_off_answer_works(server):
         '<function_call>{"name": "calculator", "arguments": {"expression": "17*23"}}'
         "</function_call>",
         pytest.param(
-            '{"name": "calculator", "parameters": {"expression": "17*23"}}',
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="llama3_json's bare JSON call (no tag) "
-                "is read as the answer: telling it from an answer that is "
-                "JSON needs the tool names (design decision)",
-            ),
-            id="bare-json",
+            '{"name": "calculator", "parameters": {"expression": "17*23"}}', id="bare-json"
         ),
+        pytest.param('[calculator(expression="17*23")]', id="pythonic"),
         '[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "17*23"}}]',
         "<tool_call>{'name': 'calculator', 'arguments': {'expression': '17*23'}}</tool_call>",
         '<tool_call>{"name": "calculator", "arguments": {"expression": "17*23"},}</tool_call>',
@@ -359,11 +349,121 @@ def test_more_markup_forms_read_as_the_call_they_make(markup):
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="pythonic calls ([name(arg=...)], vLLM's pythonic "
-                   "parser, Llama 3.2/4) are not read: telling them from prose needs the "
-                   "tool names (design decision)")  # fmt: skip
+TOOL_NAMES = frozenset(tool.name for tool in default_tools())
+
+
 def test_a_pythonic_call_list_is_not_an_answer():
-    assert find_tool_markup('[calculator(expression="17*23")]') is not None
+    found = find_tool_markup('[calculator(expression="17*23")]', tool_names=TOOL_NAMES)
+    assert found is not None and found.text == ""
+    assert [(c.name, c.args, c.error) for c in found.calls] == [
+        ("calculator", {"expression": "17*23"}, "")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"name": "calculator", "arguments": {"expression": "17*23"}}',
+         [("calculator", {"expression": "17*23"})]),
+        ('{"type": "function", "name": "calculator", "parameters": {"expression": "1+1"}}',
+         [("calculator", {"expression": "1+1"})]),
+        ('  [{"name": "calculator", "parameters": {"expression": "1"}},\n'
+         ' {"name": "calculator", "parameters": {"expression": "2"}}]  ',
+         [("calculator", {"expression": "1"}), ("calculator", {"expression": "2"})]),
+        ('```json\n{"name": "calculator", "parameters": {"expression": "2*3"}}\n```',
+         [("calculator", {"expression": "2*3"})]),
+        ("```python\n[calculator(expression='2*3')]\n```", [("calculator", {"expression": "2*3"})]),
+        ('[calculator(expression="1"), calculator(expression="2")]',
+         [("calculator", {"expression": "1"}), ("calculator", {"expression": "2"})]),
+        ("[calculator()]", [("calculator", {})]),
+        ('[calculator(expression="苏州", extra=(1, 2), flag=True, none=None)]',
+         [("calculator", {"expression": "苏州", "extra": [1, 2], "flag": True, "none": None})]),
+    ],
+    ids=["arguments", "type-function", "json-list", "fenced-json", "fenced-pythonic",
+         "pythonic-two", "pythonic-no-args", "pythonic-literals"],
+)  # fmt: skip
+def test_a_bare_call_naming_known_tools_is_read_as_calls(reply, expected):
+    found = find_tool_markup(reply, tool_names=TOOL_NAMES)
+    assert found is not None and found.text == ""
+    assert [(c.name, c.args) for c in found.calls] == expected
+    assert all(not c.error for c in found.calls)
+    assert find_tool_markup(reply) is None  # without the names nothing bare is read
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"name": "Alice", "age": 3}',
+        '{"name": "Alice", "parameters": {"age": 3}}',
+        '{"name": "calculator", "description": "Evaluates arithmetic.", "parameters": {}}',
+        '{"name": "calculator"}',
+        '{"name": ["calculator"], "parameters": {}}',
+        '[{"name": "calculator", "parameters": {}}, {"name": "Alice", "parameters": {}}]',
+        "[]",
+        "[1, 2, 3]",
+        "[print(x) for x in y]",
+        "[len(s)]",
+        "[calculator(expression=x)]",
+        '[calculator("17*23")]',
+        "[calculator(**opts)]",
+        "[calculator(expression={1, 2})]",
+        "[math.calculator(expression='1')]",
+        "[calculator(expression='1'), len(s)]",
+        "(calculator(expression='1'))",
+        'Here it is: {"name": "calculator", "parameters": {"expression": "1"}}',
+        '```json\n{"name": "calculator", "parameters": {}}\n```\nThat is the call.',
+        '```\n{"name": "calculator", "parameters": {}}\n```\n```\nmore\n```',
+        "[calculator(expression='" + "1" * 20_000 + "')]",
+        "[" * 5000 + "]" * 5000,
+    ],
+)
+def test_a_reply_that_is_not_wholly_a_known_call_stays_an_answer(reply):
+    assert find_tool_markup(reply, tool_names=TOOL_NAMES) is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
+     '[calculator(expression="17*23")]'],
+    ids=["bare-json", "pythonic"],
+)  # fmt: skip
+async def test_a_bare_call_runs_the_tool_where_the_profile_says_so(server, reply):
+    server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
+    strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=True))
+    result = await run_events(model_for(server, provider="llamacpp"), strategy=strategy)
+    [finished] = calls(result)
+    assert finished.status is StepStatus.SUCCESS and '"result": 391' in finished.result
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "391."
+    # The call went back as a native tool call, paired with its result.
+    sent = server.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-2:]] == ["assistant", "tool"]
+    assert sent[-2]["tool_calls"][0]["id"] == sent[-1]["tool_call_id"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
+     '[calculator(expression="17*23")]'],
+    ids=["bare-json", "pythonic"],
+)  # fmt: skip
+async def test_a_bare_call_without_the_profile_is_a_format_error(server, reply):
+    server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
+    result = await run_events(model_for(server))
+    [error] = calls(result)
+    assert error.error_type == "TextToolCall" and error.status is StepStatus.ERROR
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "391."
+
+
+@pytest.mark.parametrize("text_tool_calls", [True, False])
+@pytest.mark.parametrize(
+    "answer", ['{"name": "Alice", "age": 3}', "[len(s)]", "[print(x) for x in y]"]
+)
+async def test_an_answer_that_looks_like_a_call_stays_an_answer(server, answer, text_tool_calls):
+    server.script = [Reply(events=text_turn(answer))]
+    strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=text_tool_calls))
+    result = await run_events(model_for(server, provider="llamacpp"), strategy=strategy)
+    assert not calls(result)
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == answer
 
 
 @pytest.mark.parametrize("strategy", ["xml", "react", "structured_chat"])
