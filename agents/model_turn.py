@@ -6,6 +6,11 @@ piece (a :class:`ReasoningDelta` per reasoning piece) and one :class:`ModelTurnF
 and leaves what the loop needs next on itself: the parsed actions or final answer, or why
 the model call failed.
 
+A reply whose ``finish_reason`` is "length" (the server stopped at ``max_tokens``) and
+that would be the final answer is not one: the turn fails with :data:`CUT_OFF`
+(``error_type`` :data:`CUT_OFF_ERROR_TYPE`) and keeps the partial text. Tool calls cut
+off that way are already invalid tool calls (their arguments are not strict JSON).
+
 Reasoning is taken out before the strategy parses the reply (:mod:`agents.reasoning`),
 so thinking that contains ``Action:``, JSON or a code fence is never read as format, and
 never becomes the answer. The message kept for the scratchpad keeps
@@ -45,6 +50,18 @@ MODEL_STILL_WRITING = (
     "The model was still writing its reply after {seconds:g} seconds and was stopped "
     "there; a cap on a reply's length (AGENT_MAX_TOKENS) ends such replies sooner."
 )
+# A would-be final answer the server stopped at the request's output cap: half an answer
+# stored as a whole one would be wrong in a way nobody sees. The name is the OpenAI SDK's
+# own (openai.LengthFinishReasonError, raised by its structured-output helpers).
+CUT_OFF = (
+    "The model's reply was cut off at its output limit (max_tokens; AGENT_MAX_TOKENS sets "
+    "it) before it finished; what it wrote is kept on its turn."
+)
+CUT_OFF_ERROR_TYPE = "LengthFinishReasonError"
+# ``finish_reason`` values that mean "stopped at the output cap": OpenAI's and every
+# OpenAI-compatible server's "length"; "max_tokens" is Anthropic's ``stop_reason`` word,
+# which some proxies pass through.
+CUT_OFF_REASONS = frozenset({"length", "max_tokens"})
 
 
 def elapsed_ms(start: float) -> int:
@@ -63,8 +80,9 @@ class ModelTurn:
     After :meth:`stream` has run to its end, ``usage`` is the reply's ``usage_metadata``
     (None when not reported), ``reasoning`` its reasoning text, and exactly one of these
     holds: ``failure`` is the reason in plain words the model call failed (raised, timed
-    out); ``finish`` is the final answer; or ``actions`` are the tool calls it asked for
-    (those that cannot run carry their format error).
+    out, an answer cut off at the output limit); ``finish`` is the final answer; or
+    ``actions`` are the tool calls it asked for (those that cannot run carry their format
+    error). ``finish_reason`` is the last one a chunk sent ("" for none).
     """
 
     def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
@@ -77,6 +95,7 @@ class ModelTurn:
         self.actions: list[ToolAgentAction] = []
         self._splitter = ThinkSplitter()
         self._field_reasoning: list[str] = []
+        self.finish_reason = ""
 
     async def stream(
         self, bound: Runnable[LanguageModelInput, BaseMessage], history: Sequence[BaseMessage]
@@ -105,6 +124,10 @@ class ModelTurn:
                 except StopAsyncIteration:
                     break
                 merged = chunk if merged is None else merged + chunk
+                # Kept per chunk: merging concatenates a repeated one ("lengthlength").
+                reason = (getattr(chunk, "response_metadata", None) or {}).get("finish_reason")
+                if isinstance(reason, str) and reason:
+                    self.finish_reason = reason
                 if getattr(chunk, "usage_metadata", None):
                     usages.append(dict(chunk.usage_metadata))
                 thought = strict_json.scrub(reasoning_of_chunk(chunk))
@@ -175,6 +198,12 @@ class ModelTurn:
             "duration_ms": duration_ms, "raw": received.model_dump(mode="json"),
             "reasoning": self.reasoning,
         }  # fmt: skip
+        if isinstance(parsed, AgentFinish) and self.finish_reason in CUT_OFF_REASONS:
+            self.failure = CUT_OFF
+            return ModelTurnFinished(
+                **common, tool_calls=(), invalid_tool_calls=(), error=CUT_OFF,
+                error_type=CUT_OFF_ERROR_TYPE,
+            )  # fmt: skip
         if isinstance(parsed, AgentFinish):
             self.finish = parsed
             return ModelTurnFinished(

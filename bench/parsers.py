@@ -49,6 +49,14 @@ def demo_reply(question: str) -> object:
     return reply([HumanMessage(question)], [convert_to_openai_tool(t) for t in default_tools()])
 
 
+BARE_NAMES = frozenset({"calculator", "weather_forecast"})
+
+
+def bare_calls(text: str) -> object:
+    """Return :func:`find_tool_markup` of ``text`` with tool names, so bare calls are tried."""
+    return find_tool_markup(text, tool_names=BARE_NAMES)
+
+
 def think_streamed(text: str) -> object:
     """Return ``text`` split by a :class:`ThinkSplitter` fed one character at a time."""
     splitter = ThinkSplitter()
@@ -100,7 +108,18 @@ FAMILIES: list[Family] = [
     ("markup: parameters", find_tool_markup,
      lambda n: "<function=f>" + "<parameter=a>1" * (n // 14)),
     ("markup: fences", find_tool_markup, lambda n: "```\n<tool_call>\n" * (n // 16)),
+    # Bare calls are tried only under BARE_CALL_LIMIT characters: these families use a
+    # twentieth of the size, so both sizes are parsed (ast, JSON) rather than skipped.
+    ("bare: pythonic call list", bare_calls,
+     lambda n: "[" + ", ".join(["calculator(expression='1+1')"] * (n // 600)) + "]"),
+    ("bare: pythonic, one long literal", bare_calls,
+     lambda n: "[calculator(expression=" + repr("x" * (n // 20)) + ")]"),
+    ("bare: llama3_json list", bare_calls,
+     lambda n: "[" + ", ".join(['{"name": "calculator", "parameters": {}}'] * (n // 840)) + "]"),
+    ("bare: nested brackets", bare_calls, lambda n: "[" * (n // 40) + "]" * (n // 40)),
+    ("bare: over the limit", bare_calls, lambda n: "[calculator(x='" + "y" * n + "')]"),
     ("xml: answer, code full of tags", parse_xml,
+
      lambda n: "<final_answer>\n```\n" + "<tool>a</tool><observation>\n" * (n // 29) + "```\n"
      "</final_answer>"),
     ("xml: <final_answer>``` flood", parse_xml, lambda n: "<final_answer>```" * (n // 17)),

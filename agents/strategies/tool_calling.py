@@ -12,7 +12,12 @@ tool parser, :mod:`agents.strategies.tool_markup`) is never a final answer: with
 ``StrategyOptions.text_tool_calls`` (the provider's ``Quirks.text_tool_calls``) its calls
 are read from the markup, each with a fresh ``tool_call_id``, the text outside the markup
 staying the turn's text; without it, it is a format error (``TextToolCall``) whose
-observation tells the model to call tools through the API.
+observation tells the model to call tools through the API. A reply that is entirely a
+bare call (Llama 3.x's ``{"name": ..., "parameters": {...}}``, a pythonic
+``[name(key=value)]`` list) counts as markup only when every name in it is one of the
+run's tools, which the strategy learns from :meth:`ToolCallingStrategy.bind` and
+:meth:`ToolCallingStrategy.build_prompt`: an answer that happens to be JSON stays an
+answer.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from langchain_core.tools import BaseTool
 from agents.strategies.base import (
     IntermediateStep,
     Strategy,
+    StrategyOptions,
     ToolAgentAction,
     new_tool_call_id,
     text_of,
@@ -54,10 +60,20 @@ class ToolCallingStrategy(Strategy):
     name = "tool_calling"
     label = "Native tool calling"
 
+    def __init__(self, options: StrategyOptions | None = None) -> None:
+        super().__init__(options)
+        # The names of the tools offered (bind/build_prompt), for telling a bare call
+        # from an answer; empty until then, when no bare call is read.
+        self.tool_names: frozenset[str] = frozenset()
+
     def build_prompt(
         self, messages: Sequence[BaseMessage], tools: Sequence[BaseTool]
     ) -> list[BaseMessage]:
-        """Return ``messages`` unchanged: the tools travel in the request, not the prompt."""
+        """Return ``messages`` unchanged: the tools travel in the request, not the prompt.
+
+        The tools' names are kept (``tool_names``) to read bare calls by.
+        """
+        self.tool_names = frozenset(tool.name for tool in tools)
         return list(messages)
 
     def bind(
@@ -67,8 +83,10 @@ class ToolCallingStrategy(Strategy):
 
         ``tool_choice`` other than ``auto`` applies to the first turn only: a choice forced
         on every turn would make the model call a tool even after it has its answer, and
-        the run would loop until its iteration limit.
+        the run would loop until its iteration limit. The tools' names are kept
+        (``tool_names``) to read bare calls by.
         """
+        self.tool_names = frozenset(tool.name for tool in tools)
         if not tools:
             return model
         kwargs: dict[str, object] = {}
@@ -139,7 +157,7 @@ class ToolCallingStrategy(Strategy):
         if actions:
             return actions
         text = text_of(message)
-        markup = find_tool_markup(text)
+        markup = find_tool_markup(text, tool_names=self.tool_names)
         if markup is not None:
             if self.options.text_tool_calls:
                 return self.parse(_with_markup_calls(message, markup))

@@ -18,18 +18,30 @@ with ``finish_reason`` "stop". The families read here (see vLLM's tool parsers
   (several separated by ``;``); ``<function_call>{...}</function_call>`` (older
   fine-tunes, Hermes' kin);
 - DeepSeek-V3's own tokens: ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function
-  <｜tool▁sep｜>name`` and the arguments in a fenced ``json`` block.
+  <｜tool▁sep｜>name`` and the arguments in a fenced ``json`` block;
+- bare calls, with no tag at all, read only when the caller passes the run's tool names
+  (``tool_names``), since without them they cannot be told from an answer: a reply that is
+  entirely (white space and one surrounding ```` ``` ```` fence aside) Llama 3.x's
+  ``llama3_json`` form ``{"name": ..., "parameters" | "arguments": {...}}`` (or a JSON
+  list of such objects; no other keys but ``type`` and ``id``), or a pythonic call list
+  ``[name(key=literal, ...), ...]`` (vLLM's ``pythonic`` parser; Llama 3.2, Llama 4),
+  whose every name is one of the tools. ``{"name": "Alice", "age": 3}``, ``[len(s)]`` or
+  ``[print(x) for x in y]`` stay answers. Only replies under :data:`BARE_CALL_LIMIT`
+  characters are tried (``ast.parse`` and the JSON decoder are linear, but a call list
+  that long is no call).
 
 Markup inside a fenced code block or an inline code span is content (an answer that
-shows the format), not a call. Every scan here is linear in the text: ``str.find``
-from a moving position (each needle's next index kept) and
-``json.JSONDecoder.raw_decode``, no backtracking pattern over the whole reply.
+shows the format), not a call (a bare call's own surrounding fence aside). Every scan
+here is linear in the text: ``str.find`` from a moving position (each needle's next index
+kept) and ``json.JSONDecoder.raw_decode``, no backtracking pattern over the whole reply.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +71,11 @@ _MARKERS = (TOOL_CALL_OPEN, FUNCTION_OPEN, MISTRAL, FUNCTION_CALL_OPEN, PYTHON_T
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
 _FUNCTION_HEAD = re.compile(r"<function=[\w.\-]{1,200}>")
+# Replies at least this long (characters, stripped) are never tried as bare calls.
+BARE_CALL_LIMIT = 20_000
+# The keys a bare llama3_json call may have: a tool's schema, which has "description"
+# (render_tools writes it), is an answer that shows a tool, not a call.
+_BARE_KEYS = frozenset({"name", "parameters", "arguments", "type", "id"})
 
 
 @dataclass(frozen=True)
@@ -80,14 +97,16 @@ class MarkupCalls:
     text: str = ""
 
 
-def find_tool_markup(text: str) -> MarkupCalls | None:
+def find_tool_markup(text: str, tool_names: Collection[str] | None = None) -> MarkupCalls | None:
     """Return the tool calls written into ``text`` as markup, or None when it has none.
 
     Markup inside fenced code blocks (```` ``` ````) or inline code spans is ignored, and
     so is a tag in prose: a ``<tool_call>`` counts when a JSON object or a
     ``<function=`` follows it, a ``<function=`` when a tool name and ``>`` do. A call
     whose JSON does not parse, or that names no tool, is still returned, with ``error``
-    saying why.
+    saying why. With ``tool_names`` (the run's tools), a reply with no tagged markup that
+    is entirely a bare call naming only those tools (:func:`find_bare_calls`) counts too;
+    without them nothing bare does.
     """
     masked = mask_code(text)
     spans: list[tuple[int, int]] = []
@@ -128,13 +147,99 @@ def find_tool_markup(text: str) -> MarkupCalls | None:
         spans.append((start, end))
         pos = end
     if not calls:
-        return None
+        return find_bare_calls(text, tool_names) if tool_names else None
     outside, last = [], 0
     for start, end in spans:
         outside.append(text[last:start])
         last = end
     outside.append(text[last:])
     return MarkupCalls(calls=calls, text="".join(outside).strip())
+
+
+def find_bare_calls(text: str, tool_names: Collection[str]) -> MarkupCalls | None:
+    """Return the calls of a reply that is entirely a bare call list, else None.
+
+    ``text`` stripped (and out of one surrounding ```` ``` ```` fence, its info string
+    dropped) must be, whole, either llama3_json (a JSON object ``{"name", "parameters" |
+    "arguments"}`` or a non-empty JSON list of them, keys among ``name``, ``parameters``,
+    ``arguments``, ``type``, ``id``) or a pythonic call list ``[f(a=1), g(b="x")]`` (an
+    ``ast.List`` of ``ast.Call`` on plain names, keyword arguments only, each value one
+    ``ast.literal_eval`` accepts), and every name must be in ``tool_names``. Anything else
+    (prose, other JSON, a comprehension, an unknown name, a text of
+    :data:`BARE_CALL_LIMIT` characters or more) returns None. The calls' ``raw`` is the
+    whole reply and the text outside them is empty.
+    """
+    body = text.strip()
+    if not body or len(body) >= BARE_CALL_LIMIT:
+        return None
+    if body.startswith("```"):
+        newline = body.find("\n")
+        if newline < 0 or not body.endswith("```") or len(body) < newline + 4:
+            return None
+        body = body[newline + 1 : -3].strip()
+        if "```" in body:  # more than one fence: prose with code, not a bare call
+            return None
+    if not body.startswith(("{", "[")):
+        return None
+    calls = _bare_json(body, text, tool_names)
+    if calls is None and body.startswith("[") and body.endswith("]"):
+        calls = _pythonic(body, text, tool_names)
+    return MarkupCalls(calls=calls, text="") if calls else None
+
+
+def _bare_json(body: str, raw: str, tool_names: Collection[str]) -> list[MarkupCall] | None:
+    """Return the calls of a whole-body llama3_json call (or list), else None."""
+    try:
+        value = strict_json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        return None
+    for item in items:
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and item["name"] in tool_names
+            and ("parameters" in item or "arguments" in item)
+            and item.keys() <= _BARE_KEYS
+        ):
+            return None
+    return [_from_object(item, raw) for item in items]
+
+
+def _pythonic(body: str, raw: str, tool_names: Collection[str]) -> list[MarkupCall] | None:
+    """Return the calls of a whole-body pythonic call list, else None (after vLLM's
+    ``pythonic`` tool parser, which also reads it with :mod:`ast`)."""
+    try:
+        tree = ast.parse(body, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(tree.body, ast.List) or not tree.body.elts:
+        return None
+    calls: list[MarkupCall] = []
+    for node in tree.body.elts:
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in tool_names
+            and not node.args
+        ):
+            return None
+        args: dict[str, Any] = {}
+        for keyword in node.keywords:
+            if keyword.arg is None:  # **kwargs
+                return None
+            try:
+                args[keyword.arg] = ast.literal_eval(keyword.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                return None
+        try:  # the arguments go on as JSON (tuples become lists; sets, bytes do not go)
+            args = json.loads(json.dumps(args))
+        except (TypeError, ValueError):
+            return None
+        calls.append(MarkupCall(name=node.func.id, args=args, raw=raw))
+    return calls
 
 
 def _next_marker(masked: str, pos: int, nexts: dict[str, int]) -> tuple[int, str] | None:

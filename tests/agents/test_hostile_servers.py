@@ -14,6 +14,8 @@ from langchain_core.agents import AgentFinish
 from langchain_core.messages import AIMessage, HumanMessage
 
 from agents.events import ModelTurnFinished, RunStatus, StepStatus, ToolCallFinished
+from agents.history import Exchange, TurnRecord, history_messages, role_order_problems
+from agents.model_turn import CUT_OFF
 from agents.providers import ModelConfig, build_model
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
@@ -27,6 +29,7 @@ from tests.fake_openai import (
     text_turn,
     tool_call_turn,
     usage,
+    usage_chunk,
 )
 from tests.timing import WAIT_S
 
@@ -168,16 +171,64 @@ async def test_finish_length_mid_tool_call_runs_nothing(server):
     assert not [c for c in calls(result) if c.status is StepStatus.SUCCESS]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finish_reason 'length' on a text reply is not read: "
-    "a cut-off answer is stored as succeeded (design decision: fail or mark it)",
-)
-async def test_a_text_reply_cut_off_by_length_is_not_a_whole_answer(server):
-    server.script = [Reply(events=[chunk({"role": "assistant", "content": "The answer is"}),
-                                   chunk({}, finish="length")])]  # fmt: skip
+def cut_reply(text: str, finish: str = "length") -> Reply:
+    return Reply(events=[chunk({"role": "assistant", "content": text}),
+                         chunk({}, finish=finish), usage_chunk(9, 3)])  # fmt: skip
+
+
+@pytest.mark.parametrize("finish", ["length", "max_tokens"])
+async def test_a_text_reply_cut_off_by_length_is_not_a_whole_answer(server, finish):
+    server.script = [cut_reply("The answer is", finish)]
     result = await run_events(model_for(server))
-    assert result[-1].status is not RunStatus.SUCCEEDED or "cut" in result[-1].output
+    end, turn = result[-1], turns(result)[0]
+    assert end.status is RunStatus.FAILED and end.output == ""
+    assert end.error == CUT_OFF and "cut off" in end.error and "AGENT_MAX_TOKENS" in end.error
+    assert turn.error_type == "LengthFinishReasonError" and turn.error == CUT_OFF
+    assert turn.text == "The answer is" and turn.final_answer == ""  # kept, not an answer
+    assert turn.usage and turn.usage["output_tokens"] == 3
+
+
+@pytest.mark.parametrize("strategy", ["react", "xml"])
+async def test_a_text_strategy_answer_cut_off_by_length_fails_the_run(server, strategy):
+    written = WRITERS[strategy][1]("The answer is")
+    server.script = [cut_reply(written)]
+    result = await run_events(model_for(server), strategy=get_strategy(strategy))
+    assert result[-1].status is RunStatus.FAILED and result[-1].error == CUT_OFF
+    assert turns(result)[0].text == written.strip()
+    assert turns(result)[0].error_type == "LengthFinishReasonError"
+
+
+async def test_a_reply_that_stopped_normally_after_a_repeated_finish_is_an_answer(server):
+    # A finish_reason sent on two chunks merges to "stopstop": read per chunk, never merged.
+    stop = chunk({}, finish="stop")
+    server.script = [Reply(events=[chunk({"role": "assistant", "content": "Done."}), stop, stop])]
+    result = await run_events(model_for(server))
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "Done."
+
+
+async def test_a_cut_off_text_after_tool_calls_still_runs_nothing_and_fails_clearly(server):
+    # A reply cut by length in the middle of a later answer, after a tool ran.
+    server.script = [Reply(events=tool_call_turn(CALC)), cut_reply("17*23 is")]
+    result = await run_events(model_for(server))
+    assert [c.status for c in calls(result)] == [StepStatus.SUCCESS]
+    assert result[-1].status is RunStatus.FAILED and result[-1].error == CUT_OFF
+
+
+async def test_the_next_message_after_a_cut_off_answer_works(server):
+    server.script = [cut_reply("The answer is"), Reply(events=text_turn("391."))]
+    first = await run_events(model_for(server), question="What is 17*23?")
+    turn = turns(first)[0]
+    # Stored as the chat stores it: a model turn whose step is an error is not finished.
+    stored = TurnRecord(iteration=1, text=turn.text, finished=not turn.error)
+    exchange = Exchange(question="What is 17*23?", status=first[-1].status, turns=(stored,))
+    earlier = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=1000)
+    messages = [*earlier, HumanMessage("And 17*24?")]
+    assert role_order_problems(messages) == []
+    second = [e async for e in run(model_for(server), default_tools(), messages)]
+    assert second[-1].status is RunStatus.SUCCEEDED and second[-1].output == "391."
+    sent = server.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "The answer is" not in json.dumps(sent)  # the partial text is not sent as an answer
 
 
 @pytest.mark.parametrize(
@@ -187,15 +238,9 @@ async def test_a_text_reply_cut_off_by_length_is_not_a_whole_answer(server):
         '<function_call>{"name": "calculator", "arguments": {"expression": "17*23"}}'
         "</function_call>",
         pytest.param(
-            '{"name": "calculator", "parameters": {"expression": "17*23"}}',
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="llama3_json's bare JSON call (no tag) "
-                "is read as the answer: telling it from an answer that is "
-                "JSON needs the tool names (design decision)",
-            ),
-            id="bare-json",
+            '{"name": "calculator", "parameters": {"expression": "17*23"}}', id="bare-json"
         ),
+        pytest.param('[calculator(expression="17*23")]', id="pythonic"),
         '[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "17*23"}}]',
         "<tool_call>{'name': 'calculator', 'arguments': {'expression': '17*23'}}</tool_call>",
         '<tool_call>{"name": "calculator", "arguments": {"expression": "17*23"},}</tool_call>',
@@ -304,11 +349,121 @@ def test_more_markup_forms_read_as_the_call_they_make(markup):
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="pythonic calls ([name(arg=...)], vLLM's pythonic "
-                   "parser, Llama 3.2/4) are not read: telling them from prose needs the "
-                   "tool names (design decision)")  # fmt: skip
+TOOL_NAMES = frozenset(tool.name for tool in default_tools())
+
+
 def test_a_pythonic_call_list_is_not_an_answer():
-    assert find_tool_markup('[calculator(expression="17*23")]') is not None
+    found = find_tool_markup('[calculator(expression="17*23")]', tool_names=TOOL_NAMES)
+    assert found is not None and found.text == ""
+    assert [(c.name, c.args, c.error) for c in found.calls] == [
+        ("calculator", {"expression": "17*23"}, "")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"name": "calculator", "arguments": {"expression": "17*23"}}',
+         [("calculator", {"expression": "17*23"})]),
+        ('{"type": "function", "name": "calculator", "parameters": {"expression": "1+1"}}',
+         [("calculator", {"expression": "1+1"})]),
+        ('  [{"name": "calculator", "parameters": {"expression": "1"}},\n'
+         ' {"name": "calculator", "parameters": {"expression": "2"}}]  ',
+         [("calculator", {"expression": "1"}), ("calculator", {"expression": "2"})]),
+        ('```json\n{"name": "calculator", "parameters": {"expression": "2*3"}}\n```',
+         [("calculator", {"expression": "2*3"})]),
+        ("```python\n[calculator(expression='2*3')]\n```", [("calculator", {"expression": "2*3"})]),
+        ('[calculator(expression="1"), calculator(expression="2")]',
+         [("calculator", {"expression": "1"}), ("calculator", {"expression": "2"})]),
+        ("[calculator()]", [("calculator", {})]),
+        ('[calculator(expression="苏州", extra=(1, 2), flag=True, none=None)]',
+         [("calculator", {"expression": "苏州", "extra": [1, 2], "flag": True, "none": None})]),
+    ],
+    ids=["arguments", "type-function", "json-list", "fenced-json", "fenced-pythonic",
+         "pythonic-two", "pythonic-no-args", "pythonic-literals"],
+)  # fmt: skip
+def test_a_bare_call_naming_known_tools_is_read_as_calls(reply, expected):
+    found = find_tool_markup(reply, tool_names=TOOL_NAMES)
+    assert found is not None and found.text == ""
+    assert [(c.name, c.args) for c in found.calls] == expected
+    assert all(not c.error for c in found.calls)
+    assert find_tool_markup(reply) is None  # without the names nothing bare is read
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"name": "Alice", "age": 3}',
+        '{"name": "Alice", "parameters": {"age": 3}}',
+        '{"name": "calculator", "description": "Evaluates arithmetic.", "parameters": {}}',
+        '{"name": "calculator"}',
+        '{"name": ["calculator"], "parameters": {}}',
+        '[{"name": "calculator", "parameters": {}}, {"name": "Alice", "parameters": {}}]',
+        "[]",
+        "[1, 2, 3]",
+        "[print(x) for x in y]",
+        "[len(s)]",
+        "[calculator(expression=x)]",
+        '[calculator("17*23")]',
+        "[calculator(**opts)]",
+        "[calculator(expression={1, 2})]",
+        "[math.calculator(expression='1')]",
+        "[calculator(expression='1'), len(s)]",
+        "(calculator(expression='1'))",
+        'Here it is: {"name": "calculator", "parameters": {"expression": "1"}}',
+        '```json\n{"name": "calculator", "parameters": {}}\n```\nThat is the call.',
+        '```\n{"name": "calculator", "parameters": {}}\n```\n```\nmore\n```',
+        "[calculator(expression='" + "1" * 20_000 + "')]",
+        "[" * 5000 + "]" * 5000,
+    ],
+)
+def test_a_reply_that_is_not_wholly_a_known_call_stays_an_answer(reply):
+    assert find_tool_markup(reply, tool_names=TOOL_NAMES) is None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
+     '[calculator(expression="17*23")]'],
+    ids=["bare-json", "pythonic"],
+)  # fmt: skip
+async def test_a_bare_call_runs_the_tool_where_the_profile_says_so(server, reply):
+    server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
+    strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=True))
+    result = await run_events(model_for(server, provider="llamacpp"), strategy=strategy)
+    [finished] = calls(result)
+    assert finished.status is StepStatus.SUCCESS and '"result": 391' in finished.result
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "391."
+    # The call went back as a native tool call, paired with its result.
+    sent = server.requests[-1]["messages"]
+    assert [m["role"] for m in sent[-2:]] == ["assistant", "tool"]
+    assert sent[-2]["tool_calls"][0]["id"] == sent[-1]["tool_call_id"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
+     '[calculator(expression="17*23")]'],
+    ids=["bare-json", "pythonic"],
+)  # fmt: skip
+async def test_a_bare_call_without_the_profile_is_a_format_error(server, reply):
+    server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
+    result = await run_events(model_for(server))
+    [error] = calls(result)
+    assert error.error_type == "TextToolCall" and error.status is StepStatus.ERROR
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == "391."
+
+
+@pytest.mark.parametrize("text_tool_calls", [True, False])
+@pytest.mark.parametrize(
+    "answer", ['{"name": "Alice", "age": 3}', "[len(s)]", "[print(x) for x in y]"]
+)
+async def test_an_answer_that_looks_like_a_call_stays_an_answer(server, answer, text_tool_calls):
+    server.script = [Reply(events=text_turn(answer))]
+    strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=text_tool_calls))
+    result = await run_events(model_for(server, provider="llamacpp"), strategy=strategy)
+    assert not calls(result)
+    assert result[-1].status is RunStatus.SUCCEEDED and result[-1].output == answer
 
 
 @pytest.mark.parametrize("strategy", ["xml", "react", "structured_chat"])

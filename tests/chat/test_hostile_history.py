@@ -140,3 +140,27 @@ async def test_a_run_that_ended_on_markup_format_errors_leaves_a_valid_history(s
     assert (second.status, second.output) == (RunStatus.SUCCEEDED, "None found.")
     assert role_order_problems(model.prompts[-1]) == []
     assert all(role_order_problems(p) == [] for p in model.prompts)
+
+
+async def test_an_answer_cut_off_at_max_tokens_fails_keeps_its_text_and_the_chat_goes_on(
+    server, settings
+):
+    settings.AGENT_MODEL = ModelConfig(provider="llamacpp", model="m", base_url=server.base_url,
+                                       timeout_s=WAIT_S, max_retries=0)  # fmt: skip
+    _, conversation = await make_conversation()
+    cut = [chunk({"role": "assistant", "content": "17*23 is three hundred and"}),
+           chunk({}, finish="length")]  # fmt: skip
+    server.script = [Reply(events=cut), Reply(events=text_turn("391."))]
+
+    first = await ask(conversation, "17*23?")
+    second = await ask(conversation, "And the number?")
+
+    assert (first.status, first.output) == (RunStatus.FAILED, "")
+    assert "cut off at its output limit" in first.error
+    step = await database_sync_to_async(lambda: first.steps.get())()
+    assert (step.status, step.error_type) == ("error", "LengthFinishReasonError")
+    assert step.text == "17*23 is three hundred and" and step.result == ""
+    assert (second.status, second.output) == (RunStatus.SUCCEEDED, "391.")
+    assert server.refused == []
+    sent = json.dumps(server.requests[-1]["messages"])
+    assert "three hundred and" not in sent  # the partial text is no answer of the history
