@@ -215,8 +215,14 @@ def run_app(host: str, port: int, model_port: int, log_path: Path) -> int:
     """
     model_port = model_port or free_port()
     base_url = f"http://127.0.0.1:{model_port}/v1"
+    # A SIGTERM or SIGHUP (a closed terminal, a supervisor) ends this process as Ctrl-C
+    # does, through the ``finally`` below: the model server has a session of its own and
+    # would outlive us otherwise.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on_signal)
     print(f"Starting the local model on {base_url} (log: {log_path})", flush=True)
     server = start_server(model_port, log_path)
+    app: subprocess.Popen[bytes] | None = None
     try:
         models = wait_ready(server, base_url, log_path)
         print(f"Local model ready: {', '.join(models)}. The app: http://{host}:{port}/", flush=True)
@@ -225,13 +231,21 @@ def run_app(host: str, port: int, model_port: int, log_path: Path) -> int:
              "project.asgi:application"],
             cwd=ROOT, env=app_env(base_url, os.environ),
         )  # fmt: skip
-        try:
-            return app.wait()
-        except KeyboardInterrupt:
-            app.send_signal(signal.SIGINT)
-            return app.wait()
+        return app.wait()
+    except KeyboardInterrupt:
+        return 130
     finally:
+        if app is not None and app.poll() is None:
+            app.terminate()
+            try:
+                app.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                app.kill()
         stop(server)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
