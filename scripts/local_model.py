@@ -19,8 +19,8 @@ Why these settings (measured on a 2-core machine; see README "A real local model
   tool call whose arguments a grammar built from the tool's JSON schema constrains.
   ``chatml-function-calling`` would add automatic tool choice, which this model never uses,
   and HTML-escapes the prompt (``'`` arrives as ``&#39;``, and grows every turn).
-- ``n_ctx`` 8192: the text strategies' first prompt is about 4,200 tokens; over the
-  default 2,048 the server answers 200 and an empty stream.
+- ``n_ctx`` 8192: a text strategy's first prompt is 2,000-4,300 tokens, and history
+  comes on top; over the default 2,048 the server answers 200 and an empty stream.
 - The environment is scrubbed of the server's own setting names: its settings are
   pydantic-settings classes, and its ``__main__`` reads ``HOST`` and ``PORT`` before its
   flags, so ``make run-local PORT=8001`` would otherwise move the model onto the app's port.

@@ -106,6 +106,12 @@ def assert_ended_cleanly(run: AgentRun, steps: list[AgentStep], answer: str | No
     ]
     turns = [s for s in steps if s.kind == "model_turn"]
     assert len(turns) == run.iterations <= MAX_ITERATIONS
+    # A turn that did not end the run asked for something: a tool call or a format error
+    # card, whose observation the next turn read.
+    for turn in turns[:-1]:
+        assert any(s.kind == "tool_call" and s.iteration == turn.iteration for s in steps), (
+            describe(run, steps)
+        )
     first = steps[0].ordinal
     assert [s.ordinal for s in steps] == list(range(first, first + len(steps)))
     for call in (s for s in steps if s.kind == "tool_call"):
