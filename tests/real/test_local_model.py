@@ -37,7 +37,10 @@ pytestmark = [
 # "&#39;" in what the model copies back.
 QUESTION = "What's 17 * 23? Use the calculator."
 FOLLOW_UP = "Thanks. And what's 12 + 30?"
-ENDED = {"succeeded", "failed", "max_iterations"}
+# How a run against a working server ends, whatever the model writes. "failed" is a
+# defined status too, but here it would be ours or the server's fault (a refused request,
+# an empty stream, a crash), never the model's: its broken formats are error steps.
+ENDED = {"succeeded", "max_iterations"}
 FINISHED = re.compile(r'class="run-status status-(?!running)')
 HTML_ESCAPES = re.compile(r"&(?:#\d+|amp|lt|gt|quot|apos);")
 
@@ -121,13 +124,9 @@ def assert_ended_cleanly(run: AgentRun, steps: list[AgentStep], answer: str | No
     if run.status == "succeeded":
         assert run.output.strip(), "a succeeded run with a blank answer"
         assert answer == run.output
-    elif run.status == "failed":
-        assert run.error.strip()
-        # A model that answered must not be reported as one that failed to: the failing
-        # step says why, and it is a model turn's own error, not a crash of ours.
-        assert "internal error" not in run.error, run.error
     else:
         assert run.iterations == MAX_ITERATIONS
+        assert run.error.strip()
     for step in steps:
         assert not HTML_ESCAPES.search(step.text + step.result), (
             f"HTML escapes reached the model's text: {step.text!r}"
@@ -140,7 +139,7 @@ async def test_a_plain_answer_streams_and_is_stored():
     (frames,) = await converse(conversation, user, ["Say hello to Alice in one sentence."])
 
     ((run, steps, answer),) = await stored_runs()
-    assert run.status == "succeeded", (run.status, run.error)
+    assert run.status == "succeeded", describe(run, steps)
     turn = steps[-1]
     streamed = [f for f in frames if f"step-{turn.pk}-text" in f and "run-status" not in f]
     assert len(streamed) >= 2, f"the answer arrived in {len(streamed)} frame(s), not streamed"
@@ -194,4 +193,3 @@ async def test_a_forced_named_tool_call_reaches_the_tool():
     assert_ended_cleanly(run, steps, answer)
     # And the next message, whose history holds that call and its result, works too.
     assert_ended_cleanly(after, after_steps, after_answer)
-    assert after.status != "failed", after.error
