@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install migrate run test test-fast lint format browser-deps
+.PHONY: install migrate run test test-fast lint format browser-deps install-real run-local test-real
 
 $(VENV)/.installed: requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,36 @@ migrate: install
 
 run: migrate
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) project.asgi:application
+
+# The real local model (README "A real local model"): llama-cpp-python's server and the
+# SmolLM2-135M GGUF in a venv of their own, which the app reaches over HTTP only.
+# llama.cpp's default build targets the building CPU (GGML_NATIVE) and dies with SIGILL
+# where the CPU advertises more than the virtual machine runs (AMX here), so it is built
+# portable. pip caches the wheel by its source, not by CMAKE_ARGS: if a cached wheel was
+# built otherwise, `check` fails and it is rebuilt once without the cache.
+REAL_VENV := .venv-real
+REAL_PY := $(REAL_VENV)/bin/python
+LLAMA_CPP := $(shell grep -i '^llama_cpp_python==' requirements-real.txt)
+PORTABLE := CMAKE_ARGS="-DGGML_NATIVE=OFF"
+
+$(REAL_VENV)/.installed: requirements-real.txt
+	test -x $(REAL_PY) || $(PYTHON) -m venv $(REAL_VENV)
+	@echo "Installing the local model server (compiles llama.cpp the first time: 6-9 minutes on 2 cores)"
+	$(PORTABLE) $(REAL_PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-real.txt
+	$(REAL_PY) scripts/local_model.py check || { \
+		echo "This llama-cpp-python build cannot run here; rebuilding it portable without pip's cache"; \
+		$(PORTABLE) $(REAL_PY) -m pip install --quiet --disable-pip-version-check --no-deps \
+			--no-cache-dir --force-reinstall "$(LLAMA_CPP)" && $(REAL_PY) scripts/local_model.py check; }
+	touch $@
+
+install-real: $(REAL_VENV)/.installed
+
+run-local: migrate install-real
+	$(PY) scripts/local_model.py run-app --host $(HOST) --port $(PORT)
+
+# Chats with the real model through the app's consumer; a few minutes on 2 cores.
+test-real: install install-real
+	$(PY) -m pytest -p no:cacheprovider -m real tests/real
 
 browser-deps:
 	scripts/ensure-chromium.sh
