@@ -22,7 +22,7 @@ with no chunk (llama.cpp when the prompt overflows its context); ``drop`` half t
 answer, then the connection breaks off.
 
     .venv/bin/python scripts/fake_provider.py --port 9999 --script 429,ok
-    OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 make run
+    OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 OPENAI_MODEL=fake-model make run
 
 With ``429,ok`` the first request is rate-limited, the OpenAI client retries after the
 ``Retry-After`` second and the run succeeds; with ``401`` the run fails with a message
