@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,8 +21,8 @@ from agents.strategies import StrategyOptions, get_strategy
 from agents.strategies.tool_markup import find_tool_markup
 from agents.tools import default_tools
 from tests.agents.test_history import WRITERS
+from tests.agents.test_openai_compatible import model_for, run_events
 from tests.fake_openai import (
-    FakeOpenAI,
     Reply,
     chunk,
     text_turn,
@@ -34,23 +33,6 @@ from tests.fake_openai import (
 from tests.timing import WAIT_S
 
 CALC = ("call_c", "calculator", {"expression": "17*23"})
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as httpd:
-        yield httpd
-
-
-def model_for(server: FakeOpenAI, provider: str = "openai", **overrides: Any):
-    options: dict[str, Any] = {"timeout_s": WAIT_S, "max_retries": 0, **overrides}
-    config = ModelConfig(provider=provider, model="fake-model", base_url=server.base_url,
-                         api_key="sk-test", **options)  # fmt: skip
-    return build_model(config)
-
-
-async def run_events(model, question: str = "hi", **kwargs: Any) -> list[Any]:
-    return [e async for e in run(model, default_tools(), [HumanMessage(question)], **kwargs)]
 
 
 def turns(events):
@@ -421,12 +403,14 @@ def test_a_reply_that_is_not_wholly_a_known_call_stays_an_answer(reply):
     assert find_tool_markup(reply, tool_names=TOOL_NAMES) is None
 
 
-@pytest.mark.parametrize(
-    "reply",
-    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
-     '[calculator(expression="17*23")]'],
-    ids=["bare-json", "pythonic"],
-)  # fmt: skip
+# Llama 3's llama3_json call and vLLM's pythonic call list: no tag, only known tool names.
+BARE_CALLS = [
+    '{"name": "calculator", "parameters": {"expression": "17*23"}}',
+    '[calculator(expression="17*23")]',
+]
+
+
+@pytest.mark.parametrize("reply", BARE_CALLS, ids=["bare-json", "pythonic"])
 async def test_a_bare_call_runs_the_tool_where_the_profile_says_so(server, reply):
     server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
     strategy = get_strategy("tool_calling", StrategyOptions(text_tool_calls=True))
@@ -440,12 +424,7 @@ async def test_a_bare_call_runs_the_tool_where_the_profile_says_so(server, reply
     assert sent[-2]["tool_calls"][0]["id"] == sent[-1]["tool_call_id"]
 
 
-@pytest.mark.parametrize(
-    "reply",
-    ['{"name": "calculator", "parameters": {"expression": "17*23"}}',
-     '[calculator(expression="17*23")]'],
-    ids=["bare-json", "pythonic"],
-)  # fmt: skip
+@pytest.mark.parametrize("reply", BARE_CALLS, ids=["bare-json", "pythonic"])
 async def test_a_bare_call_without_the_profile_is_a_format_error(server, reply):
     server.script = [Reply(events=text_turn(reply)), Reply(events=text_turn("391."))]
     result = await run_events(model_for(server))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,13 +37,6 @@ from tests.timing import WAIT_S
 
 WEATHER = ("call_w", "weather_forecast", {"town": "Suzhou"})
 CALCULATOR = ("call_c", "calculator", {"expression": "17*23"})
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as httpd:
-        yield httpd
-    assert not httpd.unscripted, "the client sent more requests than the test scripted"
 
 
 def model_for(server: FakeOpenAI, provider: str = "openai", **overrides: Any):

@@ -9,9 +9,21 @@ import types
 
 import pytest
 from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.test import Client
 
+from chat.models import Conversation
 from tests.fakes import ScriptedChatModel
 from tests.timing import WAIT_S
+
+
+@pytest.fixture
+def alice(db) -> tuple[Client, Conversation]:
+    """A logged-in client of the user alice, and an empty conversation of hers."""
+    user = User.objects.create_user("alice", password="pw")
+    client = Client()
+    client.force_login(user)
+    return client, Conversation.objects.create(owner=user)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ from io import StringIO
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -23,6 +22,7 @@ from chat.runs import create_run, get_model, model_choices
 from project.agent_models import ConfiguredModel
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import ask_over_socket, connect, make_conversation, receive_until
+from tests.chat.test_strategies import picker_post
 
 # A base URL with credentials in it: they must never reach the page, the run or the CSV.
 LOCAL_URL = "http://user:sk-in-url@127.0.0.1:8001/v1?api-key=sk-query"
@@ -42,18 +42,6 @@ def models(settings):
     settings.AGENT_EXTRA_MODELS = [LOCAL]
     settings.AGENT_OFFER_DEMO = True
     return settings
-
-
-@pytest.fixture
-def alice(db) -> tuple[Client, Conversation]:
-    user = User.objects.create_user("alice", password="pw")
-    client = Client()
-    client.force_login(user)
-    return client, Conversation.objects.create(owner=user)
-
-
-def picker_post(client: Client, conversation: Conversation, **data):
-    return client.post(f"/c/{conversation.pk}/strategy/", data, HTTP_HX_REQUEST="true")
 
 
 # The checks

@@ -7,7 +7,6 @@ import json
 import pytest
 from channels.db import database_sync_to_async
 from django.apps import apps
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -107,14 +106,6 @@ async def test_the_demo_model_answers_the_travel_question_in_every_strategy(stra
 
 def picker_post(client: Client, conversation: Conversation, **data) -> object:
     return client.post(f"/c/{conversation.pk}/strategy/", data, HTTP_HX_REQUEST="true")
-
-
-@pytest.fixture
-def alice(db) -> tuple[Client, Conversation]:
-    user = User.objects.create_user("alice", password="pw")
-    client = Client()
-    client.force_login(user)
-    return client, Conversation.objects.create(owner=user)
 
 
 def test_an_empty_chat_shows_the_strategy_picker(alice):
