@@ -10,6 +10,14 @@ from tests.browser.conftest import ARTIFACTS
 pytestmark = pytest.mark.browser
 
 
+def open_chat(start_app, page, env: dict[str, str]):
+    """Start the app with ``env``, open a new chat in ``page`` and wait for its socket."""
+    app = start_app(env=env)
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    return page
+
+
 def ask(page, question: str) -> None:
     page.fill("#composer-input", question)
     page.press("#composer-input", "Enter")
@@ -26,11 +34,8 @@ def ask(page, question: str) -> None:
 )
 def test_provider_faults_are_retried_or_explained(fake_provider, start_app, browser_page,
                                                   script, status, says):  # fmt: skip
-    provider = fake_provider(script)
-    app = start_app(env={**provider.env, "OPENAI_MAX_RETRIES": "1"})
-    page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
+    page = open_chat(start_app, browser_page,
+                     {**fake_provider(script).env, "OPENAI_MAX_RETRIES": "1"})  # fmt: skip
     assert "fake-model" in page.inner_text("#model-badge")
     ask(page, "Hello?")
 
@@ -47,10 +52,7 @@ def test_provider_faults_are_retried_or_explained(fake_provider, start_app, brow
 def test_reasoning_is_folded_as_thinking_and_never_the_answer(fake_provider, start_app,
                                                              browser_page):  # fmt: skip
     # DeepSeek's and vLLM's reasoning_content, streamed before the answer.
-    app = start_app(env=fake_provider("reasoning").env)
-    page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
+    page = open_chat(start_app, browser_page, fake_provider("reasoning").env)
     ask(page, "Hello?")
 
     run = page.locator(".run").first
@@ -81,10 +83,7 @@ def test_tool_calls_in_the_shapes_real_servers_send_reach_the_tools(
     fake_provider, start_app, browser_page, provider, script, first_step
 ):
     env = {**fake_provider(script).env, "AGENT_PROVIDER": provider}
-    app = start_app(env=env)
-    page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
+    page = open_chat(start_app, browser_page, env)
     ask(page, "Weather in Suzhou?")
 
     run = page.locator(".run").first
