@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
@@ -409,13 +410,14 @@ class AgentStep(models.Model):
             return self.arguments
         return json.dumps(self.arguments, ensure_ascii=False, indent=2)
 
-    @property
+    @cached_property
     def result_display(self) -> str:
         """Return the result pretty-printed when that loses nothing, else as stored.
 
         Re-encoding JSON can change what the model read (float digits, ``1e400`` becoming
         ``Infinity``, a repeated key dropped), so the pretty form is used only when it
-        parses back to exactly the same values, numbers compared as decimals.
+        parses back to exactly the same values, numbers compared as decimals. Computed once
+        per row object: a card reads it for the pretty view and the raw/pretty toggle.
         """
         return pretty_json(self.result)
 

@@ -151,7 +151,9 @@ def test_copy_buttons_copy_the_answer_arguments_and_result(live_app, browser_pag
     assert json.loads(clipboard()) == {"town": "Suzhou"}
 
 
-def test_a_json_result_toggles_between_pretty_and_raw(live_app, browser_page):
+def test_a_json_result_toggles_between_pretty_and_raw_and_a_long_one_shows_all(
+    live_app, browser_page
+):
     page = browser_page
     open_chat(page, live_app.url)
     ask(page, TRAVEL_QUESTION)
@@ -169,6 +171,15 @@ def test_a_json_result_toggles_between_pretty_and_raw(live_app, browser_page):
     assert raw.inner_text() != pretty.inner_text()  # as sent, not re-indented
     toggle.click()
     assert pretty.is_visible() and not raw.is_visible()
+
+    # A long result opens clipped in the one scroll area of the page, "Show all" opens it.
+    box = weather.locator(".result-box")
+    assert "clipped" in box.get_attribute("class")
+    assert box.evaluate("b => b.scrollHeight > b.clientHeight")
+    assert pretty.evaluate("p => getComputedStyle(p).overflowY") == "visible"
+    weather.locator("[data-show-all]").click()
+    assert "clipped" not in box.get_attribute("class")
+    assert box.evaluate("b => b.scrollHeight <= b.clientHeight")
 
 
 @pytest.mark.parametrize("strategy", ["react", "xml"])
