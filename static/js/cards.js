@@ -16,11 +16,29 @@
     try { return window.localStorage.getItem(PREFIX + key); } catch (e) { return null; }
   }
 
+  // Choices kept at most; past it the oldest runs' and steps' (the lowest ids) go.
+  var KEPT = 2000;
+
   function store(key, value) {
     try {
       if (value === null) window.localStorage.removeItem(PREFIX + key);
       else window.localStorage.setItem(PREFIX + key, value);
+      if (value !== null) prune();
     } catch (e) { /* storage off or full: the choice lasts until the reload */ }
+  }
+
+  function prune() {
+    var keys = [];
+    for (var i = 0; i < window.localStorage.length; i++) {
+      var key = window.localStorage.key(i);
+      if (key && key.indexOf(PREFIX) === 0) keys.push(key);
+    }
+    if (keys.length <= KEPT) return;
+    function id(key) { return Number(key.slice(key.lastIndexOf(":") + 1)) || 0; }
+    keys.sort(function (a, b) { return id(a) - id(b); });
+    keys.slice(0, keys.length - KEPT).forEach(function (key) {
+      window.localStorage.removeItem(key);
+    });
   }
 
   function runId(run) { return run.id.replace(/^run-/, ""); }
