@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
@@ -17,6 +18,10 @@ from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
 from agents.providers import ProviderEntry, find_provider
+
+# A folded tool card's one line of arguments, and the lines a long result opens with.
+ARGUMENTS_PREVIEW_CHARS = 120
+RESULT_CLIP_LINES = 30
 
 PREVIEW_NOTE = (
     "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
@@ -337,10 +342,13 @@ class AgentStep(models.Model):
     def outcome_class(self) -> str:
         """Return the CSS class that sets the step's card apart.
 
-        A model turn is the ``answer`` or ``thinking`` on the way; a tool call that never
+        A model turn is the ``answer`` (``answer partial`` when Stop cut it off) or
+        ``thinking`` on the way; a tool call that never
         ran is a ``parse-error``, one its run's end closed ``unfinished``.
         """
         if self.is_model_turn:
+            if self.is_partial_answer:
+                return "answer partial"
             return "answer" if self.is_answer else "thinking"
         if self.is_format_error:
             return "parse-error"
@@ -360,6 +368,8 @@ class AgentStep(models.Model):
         Native calls send a ToolMessage, the text strategies an observation.
         """
         sent_as = "ToolMessage" if self.run.uses_native_tool_calls else "observation"
+        if self.is_format_error:
+            return f"What the model was told of its format error (the {sent_as})"
         if self.is_error:
             return f"Error (sent to the model as the {sent_as})"
         return f"Result ({sent_as})"
@@ -400,13 +410,14 @@ class AgentStep(models.Model):
             return self.arguments
         return json.dumps(self.arguments, ensure_ascii=False, indent=2)
 
-    @property
+    @cached_property
     def result_display(self) -> str:
         """Return the result pretty-printed when that loses nothing, else as stored.
 
         Re-encoding JSON can change what the model read (float digits, ``1e400`` becoming
         ``Infinity``, a repeated key dropped), so the pretty form is used only when it
-        parses back to exactly the same values, numbers compared as decimals.
+        parses back to exactly the same values, numbers compared as decimals. Computed once
+        per row object: a card reads it for the pretty view and the raw/pretty toggle.
         """
         return pretty_json(self.result)
 
@@ -421,6 +432,85 @@ class AgentStep(models.Model):
         if len(self.result) <= limit:
             return self.result_display
         return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+
+    # Display properties of the chat's cards (folded summary line, raw/pretty toggle).
+
+    @property
+    def arguments_preview(self) -> str:
+        """Return the arguments on one line, ``city="Hangzhou", days=3``, clipped with "…".
+
+        Keys as written, values as JSON (Chinese kept); text arguments (a text strategy's
+        input, arguments that did not parse) on one line. At most
+        :data:`ARGUMENTS_PREVIEW_CHARS` characters; "" for none.
+        """
+        if isinstance(self.arguments, dict):
+            line = ", ".join(
+                f"{key}={json.dumps(value, ensure_ascii=False)}"
+                for key, value in self.arguments.items()
+            )
+        elif self.arguments is None:
+            line = ""
+        elif isinstance(self.arguments, str):
+            line = self.arguments
+        else:
+            line = json.dumps(self.arguments, ensure_ascii=False)
+        return clipped_line(line, ARGUMENTS_PREVIEW_CHARS)
+
+    @property
+    def summary_preview(self) -> str:
+        """Return what a folded tool card shows after its name: its arguments on one line.
+
+        A format error's card says the reply did not parse instead: the tool it named
+        never ran, so its name and arguments are the model's, not a failed call's.
+        """
+        if self.is_format_error:
+            return "the model's reply did not parse: the tool did not run"
+        return self.arguments_preview
+
+    @property
+    def result_raw(self) -> str:
+        """Return the result as the model was sent it, cut like :attr:`result_preview`."""
+        limit = settings.CHAT_RESULT_PREVIEW_CHARS
+        if len(self.result) <= limit:
+            return self.result
+        return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+
+    @property
+    def result_has_pretty_form(self) -> bool:
+        """Return True when the result is JSON shown re-indented (the raw/pretty toggle)."""
+        return len(self.result) <= settings.CHAT_RESULT_PREVIEW_CHARS and (
+            self.result_display != self.result
+        )
+
+    @property
+    def result_is_long(self) -> bool:
+        """Return True when the shown result is long enough to open clipped ("show all")."""
+        return self.result_preview.count("\n") >= RESULT_CLIP_LINES
+
+    @property
+    def is_partial_answer(self) -> bool:
+        """Return True for a native model turn whose reply Stop cut off mid-stream.
+
+        Its run was cancelled while it streamed: the run's end closed it (an error with no
+        type) with the text it had. A text strategy's partial reply is not known to be an
+        answer, so it keeps its format's look.
+        """
+        return (
+            self.is_model_turn
+            and self.is_error
+            and not self.error_type
+            and bool(self.text)
+            and self.run.status == RunStatus.CANCELLED
+            and self.run.uses_native_tool_calls
+        )
+
+
+def clipped_line(text: str, limit: int) -> str:
+    """Return ``text`` on one line (whitespace runs as one space), cut to ``limit`` with "…"."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    return line[: limit - 1].rstrip() + "…"
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

@@ -222,13 +222,20 @@ class RunRecorder:
         return self._update(event, html=html, streamed=snapshot)
 
     def _turn_finished(self, event: ModelTurnFinished) -> Update:
+        """Save the turn's outcome; the page's turn is replaced whole by what a reload shows.
+
+        A finished reply's text is the event's, not what streamed: a strategy may have read
+        it anew (tool-call markup taken out of a native reply's text, leaving "" when the
+        reply was only markup). Only a model call that failed falls back to what streamed.
+        """
         self._finished_turns.add(event.iteration)
         usage = event.usage or {}
+        streamed = "".join(self._turn_text.get(event.iteration, []))
         step = store.step_finish(
             step_id=self._turn_step_ids[event.iteration],
             finished_at=event.at,
             status=StepStatus.ERROR if event.error else StepStatus.SUCCESS,
-            text=event.text or "".join(self._turn_text.get(event.iteration, [])),
+            text=(event.text or streamed) if event.error else event.text,
             reasoning=event.reasoning or "".join(self._turn_reasoning.get(event.iteration, [])),
             result=event.final_answer,
             error=event.error,

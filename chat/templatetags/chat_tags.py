@@ -56,3 +56,46 @@ def duration(ms: int | None) -> str:
     if ms < 1000:
         return f"{ms} ms"
     return f"{ms / 1000:.1f} s"
+
+
+# One JSON token at a time: a string (a key when a colon follows), a number, a literal,
+# punctuation or whitespace. Text with anything else is not JSON and is shown plain.
+JSON_TOKEN = re.compile(
+    r'(?P<str>"(?:[^"\\\n]|\\.)*")(?P<colon>\s*:)?'
+    r"|(?P<num>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)"
+    r"|(?P<lit>true|false|null)"
+    r"|(?P<plain>[\s{}\[\],:]+)"
+)
+JSON_CLASSES = {"str": "j-str", "num": "j-num", "lit": "j-lit"}
+
+
+@register.filter(needs_autoescape=True)
+def highlight_json(text: str, autoescape: bool = True) -> SafeString:
+    """Escape ``text`` as :func:`reveal_hidden` does; colour it when it is JSON.
+
+    Keys, strings, numbers and literals are wrapped in ``<span class="j-key">`` (``j-str``,
+    ``j-num``, ``j-lit``), styled by static/css/cards.css. Text that is not a JSON object
+    or array from end to end (a text argument, a clipped result with its note) comes back
+    as :func:`reveal_hidden` would return it.
+    """
+    if not text.lstrip().startswith(("{", "[")):
+        return reveal_hidden(text, autoescape)
+    parts: list[str] = []
+    position = 0
+    for match in JSON_TOKEN.finditer(text):
+        if match.start() != position:
+            return reveal_hidden(text, autoescape)
+        position = match.end()
+        kind = match.lastgroup if match.lastgroup != "colon" else "str"
+        token = match.group(kind)
+        if kind == "plain":
+            parts.append(reveal_hidden(token, autoescape))
+            continue
+        css = "j-key" if kind == "str" and match.group("colon") else JSON_CLASSES[kind]
+        parts.append(f'<span class="{css}">{reveal_hidden(token, autoescape)}</span>')
+        if kind == "str" and match.group("colon"):
+            parts.append(reveal_hidden(match.group("colon"), autoescape))
+    if position != len(text):
+        return reveal_hidden(text, autoescape)
+    # Safe: every token went through reveal_hidden (escaped); the spans are fixed text.
+    return mark_safe("".join(parts))

@@ -73,7 +73,8 @@ def test_the_page_renders_stored_tool_cards_and_the_answer(client):
     html = response.content.decode()
     assert response.status_code == 200
     assert 'data-tool="weather_forecast" data-status="success"' in html
-    assert "&quot;town&quot;: &quot;苏州&quot;" in html  # pretty JSON arguments, escaped
+    # Pretty JSON arguments, escaped and highlighted (chat_tags.highlight_json).
+    assert '<span class="j-key">&quot;town&quot;</span>: <span class="j-str">&quot;苏州' in html
     assert "<strong>Sunny</strong>" in html  # the answer rendered as Markdown
     assert "Offline demo model" in html
     assert 'ws-connect="/ws/chat/' in html
