@@ -33,7 +33,7 @@ from django.utils.safestring import SafeString
 from chat import store
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
-from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice
 from chat.runs import model_badge
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
@@ -174,7 +174,8 @@ def export_selected_bom(
 class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
         "started", "user", "conversation_link", "question", "strategy", "model_name",
-        "status", "iterations", "tool_calls", "errors", "run_duration", "tokens",
+        "status_shown", "iterations", "tool_calls", "errors", "run_duration", "tokens",
+        "cost_shown",
     )  # fmt: skip
     list_display_links = ("started", "question")
     list_filter = (
@@ -191,7 +192,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
     actions = (export_selected, export_selected_bom)
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
-        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
+        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "cost_shown",
+        "answer",
         "provider_shown", "endpoint_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
@@ -205,7 +207,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
             ("iterations", "tool_calls", "errors"),
-            "token_counts",
+            ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
     )  # fmt: skip
@@ -278,7 +280,30 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, run: AgentRun) -> str:
-        return _tokens(run.total_tokens)
+        if run.is_running:
+            return "–"
+        if run.total_tokens is None:
+            return "unknown"
+        return f"≈{run.total_tokens}" if run.usage_estimated else str(run.total_tokens)
+
+    @admin.display(description="cost", ordering="cost")
+    def cost_shown(self, run: AgentRun) -> str:
+        """Return the run's cost, "no price" for a model without one, "unknown" without
+        token counts (see chat.pricing)."""
+        if run.is_running:
+            return "–"
+        return run.cost_label or "unknown"
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, run: AgentRun) -> SafeString | str:
+        """Return the status; a success whose tool calls partly failed is marked amber."""
+        if run.has_tool_errors:
+            return format_html(
+                '<span class="trace-warn" style="background: var(--message-warning-bg); '
+                'padding: 0 4px; border-radius: 3px">{}</span>',
+                run.status_label,
+            )
+        return run.get_status_display()
 
     @admin.display(description="tokens")
     def token_counts(self, run: AgentRun) -> str:
@@ -422,3 +447,23 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "model_badge": model_badge(run),
         }
         return render(request, "chat/page.html", context)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per model, editable by staff with the permissions (chat.pricing).
+
+    A run's cost is fixed when it ends, at the price that applied then.
+    """
+
+    list_display = (
+        "provider_shown", "model_pattern", "input_per_million", "output_per_million",
+        "currency", "updated_at",
+    )  # fmt: skip
+    list_display_links = ("provider_shown", "model_pattern")
+    search_fields = ("provider", "model_pattern")
+    fields = ("provider", "model_pattern", "input_per_million", "output_per_million", "currency")
+
+    @admin.display(description="provider", ordering="provider")
+    def provider_shown(self, price: ModelPrice) -> str:
+        return price.provider or "(any)"

@@ -129,11 +129,22 @@ def run_ended(run: AgentRun) -> str:
     A run that succeeded has had every step's outcome sent: its status line is enough.
     One that was stopped, interrupted or failed may have steps it closed as it ended (a
     tool card left running, a half-streamed turn, saved whole): the run is sent again
-    whole, replacing it by id.
+    whole, replacing it by id. Either way the header's summed usage of the conversation
+    follows (:func:`conversation_usage`).
     """
-    if run.status == RunStatus.SUCCEEDED:
-        return run_status(run)
-    return run_caught_up(run) + error("")
+    ended = run_status(run) if run.status == RunStatus.SUCCEEDED else run_caught_up(run) + error("")
+    return ended + conversation_usage(run)
+
+
+def conversation_usage(run: AgentRun) -> str:
+    """Return the header's summed usage of ``run``'s conversation, replacing it by id.
+
+    ``""`` unless the store set ``run.conversation_usage`` (as a run ends).
+    """
+    if run.conversation_usage is None:
+        return ""
+    context = {"usage": run.conversation_usage, "runs": None, "oob": True}
+    return _render("chat/_conversation_usage.html", context)
 
 
 def error(message: str) -> str:
