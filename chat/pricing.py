@@ -86,10 +86,14 @@ def format_cost(amount: Decimal, currency: str) -> str:
     Two decimals from 1 up; below, three significant digits, so a small run's cost is
     not shown as 0.00. A currency without a symbol here is written as its code.
     """
+    cents = Decimal("0.01")
     if amount >= 1 or amount == 0:
-        shown = f"{amount.quantize(Decimal('0.01')):f}"
+        amount = amount.quantize(cents)
     else:
-        shown = f"{amount.quantize(Decimal(1).scaleb(amount.adjusted() - 2)).normalize():f}"
+        amount = amount.quantize(Decimal(1).scaleb(amount.adjusted() - 2)).normalize()
+        if amount.as_tuple().exponent > -2:  # 0.5 is written 0.50, as money is
+            amount = amount.quantize(cents)
+    shown = f"{amount:f}"
     symbol = CURRENCY_SYMBOLS.get(currency)
     return f"{symbol}{shown}" if symbol else f"{currency} {shown}".strip()
 
