@@ -276,7 +276,7 @@ class AgentRun(models.Model):
 
     @property
     def cost_label(self) -> str:
-        """Return the run's cost (``"$0.0123"``, ``"≈$0.0123 (estimated)"``, ``"no price"``).
+        """Return the run's cost (``"$0.0123"``, ``"≈$0.0123"`` estimated, ``"no price"``).
 
         ``""`` when its tokens are unknown; see :func:`chat.pricing.cost_label`.
         """

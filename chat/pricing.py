@@ -101,7 +101,7 @@ def format_cost(amount: Decimal, currency: str) -> str:
 def cost_label(run: RunUsage) -> str:
     """Return a finished run's cost as its status line and the admin show it.
 
-    ``"$0.0123"``; ``"≈$0.0123 (estimated)"`` for estimated tokens; ``"no price"`` when
+    ``"$0.0123"``; ``"≈$0.0123"`` for estimated tokens; ``"no price"`` when
     its tokens are known but its model has no price (never 0); ``""`` when its tokens are
     unknown (the token figure says so).
     """
@@ -110,7 +110,7 @@ def cost_label(run: RunUsage) -> str:
     if run.cost is None:
         return NO_PRICE
     shown = format_cost(run.cost, run.cost_currency)
-    return f"≈{shown} (estimated)" if run.usage_estimated else shown
+    return f"≈{shown}" if run.usage_estimated else shown
 
 
 @dataclass

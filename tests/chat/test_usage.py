@@ -172,7 +172,7 @@ def test_estimated_tokens_make_an_estimated_cost():
                   usage=tokens(100, 20))  # fmt: skip
     assert run.usage_estimated
     assert run.tokens_label == "≈120 tokens (estimated)"
-    assert run.cost_label == "≈$0.000027 (estimated)"
+    assert run.cost_label == "≈$0.000027"
     assert "(estimated by the model, not counted)" in fragments.run_ended(run)
 
 
