@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
@@ -30,6 +31,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from agents.providers import providers
 from chat import store
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
@@ -194,14 +196,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "cost_shown",
         "answer",
-        "provider_shown", "endpoint_shown",
+        "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
         ("Run", {"fields": (
-            ("status", "strategy"),
+            ("status_shown", "strategy"),
             ("tool_choice_shown", "parallel_shown"),
             ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
@@ -449,20 +451,49 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return render(request, "chat/page.html", context)
 
 
+class ModelPriceForm(forms.ModelForm):
+    """A price's provider is picked from the registered ones (or any), so none is misspelt."""
+
+    provider = forms.ChoiceField(required=False, help_text="Blank: any provider.")
+
+    class Meta:
+        model = ModelPrice
+        fields = ("provider", "model_pattern", "input_per_million", "output_per_million",
+                  "currency")  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "any provider")]
+        choices += [(name, f"{entry.label} ({name})") for name, entry in providers().items()]
+        current = self.instance.provider
+        if current and current not in dict(choices):  # a provider since removed
+            choices.append((current, f"{current}, no longer registered"))
+        self.fields["provider"].choices = choices
+
+
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
-    """Prices per model, editable by staff with the permissions (chat.pricing).
+    """Prices per model, editable by staff with the permissions (chat.pricing)."""
 
-    A run's cost is fixed when it ends, at the price that applied then.
-    """
-
+    form = ModelPriceForm
     list_display = (
         "provider_shown", "model_pattern", "input_per_million", "output_per_million",
         "currency", "updated_at",
     )  # fmt: skip
     list_display_links = ("provider_shown", "model_pattern")
     search_fields = ("provider", "model_pattern")
-    fields = ("provider", "model_pattern", "input_per_million", "output_per_million", "currency")
+    fieldsets = (
+        (None, {
+            "description": (
+                "Prices per million tokens. A run's cost is worked out when it ends, at "
+                "the price that applies then: a change here applies to later runs. When "
+                "several prices match a model, the one naming its provider wins, then an "
+                "exact name over a pattern, then the longer pattern."
+            ),
+            "fields": ("provider", "model_pattern", ("input_per_million", "output_per_million"),
+                       "currency"),
+        }),
+    )  # fmt: skip
 
     @admin.display(description="provider", ordering="provider")
     def provider_shown(self, price: ModelPrice) -> str:

@@ -376,7 +376,8 @@ def test_the_admin_run_list_and_page_show_cost_no_price_and_the_tool_error_warni
     assert "Succeeded · 2 tool errors" in html
     page = client.get(f"/admin/chat/agentrun/{priced.pk}/change/").content.decode()
     assert "$0.00045" in page and "1000 in · 500 out · 1500 total" in page
-    assert warned.pk
+    page = client.get(f"/admin/chat/agentrun/{warned.pk}/change/").content.decode()
+    assert "Succeeded · 2 tool errors" in page
 
 
 def test_staff_with_the_permissions_edit_the_price_table(client):
@@ -395,6 +396,12 @@ def test_staff_with_the_permissions_edit_the_price_table(client):
         "output_per_million": "0", "currency": "usd",
     })  # fmt: skip
     assert refused.status_code == 200 and ModelPrice.objects.count() == 1
+    misspelt = client.post("/admin/chat/modelprice/add/", {
+        "provider": "opneai", "model_pattern": "gpt-4o", "input_per_million": "1",
+        "output_per_million": "1", "currency": "USD",
+    })  # fmt: skip
+    assert misspelt.status_code == 200 and ModelPrice.objects.count() == 1
+    assert "Select a valid choice" in misspelt.content.decode()
 
 
 def test_the_csv_ends_with_the_runs_cost_its_currency_and_whether_it_is_estimated():
