@@ -18,6 +18,7 @@ from django.utils.html import format_html
 
 from chat import store
 from chat.models import AgentRun, AgentStep, RunStatus
+from chat.store.usage import conversation_usage as summed_usage
 
 
 def _render(template_name: str, context: dict[str, object]) -> str:
@@ -155,6 +156,14 @@ def error(message: str) -> str:
 def runs_caught_up(*, conversation_id: int) -> list[str]:
     """Load and render the runs a page that just connected may have missed (sync).
 
-    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole.
+    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole,
+    then the header's summed usage (a run may have ended while the page was away).
     """
-    return [run_caught_up(run) for run in store.runs_to_catch_up(conversation_id=conversation_id)]
+    runs = store.runs_to_catch_up(conversation_id=conversation_id)
+    if not runs:
+        return []
+    usage = summed_usage(conversation_id=conversation_id)
+    header = _render("chat/_conversation_usage.html", {"usage": usage, "runs": None, "oob": True})
+    frames = [run_caught_up(run) for run in runs]
+    frames[-1] += header  # one frame per run, as before: the header goes with the last
+    return frames

@@ -423,3 +423,13 @@ def test_the_csv_ends_with_the_runs_cost_its_currency_and_whether_it_is_estimate
     assert last["run_id"] == str(unpriced.pk)
     assert (last["run_cost"], last["run_cost_currency"], last["usage_estimated"]) == (
         "", "", "true")  # fmt: skip
+
+
+def test_a_page_that_reconnects_is_sent_the_conversations_usage_after_its_runs():
+    _price()
+    conversation = Conversation.objects.create()
+    _finish(_start(conversation), usage=tokens(1000, 500))
+    (frame,) = fragments.runs_caught_up(conversation_id=conversation.pk)
+    assert frame.index('id="run-') < frame.index('id="conversation-usage"')
+    assert "$0.00045" in frame
+    assert fragments.runs_caught_up(conversation_id=Conversation.objects.create().pk) == []
