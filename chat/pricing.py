@@ -21,6 +21,7 @@ from typing import Protocol
 MILLION = Decimal(1_000_000)
 CURRENCY_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "CNY": "¥", "JPY": "¥"}
 NO_PRICE = "no price"
+COST_UNKNOWN = "cost unknown"
 TOKENS_UNKNOWN = "tokens unknown"
 ESTIMATED_TITLE = "estimated: this model estimates its token counts, it does not count them"
 
@@ -38,6 +39,8 @@ class PriceRow(Protocol):
 class RunUsage(Protocol):
     """What a finished run's usage reads (an ``AgentRun`` has it)."""
 
+    input_tokens: int | None
+    output_tokens: int | None
     total_tokens: int | None
     cost: Decimal | None
     cost_currency: str
@@ -102,13 +105,15 @@ def cost_label(run: RunUsage) -> str:
     """Return a finished run's cost as its status line and the admin show it.
 
     ``"$0.0123"``; ``"≈$0.0123"`` for estimated tokens; ``"no price"`` when
-    its tokens are known but its model has no price (never 0); ``""`` when its tokens are
-    unknown (the token figure says so).
+    its tokens are known but its model has no price (never 0); ``"cost unknown"`` when
+    only a total was reported (it cannot be split between the input and output prices);
+    ``""`` when its tokens are unknown (the token figure says so).
     """
     if run.total_tokens is None:
         return ""
     if run.cost is None:
-        return NO_PRICE
+        split = run.input_tokens is not None and run.output_tokens is not None
+        return NO_PRICE if split else COST_UNKNOWN
     shown = format_cost(run.cost, run.cost_currency)
     return f"≈{shown}" if run.usage_estimated else shown
 

@@ -36,6 +36,12 @@ def usage_settle(run: AgentRun, usage: Mapping[str, int] | None = None) -> None:
 def conversation_usage(*, conversation_id: int) -> ConversationUsage:
     """Return the summed usage of a conversation's finished runs (one query)."""
     runs = AgentRun.objects.filter(conversation_id=conversation_id).only(
-        "status", "provider", "total_tokens", "cost", "cost_currency"
+        "status",
+        "provider",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cost",
+        "cost_currency",
     )
     return summarise(runs)

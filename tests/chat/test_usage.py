@@ -433,3 +433,10 @@ def test_a_page_that_reconnects_is_sent_the_conversations_usage_after_its_runs()
     assert frame.index('id="run-') < frame.index('id="conversation-usage"')
     assert "$0.00045" in frame
     assert fragments.runs_caught_up(conversation_id=Conversation.objects.create().pk) == []
+
+
+def test_a_run_that_reported_only_a_total_has_no_cost_but_is_not_said_to_have_no_price():
+    _price()
+    run = _finish(_start(Conversation.objects.create()), usage={"total_tokens": 57})
+    assert (run.total_tokens, run.cost) == (57, None)
+    assert run.cost_label == "cost unknown"
