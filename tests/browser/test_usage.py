@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_chat_page import SECOND_QUESTION, TRAVEL_QUESTION, ask
 
 pytestmark = pytest.mark.browser
@@ -62,3 +63,28 @@ def test_the_headers_conversation_cost_updates_when_each_run_ends(live_app, brow
     page.reload()
     page.wait_for_selector("#connection[data-state=open]")
     assert page.locator("#conversation-usage").inner_text() == second
+
+
+def test_a_stopped_run_shows_the_tokens_and_cost_of_its_finished_model_turn(
+    start_app, browser_page
+):
+    app = start_app(token_delay_ms=3, tool_delay_ms=3_600_000)  # tools hang until Stop
+    set_demo_price(app.database)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", TRAVEL_QUESTION)
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".tool-card[data-status=running]")  # its first turn has ended
+    page.click(".run-status .stop")
+    page.wait_for_selector(".run-status[data-status=cancelled]")
+    status = page.locator(".run-status")
+    summary = status.locator(".run-usage summary").inner_text()
+    assert "tokens" in summary and "unknown" not in summary and "≈$" in summary
+    status.locator(".run-usage summary").click()
+    assert "Model turn 1: ≈" in status.locator(".turn-usage").inner_text()
+    page.wait_for_function(
+        "() => document.querySelector('#conversation-usage').textContent.includes('$')"
+    )
+    status.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser-usage-stopped.png"))
