@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
@@ -30,10 +31,11 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from agents.providers import providers
 from chat import store
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
-from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice
 from chat.runs import model_badge
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
@@ -174,7 +176,8 @@ def export_selected_bom(
 class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
         "started", "user", "conversation_link", "question", "strategy", "model_name",
-        "status", "iterations", "tool_calls", "errors", "run_duration", "tokens",
+        "status_shown", "iterations", "tool_calls", "errors", "run_duration", "tokens",
+        "cost_shown",
     )  # fmt: skip
     list_display_links = ("started", "question")
     list_filter = (
@@ -191,21 +194,22 @@ class AgentRunAdmin(ReadOnlyAdmin):
     actions = (export_selected, export_selected_bom)
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
-        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "answer",
-        "provider_shown", "endpoint_shown",
+        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "cost_shown",
+        "answer",
+        "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
         ("Run", {"fields": (
-            ("status", "strategy"),
+            ("status_shown", "strategy"),
             ("tool_choice_shown", "parallel_shown"),
             ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
             ("iterations", "tool_calls", "errors"),
-            "token_counts",
+            ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
     )  # fmt: skip
@@ -278,7 +282,30 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, run: AgentRun) -> str:
-        return _tokens(run.total_tokens)
+        if run.is_running:
+            return "–"
+        if run.total_tokens is None:
+            return "unknown"
+        return f"≈{run.total_tokens}" if run.usage_estimated else str(run.total_tokens)
+
+    @admin.display(description="cost", ordering="cost")
+    def cost_shown(self, run: AgentRun) -> str:
+        """Return the run's cost, "no price" for a model without one, "unknown" without
+        token counts (see chat.pricing)."""
+        if run.is_running:
+            return "–"
+        return run.cost_label or "unknown"
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, run: AgentRun) -> SafeString | str:
+        """Return the status; a success whose tool calls partly failed is marked amber."""
+        if run.has_tool_errors:
+            return format_html(
+                '<span class="trace-warn" style="background: var(--message-warning-bg); '
+                'padding: 0 4px; border-radius: 3px">{}</span>',
+                run.status_label,
+            )
+        return run.get_status_display()
 
     @admin.display(description="tokens")
     def token_counts(self, run: AgentRun) -> str:
@@ -422,3 +449,52 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "model_badge": model_badge(run),
         }
         return render(request, "chat/page.html", context)
+
+
+class ModelPriceForm(forms.ModelForm):
+    """A price's provider is picked from the registered ones (or any), so none is misspelt."""
+
+    provider = forms.ChoiceField(required=False, help_text="Blank: any provider.")
+
+    class Meta:
+        model = ModelPrice
+        fields = ("provider", "model_pattern", "input_per_million", "output_per_million",
+                  "currency")  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "any provider")]
+        choices += [(name, f"{entry.label} ({name})") for name, entry in providers().items()]
+        current = self.instance.provider
+        if current and current not in dict(choices):  # a provider since removed
+            choices.append((current, f"{current}, no longer registered"))
+        self.fields["provider"].choices = choices
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per model, editable by staff with the permissions (chat.pricing)."""
+
+    form = ModelPriceForm
+    list_display = (
+        "provider_shown", "model_pattern", "input_per_million", "output_per_million",
+        "currency", "updated_at",
+    )  # fmt: skip
+    list_display_links = ("provider_shown", "model_pattern")
+    search_fields = ("provider", "model_pattern")
+    fieldsets = (
+        (None, {
+            "description": (
+                "Prices per million tokens. A run's cost is worked out when it ends, at "
+                "the price that applies then: a change here applies to later runs. When "
+                "several prices match a model, the one naming its provider wins, then an "
+                "exact name over a pattern, then the longer pattern."
+            ),
+            "fields": ("provider", "model_pattern", ("input_per_million", "output_per_million"),
+                       "currency"),
+        }),
+    )  # fmt: skip
+
+    @admin.display(description="provider", ordering="provider")
+    def provider_shown(self, price: ModelPrice) -> str:
+        return price.provider or "(any)"

@@ -61,6 +61,9 @@ COLUMNS: tuple[str, ...] = (
     "step_error_type",
     "endpoint",
     "step_reasoning",
+    "run_cost",
+    "run_cost_currency",
+    "usage_estimated",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -125,8 +128,8 @@ def _run_cells(run: AgentRun) -> list[str]:
 
 def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
     """Return the columns added after the first 30: the run's native tool-calling options,
-    the step's ``error_type``, the host the run's model was reached at, then the step's
-    ``reasoning``."""
+    the step's ``error_type``, the host the run's model was reached at, the step's
+    ``reasoning``, then the run's cost, its currency and whether its tokens are estimates."""
     parallel = run.parallel_tool_calls
     return [
         run.tool_choice,
@@ -134,6 +137,9 @@ def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
         step.error_type if step is not None else "",
         run.endpoint,
         step.reasoning if step is not None else "",
+        "" if run.cost is None else f"{run.cost.normalize():f}",
+        run.cost_currency if run.cost is not None else "",
+        str(run.usage_estimated).lower(),
     ]
 
 

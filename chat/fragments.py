@@ -18,6 +18,7 @@ from django.utils.html import format_html
 
 from chat import store
 from chat.models import AgentRun, AgentStep, RunStatus
+from chat.store.usage import conversation_usage as summed_usage
 
 
 def _render(template_name: str, context: dict[str, object]) -> str:
@@ -129,11 +130,22 @@ def run_ended(run: AgentRun) -> str:
     A run that succeeded has had every step's outcome sent: its status line is enough.
     One that was stopped, interrupted or failed may have steps it closed as it ended (a
     tool card left running, a half-streamed turn, saved whole): the run is sent again
-    whole, replacing it by id.
+    whole, replacing it by id. Either way the header's summed usage of the conversation
+    follows (:func:`conversation_usage`).
     """
-    if run.status == RunStatus.SUCCEEDED:
-        return run_status(run)
-    return run_caught_up(run) + error("")
+    ended = run_status(run) if run.status == RunStatus.SUCCEEDED else run_caught_up(run) + error("")
+    return ended + conversation_usage(run)
+
+
+def conversation_usage(run: AgentRun) -> str:
+    """Return the header's summed usage of ``run``'s conversation, replacing it by id.
+
+    ``""`` unless the store set ``run.conversation_usage`` (as a run ends).
+    """
+    if run.conversation_usage is None:
+        return ""
+    context = {"usage": run.conversation_usage, "runs": None, "oob": True}
+    return _render("chat/_conversation_usage.html", context)
 
 
 def error(message: str) -> str:
@@ -144,6 +156,14 @@ def error(message: str) -> str:
 def runs_caught_up(*, conversation_id: int) -> list[str]:
     """Load and render the runs a page that just connected may have missed (sync).
 
-    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole.
+    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole,
+    then the header's summed usage (a run may have ended while the page was away).
     """
-    return [run_caught_up(run) for run in store.runs_to_catch_up(conversation_id=conversation_id)]
+    runs = store.runs_to_catch_up(conversation_id=conversation_id)
+    if not runs:
+        return []
+    usage = summed_usage(conversation_id=conversation_id)
+    header = _render("chat/_conversation_usage.html", {"usage": usage, "runs": None, "oob": True})
+    frames = [run_caught_up(run) for run in runs]
+    frames[-1] += header  # one frame per run, as before: the header goes with the last
+    return frames

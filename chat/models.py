@@ -12,12 +12,14 @@ from decimal import Decimal
 from functools import cached_property
 
 from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
 from agents.providers import ProviderEntry, find_provider
+from chat.pricing import TOKENS_UNKNOWN, ConversationUsage, cost_label
 
 # A folded tool card's one line of arguments, and the lines a long result opens with.
 ARGUMENTS_PREVIEW_CHARS = 120
@@ -202,6 +204,15 @@ class AgentRun(models.Model):
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # What the tokens cost at the model's price when the run ended (chat/pricing.py);
+    # None when the tokens or the price were unknown then. Blank in the database too, so
+    # rows inserted by raw SQL (bench/tracedata.py) get it.
+    cost = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True, default="", db_default="")
+
+    # Set by chat.store.usage when a run ends: its conversation's summed usage, which the
+    # page's header is sent again (chat.fragments.run_ended). Not a column.
+    conversation_usage: ConversationUsage | None = None
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -250,15 +261,51 @@ class AgentRun(models.Model):
 
     @property
     def tokens_label(self) -> str:
-        """Return the run's token total as its status line shows it ("" when unknown).
+        """Return the run's token total as its status line shows it.
 
-        ``"≈412 tokens (estimated)"`` when the model estimated them, else ``"412 tokens"``.
+        ``"≈412 tokens (estimated)"`` when the model estimated them, else ``"412 tokens"``;
+        ``"tokens unknown"`` when the provider reported none (never 0).
         """
-        if not self.total_tokens:
-            return ""
+        if self.total_tokens is None:
+            return TOKENS_UNKNOWN
         if self.usage_estimated:
-            return f"≈{self.total_tokens} tokens (estimated)"
-        return f"{self.total_tokens} tokens"
+            return f"≈{self.total_tokens:,} tokens (estimated)"
+        return f"{self.total_tokens:,} tokens"
+
+    @property
+    def tokens_split(self) -> str:
+        """Return ``"300 in · 112 out"``, or ``""`` when either count is unknown."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return ""
+        return f"{self.input_tokens:,} in · {self.output_tokens:,} out"
+
+    @property
+    def cost_label(self) -> str:
+        """Return the run's cost (``"$0.0123"``, ``"≈$0.0123"`` estimated, ``"no price"``).
+
+        ``""`` when its tokens are unknown; see :func:`chat.pricing.cost_label`.
+        """
+        return cost_label(self)
+
+    @property
+    def has_tool_errors(self) -> bool:
+        """Return True for a run that succeeded although some of its tool calls failed."""
+        return self.status == RunStatus.SUCCEEDED and self.tool_error_count > 0
+
+    @property
+    def status_label(self) -> str:
+        """Return the status as its badge reads: ``"Succeeded · 2 tool errors"`` or the
+        status's own label."""
+        label = self.get_status_display()
+        if self.has_tool_errors:
+            count = self.tool_error_count
+            return f"{label} · {count} tool error{'s' if count > 1 else ''}"
+        return label
+
+    @property
+    def model_turns(self) -> list[AgentStep]:
+        """Return the run's model turns in order (from its loaded steps when prefetched)."""
+        return [step for step in self.steps.all() if step.is_model_turn]
 
 
 class AgentStep(models.Model):
@@ -321,6 +368,17 @@ class AgentStep(models.Model):
     def is_tool_call(self) -> bool:
         """Return True for a tool call (else it is a model turn)."""
         return self.kind == StepKind.TOOL_CALL
+
+    @property
+    def tokens_label(self) -> str:
+        """Return a model turn's tokens: ``"120 in · 30 out"`` (``≈`` in front when its
+        model estimates them), or ``"tokens unknown"``."""
+        if self.input_tokens is None or self.output_tokens is None:
+            if self.total_tokens is not None:
+                return f"{'≈' if self.run.usage_estimated else ''}{self.total_tokens:,} tokens"
+            return TOKENS_UNKNOWN
+        shown = f"{self.input_tokens:,} in · {self.output_tokens:,} out"
+        return f"≈{shown}" if self.run.usage_estimated else shown
 
     @property
     def is_running(self) -> bool:
@@ -538,3 +596,43 @@ def pretty_json(text: str) -> str:
     except (TypeError, ValueError):
         return text
     return pretty
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost: per million input and output tokens, in a currency.
+
+    Edited in the admin. ``model_pattern`` is a model name (``gpt-4o-mini``) or a glob
+    (``gpt-4o-mini*``, ``qwen*``); ``provider`` blank applies to any provider. When
+    several match a run, the most specific wins (:func:`chat.pricing.price_for`). A run's
+    cost is fixed when it ends: a price changed later applies to later runs.
+    """
+
+    provider = models.CharField(
+        max_length=32, blank=True, help_text="A registered provider's name, or blank for any."
+    )
+    model_pattern = models.CharField(
+        max_length=200,
+        help_text="The model name as runs record it, or a pattern with * (gpt-4o-mini*).",
+    )
+    input_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(0)],
+        help_text="Price of one million input tokens.",
+    )  # fmt: skip
+    output_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(0)],
+        help_text="Price of one million output tokens.",
+    )  # fmt: skip
+    currency = models.CharField(
+        max_length=3, default="USD", validators=[RegexValidator(r"^[A-Z]{3}\Z")],
+        help_text="ISO 4217 code in capitals: USD, EUR, CNY.",
+    )  # fmt: skip
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["provider", "model_pattern"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model_pattern"], name="price_unique_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider or 'any provider'}: {self.model_pattern}"

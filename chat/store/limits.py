@@ -12,6 +12,7 @@ from django.db.models import F, Max, Q
 from chat.models import AgentRun, Conversation, Message, RunStatus, StepStatus
 from chat.store.conversations import title_from
 from chat.store.rows import count_tool_calls, runs_loaded
+from chat.store.usage import conversation_usage, usage_settle
 
 RATE_WINDOW = timedelta(minutes=1)
 INTERRUPTED = (
@@ -82,11 +83,15 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             turns = run.steps.aggregate(n=Max("iteration"))
             run.iterations = turns["n"] or 0
             count_tool_calls(run)
+            usage_settle(run)  # what its finished model turns used
             run.save()
             interrupted.append(run)
     # Loaded for rendering (the page is sent the whole run again: its steps were closed).
     ids = [run.pk for run in interrupted]
-    return list(runs_loaded(AgentRun.objects.filter(pk__in=ids)).order_by("started_at", "id"))
+    loaded = list(runs_loaded(AgentRun.objects.filter(pk__in=ids)).order_by("started_at", "id"))
+    for run in loaded:
+        run.conversation_usage = conversation_usage(conversation_id=run.conversation_id)
+    return loaded
 
 
 def runs_delete(*, run_ids: list[int]) -> int:

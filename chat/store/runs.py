@@ -21,6 +21,7 @@ from chat.models import (
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
 from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
+from chat.store.usage import conversation_usage, usage_settle
 
 CANCELLED_STEP = "Cancelled before this step finished."
 ENDED_FOR_GOOD = (
@@ -169,14 +170,16 @@ def run_finish(
 
     A run that had ended already is returned as it was recorded: the first end stands (a
     stop that came as the run finished), except that a live process may still finish a
-    run the sweep took for dead (interrupted). A run that did not succeed comes back
-    loaded for rendering, since the page is sent it whole again (steps it closed); one
-    that succeeded has had every step sent, and its status line reads only its own row.
+    run the sweep took for dead (interrupted). Token counts are ``usage``, or the sums of
+    the finished model turns' counts when it has none, and the cost is worked out from
+    them (:func:`chat.store.usage.usage_settle`). The run comes back loaded for rendering
+    (the page is sent a stopped run whole again, and a status line lists its model
+    turns' tokens) with ``conversation_usage`` set for the page's header.
     """
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:
-            return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+            return _ended(run_id)
         output, error = storable(output), storable(error)
         run.status = status
         run.output = output
@@ -184,14 +187,12 @@ def run_finish(
         run.iterations = iterations
         run.finished_at = finished_at
         run.duration_ms = max(0, int((finished_at - run.started_at).total_seconds() * 1000))
-        run.input_tokens = usage.get("input_tokens")
-        run.output_tokens = usage.get("output_tokens")
-        run.total_tokens = usage.get("total_tokens")
         # Steps still going are closed with a short reason; the run's line says the rest.
         closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
         run.steps.filter(status=StepStatus.RUNNING).update(
             status=StepStatus.ERROR, error=closed or f"run ended: {status}", finished_at=finished_at
         )
+        usage_settle(run, usage)
         count_tool_calls(run)
         run.save()
         if output:
@@ -202,9 +203,14 @@ def run_finish(
                 run=run,
             )
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
-    if status == RunStatus.SUCCEEDED:
-        return run
-    return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+    return _ended(run_id)
+
+
+def _ended(run_id: int) -> AgentRun:
+    """Return an ended run loaded for rendering, with its conversation's summed usage."""
+    run = runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+    run.conversation_usage = conversation_usage(conversation_id=run.conversation_id)
+    return run
 
 
 def step_start(

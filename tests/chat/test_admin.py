@@ -135,7 +135,7 @@ def test_the_list_shows_who_asked_what_and_how_the_run_went(client, auditor, ali
     assert '<td class="field-tool_calls">2</td>' in html
     assert '<strong class="trace-errors">1</strong>' in html
     assert '<td class="field-run_duration">2.0 s</td>' in html
-    assert '<td class="field-tokens">120</td>' in html
+    assert '<td class="field-tokens">≈120</td>' in html  # the demo estimates its tokens
 
 
 def test_the_list_makes_the_same_number_of_queries_for_5_and_50_runs(client, auditor, alice):
