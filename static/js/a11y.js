@@ -45,6 +45,12 @@
       var duration = textOf(element, ".duration");
       return name + " finished" + (duration ? " in " + duration : "");
     }
+    // The model's reply did not parse: no tool ran, whatever name it gave.
+    if (element.classList.contains("parse-error")) return "Format error in the model's reply";
+    // Closed by Stop or a server restart before it answered: it did not fail.
+    if (status === "error" && element.classList.contains("unfinished")) {
+      return name + " did not finish";
+    }
     if (status === "error") return name + " failed";
     return "";
   }
