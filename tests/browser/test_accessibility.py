@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, ROOT
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.browser
 
@@ -230,7 +231,7 @@ def create_superuser(database, username: str, password: str) -> None:
     subprocess.run(
         [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
          "--email", f"{username}@example.com"],
-        cwd=ROOT, env=env, check=True, capture_output=True,
+        cwd=ROOT, env=env, check=True, capture_output=True, timeout=WAIT_S,
     )  # fmt: skip
 
 
