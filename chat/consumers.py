@@ -5,8 +5,11 @@ Protocol (the htmx websocket extension's): the browser sends the composer form a
 too), and the Stop button's form as ``{"type": "cancel"}``; the server sends HTML
 fragments that htmx swaps in by id. Errors come back as an error fragment; the socket
 stays open. Close codes: 4404, no such conversation for you; 4401, the session the socket
-was opened with has ended (logout, or login changed it); 4429, the socket kept sending
-far faster than a person types (see :data:`FRAME_RATE`).
+was opened with has ended (logout, or login changed it), at connect or later; 4429, the
+socket kept sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
+:mod:`chat.security`, before this consumer), an Origin that is not this site. Every one
+is logged on ``chat.sockets`` with its reason, and the page says what it means
+(static/js/chat.js, ``FINAL_CLOSES``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from chat.live import (
     publish_each,
 )
 from chat.runs import cancel_local, create_run, start_run
+from chat.security import log_refusal
 from chat.validation import MessageError, clean_message
 
 CLOSE_NOT_FOUND = 4404
@@ -57,6 +61,14 @@ RATE_LIMITED = (
 )
 TOO_DEEP = "That frame is nested too deeply to read."
 FLOODED = "Too many messages at once: some were ignored. Slow down."
+# Reasons written to the log (chat.sockets) when a socket is closed.
+REFUSED_NOT_FOUND = "conversation {conversation_id} not found for {who}"
+REFUSED_SESSION_GONE = (
+    "the session cookie's session no longer exists (logged out, expired, or replaced at login)"
+)
+REFUSED_SESSION_ENDED = "the session ended while the socket was open (logout, or a new login)"
+REFUSED_FLOOD = "{dropped} frames dropped for sending too fast"
+REFUSED_NO_ROUTE = "no websocket route for this path"
 
 
 class FrameError(MessageError):
@@ -155,6 +167,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return not await database_sync_to_async(session.exists)(key)
 
     async def _close_ended_session(self) -> None:
+        log_refusal(self.scope, CLOSE_SESSION_ENDED, REFUSED_SESSION_ENDED)
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(
                 group_name(self.conversation_id), self.channel_name
@@ -171,10 +184,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             owner=owner, conversation_id=conversation_id
         )
         if conversation is None:
+            code, reason = await self._refusal(conversation_id)
+            log_refusal(self.scope, code, reason)
             # Accept, then close with our code: a refused handshake looks like a network
             # failure (1006) to the browser, which would keep reconnecting.
             await self.accept()
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self.close(code=code)
             return
         self.conversation_id = conversation.pk
         await self.channel_layer.group_add(group_name(conversation.pk), self.channel_name)
@@ -188,6 +203,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         for html in caught_up:
             await self.send(text_data=html)
+
+    async def _refusal(self, conversation_id: int) -> tuple[int, str]:
+        """Return the close code and log reason for a conversation this socket may not open.
+
+        A session cookie whose session is gone (logged out in another tab, expired, or
+        replaced by a login) is :data:`CLOSE_SESSION_ENDED`: signing in again may help.
+        Anything else is :data:`CLOSE_NOT_FOUND`, which does not say whether the
+        conversation exists. Called only on refusal: it costs one query.
+        """
+        session = self.scope.get("session")
+        cookie = self.scope.get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
+        sent_session = cookie and session is not None
+        if sent_session and not await database_sync_to_async(session.exists)(cookie):
+            return CLOSE_SESSION_ENDED, REFUSED_SESSION_GONE
+        user = self.scope.get("user")
+        if user is not None and user.is_authenticated:
+            who = f"user {user.pk}"
+        else:
+            who = "a guest" if cookie else "a visitor without a session"
+        return CLOSE_NOT_FOUND, REFUSED_NOT_FOUND.format(conversation_id=conversation_id, who=who)
 
     async def _interrupt_stale_runs(self) -> bool:
         """Mark runs of a dead process interrupted and tell every tab of the conversation;
@@ -211,6 +246,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Checked before anything costly (JSON, the session query): a flood is cheap.
             self._dropped += 1
             if self._dropped >= FLOOD_CLOSE_AFTER:
+                if self._dropped == FLOOD_CLOSE_AFTER:  # once: not for frames queued after it
+                    reason = REFUSED_FLOOD.format(dropped=self._dropped)
+                    log_refusal(self.scope, CLOSE_FLOOD, reason)
                 await self.close(code=CLOSE_FLOOD)
                 return
             now = time.monotonic()
@@ -299,5 +337,6 @@ class NotFoundConsumer(AsyncWebsocketConsumer):
     """Close sockets opened on a path the chat does not serve, with code 4404."""
 
     async def connect(self) -> None:
+        log_refusal(self.scope, CLOSE_NOT_FOUND, REFUSED_NO_ROUTE)
         await self.accept()
         await self.close(code=CLOSE_NOT_FOUND)

@@ -1,5 +1,6 @@
-// Small behaviours htmx does not cover: Enter to send, reset after send, keep the
-// newest step in view, show the socket's state, fill in an example question.
+// Small behaviours htmx does not cover: Enter to send, Esc to stop, reset after send,
+// keep the newest step in view, show the socket's state (and why the server closed it),
+// fill in an example question.
 (function () {
   "use strict";
 
@@ -32,7 +33,11 @@
     var isBusy = busy();
     form.classList.toggle("busy", isBusy);
     var button = document.getElementById("send");
-    if (button) button.textContent = isBusy ? "Working…" : "Send";
+    if (!button) return;
+    button.textContent = isBusy ? "Working…" : "Send";
+    // Pressing it while busy only says to wait: say so to assistive technology too.
+    if (isBusy) button.setAttribute("aria-disabled", "true");
+    else button.removeAttribute("aria-disabled");
   }
 
   function isStop(element) {
@@ -110,18 +115,67 @@
     detail.shouldSwap = false;
   });
 
-  document.addEventListener("htmx:wsOpen", function () { setConnection("open", "live"); });
-  // The server's own close codes end the socket for good (the extension does not
-  // reconnect after them): say so instead of "reconnecting…" forever.
+  // Closes in a row without the socket opening in between: past FAILED_CLOSES the
+  // status says the server cannot be reached (still retrying: it may be restarting).
+  var failedCloses = 0;
+  var FAILED_CLOSES = 3;
+  document.addEventListener("htmx:wsOpen", function () {
+    failedCloses = 0;
+    setConnection("open", "live");
+  });
+  // The server's own close codes (chat/consumers.py, chat/security.py) end the socket for
+  // good (the extension does not reconnect after them): say what is wrong, in the header
+  // and at the composer, instead of "reconnecting…" forever. Daphne sends no close
+  // reason, so the code is the whole message; the server's log (chat.sockets) has more.
   var FINAL_CLOSES = {
-    4401: "signed out: reload the page",
-    4404: "not found: reload the page",
-    4429: "too many messages: reload the page"
+    4401: ["signed out: reload the page",
+           "Your session has ended (you logged out, or logged in again elsewhere). " +
+           "Reload the page to go on."],
+    4403: ["refused: origin not allowed",
+           "The server refused the live connection from this address (" + location.origin +
+           "): it is not in the server's allowed origins. Whoever runs the server must add " +
+           "it to DJANGO_CSRF_TRUSTED_ORIGINS or make its proxy pass the Host header " +
+           "(docs/configuration.md)."],
+    4404: ["not found: reload the page",
+           "This conversation is not yours in this session (logged in as someone else?). " +
+           "Reload the page."],
+    4429: ["too many messages: reload the page",
+           "The connection was closed because this page sent too many messages at once. " +
+           "Reload the page."]
   };
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail && event.detail.event && event.detail.event.code;
-    if (FINAL_CLOSES[code]) setConnection("ended", FINAL_CLOSES[code]);
-    else setConnection("closed", "reconnecting…");
+    var final = FINAL_CLOSES[code];
+    if (final) {
+      setConnection("ended", final[0]);
+      showError(final[1]);
+      return;
+    }
+    failedCloses += 1;
+    setConnection("closed", failedCloses >= FAILED_CLOSES
+      ? "reconnecting… (the server cannot be reached)" : "reconnecting…");
+  });
+
+  // A dialog or drawer that is open takes Esc for itself.
+  function dialogOpen() {
+    var open = document.querySelectorAll("dialog[open], [aria-modal='true']");
+    for (var i = 0; i < open.length; i++) {
+      if (open[i].getClientRects().length) return true;
+    }
+    return false;
+  }
+
+  // Esc stops the running run wherever the focus is. Listened for on window, so every
+  // element's and the document's handlers run first: one that used the key (a drawer
+  // closing) calls preventDefault, and then the run goes on.
+  window.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    if (dialogOpen()) return;
+    var stop = document.querySelector(
+      "#messages .run-status[data-status='running'] .stop-form button:not([disabled])");
+    if (!stop) return;
+    event.preventDefault();
+    stop.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target)) return;

@@ -299,18 +299,6 @@ def asgi_communicator(path: str, origin: bytes, host: bytes = b"127.0.0.1:8000")
     return Communicator(application, path, headers=[(b"origin", origin), (b"host", host)])
 
 
-@pytest.mark.parametrize(
-    "origin",
-    [b"http://127.0.0.1:9999", b"http://evil.example", b"null", b"", b"file://"],
-)
-async def test_a_socket_from_another_origin_is_refused(origin):
-    _, conversation = await make_conversation()
-    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", origin)
-    connected, _ = await communicator.connect()
-    assert not connected  # closed before accept: Daphne answers the handshake with 403
-    await communicator.disconnect()
-
-
 async def test_an_origin_listed_in_csrf_trusted_origins_is_let_through(settings):
     settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.com"]
     communicator = asgi_communicator("/ws/nowhere/", b"https://chat.example.com")
