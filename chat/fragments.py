@@ -147,3 +147,17 @@ def runs_caught_up(*, conversation_id: int) -> list[str]:
     The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole.
     """
     return [run_caught_up(run) for run in store.runs_to_catch_up(conversation_id=conversation_id)]
+
+
+def timeline_replaced(run: AgentRun, steps: list[AgentStep]) -> str:
+    """Return the run's timeline redrawn from ``steps`` as of now: its summary line and
+    its bars, each replacing its element by id, so a reader who opened the timeline
+    keeps it open (``chat/_timeline.html``; :mod:`chat.timeline`)."""
+    from django.utils import timezone
+
+    from chat.timeline import timeline_of
+
+    context = {"timeline": timeline_of(run, steps, now=timezone.now()), "oob": True}
+    return _render("chat/_timeline_summary.html", context) + _render(
+        "chat/_timeline_body.html", context
+    )
