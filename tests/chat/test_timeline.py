@@ -281,6 +281,17 @@ def test_the_admin_run_page_shows_the_timeline_open_above_the_steps(client):
 
 
 @pytest.mark.django_db
+def test_the_admin_run_page_names_a_model_turns_time_to_first_token(client):
+    from tests.chat.test_admin import make_run, run_page, staff_user
+
+    client.force_login(staff_user())
+    run_row = make_run(Conversation.objects.create())
+    run_row.steps.filter(ordinal=1).update(first_token_ms=240)
+    html = client.get(run_page(run_row)).content.decode()
+    assert html.count(">first token 240 ms</span>") == 2  # its timeline bar and its header
+
+
+@pytest.mark.django_db
 def test_the_chat_page_folds_each_runs_timeline_under_it(alice):
     client, conversation = alice
     store.run_start(conversation_id=conversation.pk, content="q", started_at=timezone.now())
