@@ -32,7 +32,8 @@ MAX_TICKS = 5
 class Row:
     """One step's bar: ``start_ms`` and ``end_ms`` from the run's start on an axis of
     ``span_ms``; a running step ends "now". ``first_token_ms`` (model turns) is from the
-    bar's start."""
+    bar's start; ``format_error`` marks a call that never ran (its output did not parse),
+    ``unfinished`` one its run's end closed."""
 
     step_id: int
     kind: str
@@ -45,6 +46,7 @@ class Row:
     running: bool = False
     first_token_ms: int | None = None
     format_error: bool = False
+    unfinished: bool = False
 
     @property
     def is_model_turn(self) -> bool:
@@ -176,6 +178,7 @@ def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
             running=is_running and running,
             first_token_ms=getattr(step, "first_token_ms", None),
             format_error=bool(getattr(step, "is_format_error", False)),
+            unfinished=bool(getattr(step, "is_unfinished", False)),
         )
         for step, start, end, is_running in spans
     )

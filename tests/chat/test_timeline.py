@@ -120,6 +120,14 @@ def test_a_step_closed_without_a_finish_ends_at_the_run_end_and_is_not_running()
     assert (row.end_ms, row.running) == (900, False)
 
 
+def test_a_call_the_run_end_closed_says_it_did_not_finish_not_that_it_failed():
+    steps = [_step(1, CALL, 100, 900, name="slow", status=StepStatus.ERROR, error="Cancelled")]
+    run = _run(finished_ms=900)
+    assert timeline_of(run, steps, now=at(0)).rows[0].unfinished
+    html = render_to_string("chat/_timeline.html", {"run": run, "steps": steps})
+    assert ">did not finish</span>" in html and ">error</span>" not in html
+
+
 def test_a_step_stamped_before_the_run_moves_the_origin_and_no_offset_is_negative():
     steps = [_step(1, TURN, -50, 100)]
     timeline = timeline_of(_run(finished_ms=200), steps, now=at(0))
@@ -142,6 +150,7 @@ def test_the_timeline_template_is_a_list_of_labelled_links_to_each_step():
     run, steps = _travel_run()
     steps[1].tool_name = "<img src=x onerror=alert(1)>"
     steps[2].status, steps[2].error_type = StepStatus.ERROR, "TimeoutError"
+    steps[2].result = "Error: tool did not finish within 30 seconds."
     html = render_to_string("chat/_timeline.html", {"run": run, "steps": steps})
     assert 'id="run-7-timeline"' in html and "<details" in html and " open" not in html
     assert "2 model turns · 3 tool calls · 3.1 s" in html
