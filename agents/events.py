@@ -6,6 +6,11 @@ streams them; reasoning usually first), a :class:`ModelTurnFinished`, then for e
 :class:`ToolCallStarted` and (in completion order, parallel calls interleave) a
 :class:`ToolCallFinished`; finally exactly one :class:`RunFinished`. Times are UTC
 ``datetime`` values, durations are milliseconds.
+
+The events that end a step (:class:`ModelTurnFinished`, :class:`ToolCallFinished`) carry
+the step's start and finish as measured where its work happened (:mod:`agents.timing`):
+``started_at`` and ``at``, with ``at - started_at`` exactly ``duration_ms``. The ``at``
+of the other events is when the event was made.
 """
 
 from __future__ import annotations
@@ -119,6 +124,11 @@ class ModelTurnFinished:
     provider does not report it; ``text`` is the reply without its reasoning, which is in
     ``reasoning`` ("" for none); ``raw`` is the message as JSON-ready data;
     ``error`` is set when the model call itself failed (the run then fails too).
+
+    ``started_at`` is when the model was asked and ``at`` when its reply ended (None
+    only from a producer that did not measure; ``at`` is then when the event was made);
+    ``first_token_ms`` is the time to the first chunk that carried text, reasoning or a
+    tool call, from ``started_at`` (None when none came).
     """
 
     iteration: int
@@ -133,6 +143,8 @@ class ModelTurnFinished:
     final_answer: str = ""
     reasoning: str = ""
     at: datetime = field(default_factory=utcnow)
+    started_at: datetime | None = None
+    first_token_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,9 @@ class ToolCallFinished:
     runtime's limit); ``error`` is ``"ExceptionClass: message"`` when it failed and
     ``error_type`` that class's name (``ValidationError``, ``TimeoutError``,
     ``UnknownTool``...; a format error's is in :data:`FORMAT_ERROR_TYPES`: no tool ran).
+    ``started_at`` and ``at`` are when the tool was invoked and when it returned (for a
+    call that never ran, both are when it was reported; None only from a producer that
+    did not measure).
     """
 
     iteration: int
@@ -173,6 +188,7 @@ class ToolCallFinished:
     duration_ms: int
     error_type: str = ""
     at: datetime = field(default_factory=utcnow)
+    started_at: datetime | None = None
 
     @property
     def is_format_error(self) -> bool:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -42,6 +41,7 @@ from agents.model_errors import describe_model_error
 from agents.reasoning import ThinkSplitter, join_reasoning, reasoning_of_chunk, split_think
 from agents.strategies import ParseError, Strategy, ToolAgentAction, strict_json
 from agents.strategies.base import new_tool_call_id
+from agents.timing import Stopwatch
 
 MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
 # A reply that had started but was still streaming at the deadline: a model that runs on
@@ -64,11 +64,6 @@ CUT_OFF_ERROR_TYPE = "LengthFinishReasonError"
 CUT_OFF_REASONS = frozenset({"length", "max_tokens"})
 
 
-def elapsed_ms(start: float) -> int:
-    """Return the whole milliseconds since ``start``, a ``time.monotonic()`` reading."""
-    return int((time.monotonic() - start) * 1000)
-
-
 def error_text(exc: BaseException) -> str:
     """Return ``"ExceptionClass: message"``, as steps store an error."""
     return f"{type(exc).__name__}: {exc}"
@@ -82,7 +77,9 @@ class ModelTurn:
     holds: ``failure`` is the reason in plain words the model call failed (raised, timed
     out, an answer cut off at the output limit); ``finish`` is the final answer; or
     ``actions`` are the tool calls it asked for (those that cannot run carry their format
-    error). ``finish_reason`` is the last one a chunk sent ("" for none).
+    error). ``finish_reason`` is the last one a chunk sent ("" for none);
+    ``first_token_ms`` the milliseconds from asking the model to the first chunk that
+    carried text, reasoning or a tool call (None until one came).
     """
 
     def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
@@ -96,6 +93,7 @@ class ModelTurn:
         self._splitter = ThinkSplitter()
         self._field_reasoning: list[str] = []
         self.finish_reason = ""
+        self.first_token_ms: int | None = None
 
     async def stream(
         self, bound: Runnable[LanguageModelInput, BaseMessage], history: Sequence[BaseMessage]
@@ -110,8 +108,11 @@ class ModelTurn:
         while waiting for the model, never while the caller handles a yielded delta:
         firing inside the caller (writing a row) would cancel that instead and end the run
         as cancelled, not timed out (found under load).
+
+        The turn is timed from here (:class:`agents.timing.Stopwatch`): the finishing
+        event carries its start, finish, duration and time to first token.
         """
-        start = time.monotonic()
+        watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
         deadline = asyncio.get_running_loop().time() + self.timeout_s
@@ -124,6 +125,8 @@ class ModelTurn:
                 except StopAsyncIteration:
                     break
                 merged = chunk if merged is None else merged + chunk
+                if self.first_token_ms is None and _carries_output(chunk):
+                    self.first_token_ms = watch.elapsed_ms()
                 # Kept per chunk: merging concatenates a repeated one ("lengthlength").
                 reason = (getattr(chunk, "response_metadata", None) or {}).get("finish_reason")
                 if isinstance(reason, str) and reason:
@@ -142,12 +145,12 @@ class ModelTurn:
                 yield event
         except Exception as exc:
             await _close(chunks)
-            yield self._failed(exc, merged, elapsed_ms(start))
+            yield self._failed(exc, merged, watch)
             return
         message = merged_message(merged) if merged is not None else AIMessage("")
         if usages:
             message = message.model_copy(update={"usage_metadata": response_usage(usages)})
-        yield self._finished(message, elapsed_ms(start))
+        yield self._finished(message, watch)
 
     def _pieces(self, pieces: list[tuple[str, str]]) -> list[TextDelta | ReasoningDelta]:
         """Return the events for the splitter's ``(kind, text)`` pieces."""
@@ -167,8 +170,16 @@ class ModelTurn:
         # Field pieces are one text streamed in parts; inline markup is a second source.
         return join_reasoning(["".join(self._field_reasoning), self._splitter.reasoning])
 
+    def _timing(self, watch: Stopwatch) -> dict[str, Any]:
+        """Return the timing fields of the turn's finishing event, read now."""
+        finished_at, duration_ms = watch.stop()
+        return {
+            "started_at": watch.started_at, "at": finished_at, "duration_ms": duration_ms,
+            "first_token_ms": self.first_token_ms,
+        }  # fmt: skip
+
     def _failed(
-        self, exc: Exception, merged: AIMessageChunk | None, duration_ms: int
+        self, exc: Exception, merged: AIMessageChunk | None, watch: Stopwatch
     ) -> ModelTurnFinished:
         # The user reads why in plain words; the turn keeps the provider's whole error
         # ("RateLimitError: Error code: 429 - {...}") for the audit trail.
@@ -180,11 +191,11 @@ class ModelTurn:
         text = self._splitter.text.strip() if merged is not None else ""
         return ModelTurnFinished(
             iteration=self.iteration, text=text, tool_calls=(), invalid_tool_calls=(),
-            usage=None, duration_ms=duration_ms, raw={}, error=detail,
-            error_type=type(exc).__name__, reasoning=self.reasoning,
+            usage=None, raw={}, error=detail, error_type=type(exc).__name__,
+            reasoning=self.reasoning, **self._timing(watch),
         )  # fmt: skip
 
-    def _finished(self, received: AIMessage, duration_ms: int) -> ModelTurnFinished:
+    def _finished(self, received: AIMessage, watch: Stopwatch) -> ModelTurnFinished:
         message = without_inline_reasoning(received)
         parsed = _parse(self.strategy, message)
         self.usage = dict(message.usage_metadata) if message.usage_metadata else None
@@ -195,8 +206,8 @@ class ModelTurn:
             shown = parsed[0].message_log[0]
         common: dict[str, Any] = {
             "iteration": self.iteration, "text": str(shown.text), "usage": self.usage,
-            "duration_ms": duration_ms, "raw": received.model_dump(mode="json"),
-            "reasoning": self.reasoning,
+            "raw": received.model_dump(mode="json"), "reasoning": self.reasoning,
+            **self._timing(watch),
         }  # fmt: skip
         if isinstance(parsed, AgentFinish) and self.finish_reason in CUT_OFF_REASONS:
             self.failure = CUT_OFF
@@ -322,6 +333,14 @@ def _max_merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif value is not None and key not in out:
                 out[key] = value
     return out
+
+
+def _carries_output(chunk: BaseMessage) -> bool:
+    """Return True if a streamed chunk brings text, reasoning or a piece of a tool call
+    (not only a role, usage or a finish reason): the turn's first token."""
+    return bool(
+        str(chunk.text) or reasoning_of_chunk(chunk) or getattr(chunk, "tool_call_chunks", None)
+    )
 
 
 def call_dict(action: ToolAgentAction) -> dict[str, Any]:

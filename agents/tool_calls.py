@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from agents.events import StepStatus, ToolCallFinished, ToolCallStarted, is_format_error
-from agents.model_turn import call_dict, elapsed_ms, error_text
+from agents.events import StepStatus, ToolCallFinished, ToolCallStarted, is_format_error, utcnow
+from agents.model_turn import call_dict, error_text
 from agents.strategies import ToolAgentAction
+from agents.timing import Stopwatch
 
 # Error observations: what the model reads on its next turn, so it can correct itself.
 UNKNOWN_TOOL = "Error: there is no tool named {name!r}. Available tools: {available}."
@@ -52,6 +53,21 @@ class _Outcome:
     result: str
     error: str = ""
     error_type: str = ""
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """When a call ran, as :class:`agents.timing.Stopwatch` measured it."""
+
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int
+
+    @classmethod
+    def instant(cls) -> _Timing:
+        """Return the timing of a call that never ran: it starts and ends now."""
+        now = utcnow()
+        return cls(now, now, 0)
 
 
 def clip(text: str, limit: int) -> str:
@@ -140,14 +156,14 @@ class ToolCallBatch:
             error_type = action.error_type or "OutputParserException"
             outcome = _Outcome(StepStatus.ERROR, action.error, f"{error_type}: {summary}",
                                error_type)  # fmt: skip
-            yield self._finished(call_dict(action), outcome, duration_ms=0)
+            yield self._finished(call_dict(action), outcome, _Timing.instant())
         for action in self.runnable:
             yield self._started(action)
         tasks = [asyncio.ensure_future(self._timed(call_dict(a))) for a in self.runnable]
         try:
             for done in asyncio.as_completed(tasks):
-                call, outcome, duration_ms = await done
-                yield self._finished(call, outcome, duration_ms=duration_ms)
+                call, outcome, timing = await done
+                yield self._finished(call, outcome, timing)
         finally:
             for task in tasks:
                 task.cancel()
@@ -162,15 +178,19 @@ class ToolCallBatch:
             args=action.tool_input, log=action.log,
         )  # fmt: skip
 
-    async def _timed(self, call: dict[str, Any]) -> tuple[dict[str, Any], _Outcome, int]:
-        start = time.monotonic()
+    async def _timed(self, call: dict[str, Any]) -> tuple[dict[str, Any], _Outcome, _Timing]:
+        # Timed around the tool itself, not when its events are recorded: the recorder
+        # writes rows between the events, and a finish stamped then came up to 100 ms
+        # late (a card said 431 ms of a step stored 541 ms apart).
+        watch = Stopwatch()
         outcome = await _call_tool(
             self.tools.get(call["name"]), call, names=list(self.tools),
             timeout_s=self.limits.timeout_s,
         )  # fmt: skip
-        return call, outcome, elapsed_ms(start)
+        finished_at, duration_ms = watch.stop()
+        return call, outcome, _Timing(watch.started_at, finished_at, duration_ms)
 
-    def _finished(self, call: dict[str, Any], outcome: _Outcome, *, duration_ms: int
+    def _finished(self, call: dict[str, Any], outcome: _Outcome, timing: _Timing
                   ) -> ToolCallFinished:  # fmt: skip
         limits = self.limits
         observation = clip(outcome.result, limits.max_observation_chars)
@@ -182,5 +202,6 @@ class ToolCallBatch:
         return ToolCallFinished(
             iteration=self.iteration, tool_call_id=call["id"], name=call["name"],
             status=outcome.status, result=result, observation=observation,
-            error=outcome.error, error_type=outcome.error_type, duration_ms=duration_ms,
+            error=outcome.error, error_type=outcome.error_type, duration_ms=timing.duration_ms,
+            started_at=timing.started_at, at=timing.finished_at,
         )  # fmt: skip

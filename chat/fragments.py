@@ -167,3 +167,17 @@ def runs_caught_up(*, conversation_id: int) -> list[str]:
     frames = [run_caught_up(run) for run in runs]
     frames[-1] += header  # one frame per run, as before: the header goes with the last
     return frames
+
+
+def timeline_replaced(run: AgentRun, steps: list[AgentStep]) -> str:
+    """Return the run's timeline redrawn from ``steps`` as of now: its summary line and
+    its bars, each replacing its element by id, so a reader who opened the timeline
+    keeps it open (``chat/_timeline.html``; :mod:`chat.timeline`)."""
+    from django.utils import timezone
+
+    from chat.timeline import timeline_of
+
+    context = {"timeline": timeline_of(run, steps, now=timezone.now()), "oob": True}
+    return _render("chat/_timeline_summary.html", context) + _render(
+        "chat/_timeline_body.html", context
+    )

@@ -348,6 +348,9 @@ class AgentStep(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    # A model turn's time to first token: ms from asking the model to the first chunk
+    # with text, reasoning or a tool call (agents.model_turn); null when none came.
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "ordinal"]

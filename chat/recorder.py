@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -31,7 +31,7 @@ from agents.events import (
     ToolCallStarted,
 )
 from chat import fragments, store
-from chat.models import AgentRun, StepKind
+from chat.models import AgentRun, RunStatus, StepKind
 
 # How often (seconds) a streaming model turn's text (and reasoning) is saved and re-sent
 # whole.
@@ -149,8 +149,26 @@ class RunRecorder:
                       **kwargs)  # fmt: skip
 
     async def _in_db(self, write: Callable[[Any], Update], event: Event) -> Update:
-        """Run ``write(event)`` (rows and fragment) in the ORM's thread."""
-        return await database_sync_to_async(write)(event)
+        """Run ``write(event)`` (rows and fragment) in the ORM's thread, adding the run's
+        timeline redrawn (:func:`_with_timeline`)."""
+
+        def write_and_draw(event: Event) -> Update:
+            return self._with_timeline(write(event))
+
+        return await database_sync_to_async(write_and_draw)(event)
+
+    def _with_timeline(self, update: Update) -> Update:
+        """Return ``update`` with the run's timeline redrawn from the rows just written.
+
+        A step began or ended, or the run ended: a step's bar appears, stops growing or
+        takes its measured start. Not per streamed token. A run that did not succeed is
+        sent whole (:func:`chat.fragments.run_ended`), timeline included.
+        """
+        if update.run is not None and update.run.status != RunStatus.SUCCEEDED:
+            return update
+        run = store.run_with_steps(run_id=self.run_id)
+        html = fragments.timeline_replaced(run, list(run.steps.all()))
+        return replace(update, html=update.html + html)
 
     # Each method below runs in the ORM's thread: write, then render from the rows.
 
@@ -233,7 +251,9 @@ class RunRecorder:
         streamed = "".join(self._turn_text.get(event.iteration, []))
         step = store.step_finish(
             step_id=self._turn_step_ids[event.iteration],
+            started_at=event.started_at,
             finished_at=event.at,
+            first_token_ms=event.first_token_ms,
             status=StepStatus.ERROR if event.error else StepStatus.SUCCESS,
             text=(event.text or streamed) if event.error else event.text,
             reasoning=event.reasoning or "".join(self._turn_reasoning.get(event.iteration, [])),
@@ -241,7 +261,6 @@ class RunRecorder:
             error=event.error,
             error_type=event.error_type,
             raw=event.raw,
-            duration_ms=event.duration_ms,
             input_tokens=usage.get("input_tokens"),
             output_tokens=usage.get("output_tokens"),
             total_tokens=usage.get("total_tokens"),
@@ -260,12 +279,12 @@ class RunRecorder:
     def _call_finished(self, event: ToolCallFinished) -> Update:
         step = store.step_finish(
             step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
+            started_at=event.started_at,
             finished_at=event.at,
             status=event.status,
             result=event.result,
             error=event.error,
             error_type=event.error_type,
-            duration_ms=event.duration_ms,
         )
         return self._update(event, html=fragments.step_replaced(step))
 

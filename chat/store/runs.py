@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import Max
 
+from agents.timing import whole_ms
 from chat.models import (
     AgentRun,
     AgentStep,
@@ -186,12 +187,15 @@ def run_finish(
         run.error = error
         run.iterations = iterations
         run.finished_at = finished_at
-        run.duration_ms = max(0, int((finished_at - run.started_at).total_seconds() * 1000))
+        run.duration_ms = max(0, whole_ms(finished_at - run.started_at))
         # Steps still going are closed with a short reason; the run's line says the rest.
         closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
-        run.steps.filter(status=StepStatus.RUNNING).update(
-            status=StepStatus.ERROR, error=closed or f"run ended: {status}", finished_at=finished_at
-        )
+        for step in run.steps.filter(status=StepStatus.RUNNING):
+            # Each closed step's duration agrees with its instants, as a finished one's.
+            step.status, step.error = StepStatus.ERROR, closed or f"run ended: {status}"
+            step.finished_at = max(finished_at, step.started_at)
+            step.duration_ms = whole_ms(step.finished_at - step.started_at)
+            step.save(update_fields=["status", "error", "finished_at", "duration_ms"])
         usage_settle(run, usage)
         count_tool_calls(run)
         run.save()
@@ -245,15 +249,27 @@ def step_start(
         )  # fmt: skip
 
 
-def step_finish(*, step_id: int, finished_at: datetime, **fields: Any) -> AgentStep:
+def step_finish(
+    *, step_id: int, finished_at: datetime, started_at: datetime | None = None, **fields: Any
+) -> AgentStep:
     """Update a step with its outcome (``status``, ``result``, ``error_type``...); return
-    it with its run."""
+    it with its run.
+
+    ``started_at``, when given, replaces the start stored when the step was inserted: the
+    runtime measures a step's start and finish where its work happens
+    (:mod:`agents.timing`), a little after the row was written. ``duration_ms`` is always
+    ``finished_at - started_at`` in whole milliseconds, never passed in (``TypeError``),
+    so the two can never disagree.
+    """
+    if "duration_ms" in fields:
+        raise TypeError("duration_ms is finished_at - started_at: pass the instants")
     step = AgentStep.objects.select_related("run").get(pk=step_id)
     for name, value in fitted(AgentStep, **fields).items():
         setattr(step, name, value)
-    step.finished_at = finished_at
-    if "duration_ms" not in fields:
-        step.duration_ms = max(0, int((finished_at - step.started_at).total_seconds() * 1000))
+    if started_at is not None:
+        step.started_at = started_at
+    step.finished_at = max(finished_at, step.started_at)
+    step.duration_ms = whole_ms(step.finished_at - step.started_at)
     step.save()
     return step
 
@@ -264,3 +280,8 @@ def step_save_text(*, step_id: int, text: str, reasoning: str | None = None) -> 
     if reasoning is not None:
         fields["reasoning"] = storable(reasoning)
     AgentStep.objects.filter(pk=step_id).update(**fields)
+
+
+def run_with_steps(*, run_id: int) -> AgentRun:
+    """Return the run with its steps in order (``run.steps.all()``), as a timeline reads it."""
+    return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()

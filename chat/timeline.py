@@ -1,0 +1,196 @@
+"""A run's timeline (waterfall): one row per step on the run's own time axis.
+
+:func:`timeline_of` turns a run and its steps into :class:`Row` offsets in milliseconds
+from the run's start, and the percentages ``chat/_timeline.html`` draws the bars with.
+Pure: it reads attributes (``started_at``, ``finished_at``, ``status``...) of the objects
+it is given and never the database, so a test can pass unsaved rows. The times are the
+stored ones, measured where the work happened (:mod:`agents.timing`), so parallel tool
+calls of one model turn overlap here as they overlapped in fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agents.events import StepStatus
+from agents.timing import whole_ms
+
+MODEL_TURN = "model_turn"
+# Steps between ticks of the time axis, in ms: the smallest that gives at most
+# MAX_TICKS ticks across the span.
+TICK_STEPS_MS = (
+    10, 20, 50, 100, 200, 250, 500, 1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000,
+    120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000,
+)  # fmt: skip
+MAX_TICKS = 5
+
+
+@dataclass(frozen=True)
+class Row:
+    """One step's bar: ``start_ms`` and ``end_ms`` from the run's start on an axis of
+    ``span_ms``; a running step ends "now". ``first_token_ms`` (model turns) is from the
+    bar's start; ``format_error`` marks a call that never ran (its output did not parse),
+    ``unfinished`` one its run's end closed."""
+
+    step_id: int
+    kind: str
+    name: str
+    iteration: int
+    status: str
+    start_ms: int
+    end_ms: int
+    span_ms: int
+    running: bool = False
+    first_token_ms: int | None = None
+    format_error: bool = False
+    unfinished: bool = False
+
+    @property
+    def is_model_turn(self) -> bool:
+        """Return True for a model turn's bar (else a tool call's)."""
+        return self.kind == MODEL_TURN
+
+    @property
+    def duration_ms(self) -> int:
+        """Return the bar's length in ms (so far, while it runs)."""
+        return self.end_ms - self.start_ms
+
+    @property
+    def left_pct(self) -> float:
+        """Return where the bar starts, in percent of the axis."""
+        return 100 * self.start_ms / self.span_ms
+
+    @property
+    def width_pct(self) -> float:
+        """Return the bar's length, in percent of the axis."""
+        return 100 * self.duration_ms / self.span_ms
+
+    @property
+    def first_token_pct(self) -> float | None:
+        """Return where the first token came, in percent of the bar's own length."""
+        if self.first_token_ms is None:
+            return None
+        if self.duration_ms <= 0:
+            return 100.0
+        return min(100.0, 100 * self.first_token_ms / self.duration_ms)
+
+    @property
+    def style(self) -> str:
+        """Return the bar's CSS position (numbers only: safe in a ``style`` attribute)."""
+        return f"left: {self.left_pct:.3f}%; width: {self.width_pct:.3f}%"
+
+    @property
+    def first_token_style(self) -> str:
+        """Return the CSS width of the part of the bar before the first token."""
+        pct = self.first_token_pct
+        return "" if pct is None else f"width: {pct:.3f}%"
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A mark on the time axis: ``at_ms`` from the run's start, at ``pct`` of it."""
+
+    at_ms: int
+    pct: float
+
+    @property
+    def style(self) -> str:
+        """Return the mark's CSS position."""
+        return f"left: {self.pct:.3f}%"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A run's rows in step order, its axis (``span_ms``, ``ticks``) and counts."""
+
+    run_id: int
+    rows: tuple[Row, ...]
+    span_ms: int
+    running: bool
+    ticks: tuple[Tick, ...]
+
+    @property
+    def model_turns(self) -> int:
+        """Return how many model turns the run has had."""
+        return sum(1 for row in self.rows if row.is_model_turn)
+
+    @property
+    def tool_calls(self) -> int:
+        """Return how many tool calls (format errors included) the run has had."""
+        return sum(1 for row in self.rows if not row.is_model_turn)
+
+
+def _ms(later: datetime, earlier: datetime) -> int:
+    return max(0, whole_ms(later - earlier))
+
+
+def ticks(span_ms: int) -> tuple[Tick, ...]:
+    """Return the marks of an axis ``span_ms`` long: 0 and every round step after it.
+
+    The step is the smallest of :data:`TICK_STEPS_MS` giving at most :data:`MAX_TICKS`
+    marks (the largest for a longer span).
+    """
+    span_ms = max(1, span_ms)
+    step = next((s for s in TICK_STEPS_MS if span_ms / s <= MAX_TICKS), TICK_STEPS_MS[-1])
+    return tuple(Tick(at, 100 * at / span_ms) for at in range(0, span_ms + 1, step))
+
+
+def step_name(step: Any) -> str:
+    """Return a bar's name: ``model turn N`` or the tool's name."""
+    if step.kind == MODEL_TURN:
+        return f"model turn {step.iteration}"
+    return step.tool_name or "(no tool named)"
+
+
+def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
+    """Return the timeline of ``run`` (an AgentRun) from ``steps`` (its AgentSteps).
+
+    Offsets are ms from ``run.started_at`` (or an earlier step's start, should a clock
+    have stepped back). A step still running, or closed without a finish, ends at
+    ``now`` while the run goes and at the run's finish after; the axis ends at the run's
+    finish (``now`` while it runs) or the latest bar's end, whichever is later. Rows keep
+    the order of ``steps`` (by ordinal: a model turn, then the calls it asked for).
+    """
+    steps = list(steps)
+    origin = min([run.started_at, *(s.started_at for s in steps if s.started_at)])
+    running = run.finished_at is None
+    run_end = now if running else run.finished_at
+    spans: list[tuple[Any, int, int, bool]] = []
+    for step in steps:
+        start = _ms(step.started_at or origin, origin)
+        is_running = step.status == StepStatus.RUNNING
+        finished = step.finished_at if step.finished_at and not is_running else run_end
+        spans.append((step, start, max(start, _ms(finished, origin)), is_running))
+    span = max([1, _ms(run_end, origin), *(end for _, _, end, _ in spans)])
+    rows = tuple(
+        Row(
+            step_id=step.pk,
+            kind=step.kind,
+            name=step_name(step),
+            iteration=step.iteration,
+            status=step.status,
+            start_ms=start,
+            end_ms=end,
+            span_ms=span,
+            running=is_running and running,
+            first_token_ms=getattr(step, "first_token_ms", None),
+            format_error=bool(getattr(step, "is_format_error", False)),
+            unfinished=bool(getattr(step, "is_unfinished", False)),
+        )
+        for step, start, end, is_running in spans
+    )
+    return Timeline(run_id=run.pk, rows=rows, span_ms=span, running=running, ticks=ticks(span))
+
+
+def overlaps(a: Row, b: Row) -> bool:
+    """Return True if two bars share some time (touching ends do not)."""
+    return a.start_ms < b.end_ms and b.start_ms < a.end_ms
+
+
+def overlapping_pairs(rows: Sequence[Row]) -> list[tuple[Row, Row]]:
+    """Return every pair of tool-call bars that overlap: the calls that ran in parallel."""
+    calls = [row for row in rows if not row.is_model_turn]
+    return [(a, b) for i, a in enumerate(calls) for b in calls[i + 1 :] if overlaps(a, b)]
