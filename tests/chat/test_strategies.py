@@ -227,13 +227,13 @@ def stored_text_run(conversation: Conversation) -> AgentRun:
     return run
 
 
-def test_a_text_strategy_run_renders_format_text_the_log_and_the_parsed_answer(alice):
+def test_a_text_strategy_run_renders_format_text_once_and_the_parsed_answer(alice):
     client, conversation = alice
     stored_text_run(conversation)
     html = client.get(f"/c/{conversation.pk}/").content.decode()
 
     assert '<pre class="turn-text format-text">Thought: weather' in html
-    assert "Model text this call was parsed from (log)" in html
+    assert html.count("Thought: weather") == 1  # in its model turn, not again on the card
     assert "Result (observation)" in html
     assert "It is <strong>sunny</strong>." in html  # the answer as Markdown
     assert "Show the reply as the model wrote it" in html
