@@ -65,8 +65,10 @@ def conversations_listed(
     listed = list(conversations[:LIST_LENGTH])
     for conversation in listed:
         conversation.marker = MARKERS.get(conversation.last_status)  # type: ignore[attr-defined]
+        # A title that matches says enough; a message that does is shown around the match.
         match = getattr(conversation, "match", None)
-        conversation.snippet = snippet(match, query) if match else None  # type: ignore[attr-defined]
+        in_title = query.lower() in conversation.title.lower()
+        conversation.snippet = snippet(match, query) if match and not in_title else None  # type: ignore[attr-defined]
     return listed
 
 
@@ -100,6 +102,9 @@ def snippet(text: str, query: str, *, chars: int = SNIPPET_CHARS) -> Snippet | N
         return None
     end = at + len(query)
     start = max(0, at - (chars - len(query)) // 3)
+    space = text.find(" ", start, at)
+    if start and space != -1:
+        start = space + 1  # from a word's start, not its middle
     stop = min(len(text), max(end, start + chars))
     before = ("…" if start else "") + text[start:at]
     after = text[end:stop] + ("…" if stop < len(text) else "")

@@ -129,6 +129,13 @@ def test_a_message_match_shows_a_snippet_with_the_match_marked(alice_client):
     assert "&lt;" in html  # escaped, not markup
 
 
+def test_a_title_that_matches_needs_no_snippet(alice_client):
+    client, alice = alice_client
+    add_run(chat(alice, "Humble garden"), "Humble Administrator's Garden?")
+    html = client.get("/c/list/", {"q": "humble"}, **HX).content.decode()
+    assert ">Humble garden</a>" in html and "<mark>" not in html
+
+
 def test_a_search_that_matches_nothing_says_so(alice_client):
     client, alice = alice_client
     chat(alice, "Trip")
@@ -167,6 +174,11 @@ def test_the_page_searches_without_javascript(alice_client):
         ("a  b\n c", "B C", ("a ", "b c", "")),
         ("x" * 200 + "needle" + "y" * 200, "needle", ("…" + "x" * 28, "needle", "y" * 56 + "…")),
         ("nothing here", "needle", None),
+        (
+            "one two three four five six seven eight nine ten eleven twelve " * 2 + "needle",
+            "needle",
+            ("…nine ten eleven twelve ", "needle", ""),
+        ),
     ],
 )
 def test_a_snippet_is_one_line_cut_around_the_first_match(text, query, expected):
