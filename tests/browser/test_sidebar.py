@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from itertools import pairwise
 
 import pytest
 
@@ -170,3 +171,26 @@ def test_the_page_follows_the_systems_colour_scheme(live_app, browser_page, sche
         text = page.evaluate("getComputedStyle(document.body).color")
         assert all(int(v) > 200 for v in text[4:-1].split(", ")), text
     page.screenshot(path=str(ARTIFACTS / f"browser-sidebar-{scheme}.png"))
+
+
+def test_the_header_with_a_model_menu_takes_at_most_two_lines_on_a_desktop(
+    start_app, browser_page, tmp_path
+):
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[[models]]\nkey = "local"\nlabel = "Qwen3 8B on this machine"\nprovider = "openai"\n'
+        'model = "Qwen/Qwen3-8B"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "UNUSED_KEY"\n',
+        encoding="utf-8",
+    )
+    app = start_app(env={"AGENT_MODELS_FILE": str(models), "UNUSED_KEY": "unused"})
+    page = new_page(browser_page, viewport={"width": 1366, "height": 900})
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator("#model-select").is_visible()
+    tops = page.evaluate(
+        "[...document.querySelectorAll('.meta > span, .meta label, .meta .settings > span')]"
+        ".filter(e => e.offsetParent).map(e => Math.round(e.getBoundingClientRect().top))"
+    )
+    tops.sort()  # labels of one line differ by a few px; lines by 20 or more
+    lines = 1 + sum(later - earlier > 10 for earlier, later in pairwise(tops))
+    assert lines <= 2, tops
