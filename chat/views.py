@@ -221,6 +221,20 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     return _list_response(request, _owner(request))
 
 
+@require_GET
+def conversation_menu(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Return a conversation's menu (rename, and delete with what happens to its runs).
+
+    Loaded when the menu first opens, so the list does not carry 200 forms. 404 unless
+    it is the requester's.
+    """
+    listed = store.conversations_listed(owner=_owner(request), conversation_id=conversation_id)
+    if not listed:
+        raise Http404("No such conversation.")
+    context = {"item": listed[0], "active": _active(request)}
+    return render(request, "chat/_conversation_menu.html", context)
+
+
 @require_POST
 def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Rename a conversation; answer htmx with the list (and the header's title).

@@ -256,6 +256,7 @@ def test_only_the_owner_can_rename_or_delete_anything_else_is_a_404(alice_client
         add_run(conversation, "hello")
         assert client.post(f"/c/{conversation.pk}/rename/", {"title": "Mine"}).status_code == 404
         assert client.post(f"/c/{conversation.pk}/delete/").status_code == 404
+        assert client.get(f"/c/{conversation.pk}/menu/").status_code == 404
     assert client.post("/c/999999/rename/", {"title": "x"}).status_code == 404
     assert [c.title for c in Conversation.objects.order_by("pk")] == ["Bob's", "Guest's"]
     assert not Conversation.objects.filter(hidden_at__isnull=False).exists()
@@ -291,8 +292,9 @@ def test_deleting_hides_the_conversation_and_keeps_its_runs_for_audit(alice_clie
     client, alice = alice_client
     deleted, current = chat(alice, "Secret trip"), chat(alice, "Current")
     run = add_run(deleted, "Where to?", answer="Suzhou.")
-    page = client.get(f"/c/{current.pk}/").content.decode()
-    assert "Its 1 run (questions, answers and every step) stays in the audit trail" in page
+    menu = client.get(f"/c/{deleted.pk}/menu/", {"active": current.pk}).content.decode()
+    assert "Its 1 run (questions, answers and every step) stays in the audit trail" in menu
+    assert f'name="active" value="{current.pk}"' in menu
 
     response = client.post(f"/c/{deleted.pk}/delete/", {"active": current.pk}, **HX)
     assert response.status_code == 200
@@ -319,10 +321,28 @@ def test_the_retention_purge_removes_a_deleted_conversation_with_its_runs(alice_
 def test_deleting_a_conversation_with_no_messages_deletes_it_for_good(alice_client):
     client, alice = alice_client
     empty, current = chat(alice, ""), chat(alice, "Current")
-    page = client.get(f"/c/{current.pk}/").content.decode()
-    assert "It has no messages: it is deleted for good." in page
+    menu = client.get(f"/c/{empty.pk}/menu/").content.decode()
+    assert "It has no messages: it is deleted for good." in menu
     client.post(f"/c/{empty.pk}/delete/", {"active": current.pk}, **HX)
     assert not Conversation.objects.filter(pk=empty.pk).exists()
+
+
+def test_the_menu_states_how_many_runs_stay(alice_client):
+    client, alice = alice_client
+    conversation = chat(alice, "Trip")
+    for _ in range(3):
+        add_run(conversation, "q")
+    menu = client.get(f"/c/{conversation.pk}/menu/").content.decode()
+    assert "Its 3 runs (questions, answers and every step) stay in the audit trail" in menu
+    assert "until the retention purge deletes them." in menu
+
+
+def test_the_list_does_not_carry_a_form_per_conversation(alice_client):
+    client, alice = alice_client
+    for i in range(20):
+        add_run(chat(alice, f"Trip {i}"), "q")
+    html = client.get("/c/list/").content.decode()
+    assert "<form" not in html and html.count('hx-trigger="toggle once"') == 20
 
 
 def test_deleting_the_open_conversation_goes_to_a_new_chat(alice_client):
