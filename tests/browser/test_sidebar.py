@@ -194,3 +194,20 @@ def test_the_header_with_a_model_menu_takes_at_most_two_lines_on_a_desktop(
     tops.sort()  # labels of one line differ by a few px; lines by 20 or more
     lines = 1 + sum(later - earlier > 10 for earlier, later in pairwise(tops))
     assert lines <= 2, tops
+
+
+def test_the_open_conversations_marker_follows_its_run(start_app, browser_page):
+    app = start_app(token_delay_ms=40)  # a run long enough to be seen going
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", "What's the weather in Hangzhou, and what is 17*23?")
+    page.press("#composer-input", "Enter")
+    marker = page.locator(".conversation-item.active .marker")
+    page.wait_for_selector(".conversation-item.active .marker.marker-running")
+    assert marker.inner_text() == "a run is going"
+    page.wait_for_selector(".run-status[data-status=succeeded]")
+    page.wait_for_selector(
+        ".conversation-item.active .marker:not(.marker-running)", state="attached"
+    )
+    assert marker.text_content() == "" and marker.get_attribute("title") is None
