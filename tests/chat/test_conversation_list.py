@@ -6,6 +6,8 @@ from datetime import UTC, date, datetime, timedelta
 from io import StringIO
 
 import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
@@ -13,7 +15,9 @@ from django.utils import timezone
 
 from chat import store
 from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.routing import websocket_urlpatterns
 from chat.store.listing import date_label, grouped_by_date, snippet
+from tests.chat.conftest import Communicator
 
 pytestmark = pytest.mark.django_db
 
@@ -358,13 +362,33 @@ def test_deleting_the_open_conversation_goes_to_a_new_chat(alice_client):
     assert response.context["conversation"].pk != current.pk
 
 
-def test_a_deleted_conversation_refuses_its_socket_too():
+def test_a_deleted_conversation_is_not_reused_as_the_empty_one():
     owner = store.Owner(user_id=None, guest_key="k")
     conversation = Conversation.objects.create(guest_key="k")
     add_run(conversation, "hello")
     store.conversation_delete(owner=owner, conversation_id=conversation.pk, at=timezone.now())
     assert store.conversation_get(owner=owner, conversation_id=conversation.pk) is None
     assert store.conversation_get_or_create_empty(owner=owner).pk != conversation.pk
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_deleted_conversation_closes_its_socket():
+    @database_sync_to_async
+    def deleted_conversation():
+        user = User.objects.create_user("alice")
+        conversation = chat(user, "Gone")
+        add_run(conversation, "hello")
+        owner = store.Owner(user.pk, "")
+        store.conversation_delete(owner=owner, conversation_id=conversation.pk, at=timezone.now())
+        return user, conversation
+
+    user, conversation = await deleted_conversation()
+    communicator = Communicator(URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation.pk}/")
+    communicator.scope["user"] = user
+    communicator.scope["session"] = None
+    await communicator.connect()
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4404}
+    await communicator.disconnect()
 
 
 # Markers
