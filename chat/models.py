@@ -107,7 +107,7 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Set when its owner deletes it from their list: the page, the list and the socket no
     # longer show it, but its runs are evidence and stay for audit until purge_runs.
-    hidden_at = models.DateTimeField(null=True, blank=True)
+    hidden_at = models.DateTimeField(null=True, blank=True, verbose_name="deleted by its owner at")
 
     class Meta:
         ordering = ["-updated_at", "-id"]

@@ -16,6 +16,8 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="conversation",
             name="hidden_at",
-            field=models.DateTimeField(blank=True, null=True),
+            field=models.DateTimeField(
+                blank=True, null=True, verbose_name="deleted by its owner at"
+            ),
         ),
     ]
