@@ -111,7 +111,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ("id", "title", "owner", "strategy", "model_key", "created_at", "updated_at")
+    list_display = ("id", "title", "owner", "strategy", "model_key", "created_at", "updated_at",
+                    "hidden_at")  # fmt: skip
     list_filter = ("strategy", "model_key")
     list_select_related = ("owner",)
     search_fields = ("title",)

@@ -113,3 +113,21 @@ class StrategyForm(forms.Form):
             )
         data["tool_choice"] = choice
         return data
+
+
+class ConversationTitleForm(forms.Form):
+    """Validate a conversation's new title: one line, 1 to 200 characters once trimmed."""
+
+    title = forms.CharField(
+        max_length=200,
+        error_messages={
+            "required": "A title needs at least one character.",
+            "max_length": (
+                "A title has at most %(limit_value)d characters (this has %(show_value)d)."
+            ),
+        },
+    )
+
+    def clean_title(self) -> str:
+        """Return the title with its spaces and line breaks collapsed to single spaces."""
+        return " ".join(self.cleaned_data["title"].split())

@@ -112,6 +112,9 @@ class Conversation(models.Model):
     model_key = models.CharField(max_length=32, default="default", db_default="default")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set when its owner deletes it from their list: the page, the list and the socket no
+    # longer show it, but its runs are evidence and stay for audit until purge_runs.
+    hidden_at = models.DateTimeField(null=True, blank=True, verbose_name="deleted by its owner at")
 
     class Meta:
         ordering = ["-updated_at", "-id"]

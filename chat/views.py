@@ -1,22 +1,23 @@
-"""HTTP views: the chat page and "new chat"."""
+"""HTTP views: the chat page, "new chat" and the conversation list (search, rename,
+delete)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.demo.scenarios import EXAMPLES
 from chat import store
-from chat.forms import StrategyForm
+from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.runs import get_tools, model_badge, model_choices
 
-SIDEBAR_LENGTH = 200
 COOKIE_CHECK = "welcome"
 
 
@@ -62,7 +63,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     context = {
         **settings_context(conversation, editable=editable),
         "conversation": conversation,
-        "conversations": store.conversations_for_owner(owner=owner)[:SIDEBAR_LENGTH],
+        **list_context(owner, query=request.GET.get("q", ""), active=conversation.pk),
         "runs": store.conversation_runs(conversation_id=conversation.pk),
         "ws_path": f"/ws/chat/{conversation.pk}/",
         "model_badge": model_badge(model_key=conversation.model_key),
@@ -177,3 +178,115 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         return redirect("chat:conversation", conversation_id=conversation.pk)
     context = settings_context(conversation, editable=True, error=error, oob_badge=True)
     return render(request, "chat/_settings.html", context, status=status)
+
+
+def list_context(owner: store.Owner, *, query: str, active: int | None) -> dict[str, object]:
+    """Return the context of ``chat/_conversation_list.html``: the owner's list, by date.
+
+    One query whatever the number of conversations (:func:`chat.store.conversations_listed`,
+    at most ``LIST_LENGTH`` of them); ``active`` is the open conversation's id.
+    """
+    conversations = store.conversations_listed(owner=owner, query=query)
+    return {
+        "conversations": conversations,
+        "groups": store.grouped_by_date(conversations, today=timezone.localdate()),
+        "list_full": len(conversations) >= store.LIST_LENGTH,
+        "query": store.clean_query(query),
+        "active": active,
+    }
+
+
+def _active(request: HttpRequest) -> int | None:
+    """Return the id of the conversation the page shows (``active`` in the request)."""
+    value = request.POST.get("active") or request.GET.get("active") or ""
+    return int(value) if value.isdigit() else None
+
+
+def _list_response(
+    request: HttpRequest, owner: store.Owner, *, status: int = 200, **extra: object
+) -> HttpResponse:
+    """Answer htmx with the list re-rendered, keeping the search in the request (``q``)."""
+    query = request.POST.get("q") or request.GET.get("q") or ""
+    context = {**list_context(owner, query=query, active=_active(request)), **extra}
+    return render(request, "chat/_conversation_list.html", context, status=status)
+
+
+@require_GET
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    """Return the owner's conversation list (a fragment), searched by ``q`` if given.
+
+    ``q`` matches titles and messages (questions and answers); ``active`` marks the open
+    conversation. Someone with no conversations (or no session) gets an empty list.
+    """
+    return _list_response(request, _owner(request))
+
+
+@require_GET
+def conversation_menu(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Return a conversation's menu (rename, and delete with what happens to its runs).
+
+    Loaded when the menu first opens, so the list does not carry 200 forms. 404 unless
+    it is the requester's.
+    """
+    listed = store.conversations_listed(owner=_owner(request), conversation_id=conversation_id)
+    if not listed:
+        raise Http404("No such conversation.")
+    context = {"item": listed[0], "active": _active(request)}
+    return render(request, "chat/_conversation_menu.html", context)
+
+
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Rename a conversation; answer htmx with the list (and the header's title).
+
+    404 unless it is the requester's; 400 with the list showing the error for a title
+    that is empty once trimmed or over 200 characters. A request not made by htmx is
+    redirected to the conversation (400 as text on an error).
+    """
+    owner = _owner(request)
+    if store.conversation_get(owner=owner, conversation_id=conversation_id) is None:
+        raise Http404("No such conversation.")
+    form = ConversationTitleForm(request.POST)
+    if not form.is_valid():
+        error = " ".join(form.errors["title"])
+        if not request.headers.get("HX-Request"):
+            return HttpResponse(error, status=400, content_type="text/plain; charset=utf-8")
+        return _list_response(
+            request, owner, status=400, rename_id=conversation_id, rename_error=error
+        )
+    conversation = store.conversation_rename(
+        owner=owner, conversation_id=conversation_id, title=form.cleaned_data["title"]
+    )
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:conversation", conversation_id=conversation_id)
+    response = _list_response(request, owner, renamed_id=conversation_id)
+    if _active(request) == conversation_id:
+        title = render_to_string("chat/_title.html", {"conversation": conversation, "oob": True})
+        response.content += title.encode()
+    return response
+
+
+@require_POST
+def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Delete a conversation from its owner's list; runs stay for audit until purge.
+
+    See :func:`chat.store.conversation_delete`: hidden if it has messages, deleted if
+    not. 404 unless it is the requester's. Deleting the open conversation (``active``)
+    goes to a new chat (htmx: ``HX-Redirect``); another answers htmx with the list.
+    """
+    owner = _owner(request)
+    deleted = store.conversation_delete(
+        owner=owner, conversation_id=conversation_id, at=timezone.now()
+    )
+    if deleted is None:
+        raise Http404("No such conversation.")
+    active = _active(request)
+    if request.headers.get("HX-Request"):
+        if active == conversation_id or active is None:
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = reverse("chat:home")
+            return response
+        return _list_response(request, owner)
+    if active is not None and active != conversation_id:
+        return redirect("chat:conversation", conversation_id=active)
+    return redirect("chat:home")

@@ -5,6 +5,7 @@ callers use them only through ``channels.db.database_sync_to_async``. One module
 concern, all of it importable from here:
 
 - :mod:`chat.store.conversations`: who owns a chat, its settings and its history;
+- :mod:`chat.store.listing`: the conversation list (one query), searched, by date;
 - :mod:`chat.store.runs`: a run's lifecycle, from the user's message to its end, and
   its steps;
 - :mod:`chat.store.limits`: the per-owner run limit and the sweeps (runs of a dead
@@ -20,15 +21,18 @@ from chat.store.conversations import (
     ConversationStarted,
     Owner,
     conversation_configure,
+    conversation_delete,
     conversation_exchanges,
     conversation_get,
     conversation_get_or_create_empty,
+    conversation_rename,
     conversation_replace_model,
     conversation_started,
     conversations_adopt,
     conversations_for_owner,
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
+from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
 from chat.store.runs import (
     RunAlreadyGoing,
     RunModel,
@@ -48,20 +52,26 @@ from chat.store.runs import (
 
 __all__ = [
     "GUEST_KEY",
+    "LIST_LENGTH",
     "ConversationStarted",
     "Owner",
     "RateLimited",
     "RunAlreadyGoing",
     "RunModel",
+    "clean_query",
     "conversation_configure",
+    "conversation_delete",
     "conversation_exchanges",
     "conversation_get",
     "conversation_get_or_create_empty",
+    "conversation_rename",
     "conversation_replace_model",
     "conversation_runs",
     "conversation_started",
     "conversations_adopt",
     "conversations_for_owner",
+    "conversations_listed",
+    "grouped_by_date",
     "run_cancel_requested",
     "run_finish",
     "run_get",

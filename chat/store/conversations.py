@@ -6,6 +6,7 @@ import secrets
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -63,12 +64,17 @@ class Owner:
 
 
 def conversations_for_owner(*, owner: Owner) -> QuerySet[Conversation]:
-    """Return the owner's conversations, newest first (none for a session-less visitor)."""
+    """Return the owner's conversations, newest first (none for a session-less visitor).
+
+    A conversation the owner deleted (hidden, its runs kept for audit) is not theirs to
+    see any more: it is left out here, so the page, the list and the socket all 404.
+    """
+    visible = Conversation.objects.filter(hidden_at__isnull=True)
     if owner.user_id is not None:
-        return Conversation.objects.filter(owner_id=owner.user_id)
+        return visible.filter(owner_id=owner.user_id)
     if not owner.guest_key:
         return Conversation.objects.none()
-    return Conversation.objects.filter(owner__isnull=True, guest_key=owner.guest_key)
+    return visible.filter(owner__isnull=True, guest_key=owner.guest_key)
 
 
 def conversation_get(*, owner: Owner, conversation_id: int) -> Conversation | None:
@@ -249,3 +255,43 @@ def conversation_replace_model(
         conversation.model_key = model_key
         conversation.save(update_fields=["model_key", "updated_at"])
         return conversation
+
+
+def clean_title(title: str) -> str:
+    """Return a title as stored: one line, spaces collapsed (it may come back empty)."""
+    return " ".join(title.split())
+
+
+def conversation_rename(*, owner: Owner, conversation_id: int, title: str) -> Conversation | None:
+    """Set the conversation's title; return it, or None if it is not ``owner``'s.
+
+    The caller validates ``title`` (:class:`chat.forms.ConversationTitleForm`). The list's
+    order is kept: ``updated_at`` is when it was last talked to, not renamed.
+    """
+    conversation = conversation_get(owner=owner, conversation_id=conversation_id)
+    if conversation is None:
+        return None
+    conversation.title = clean_title(title)
+    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    return conversation
+
+
+def conversation_delete(*, owner: Owner, conversation_id: int, at: datetime) -> bool | None:
+    """Delete the conversation from its owner's list; None if it is not ``owner``'s.
+
+    Runs are evidence (only a superuser deletes them, and ``purge_runs`` by age), so a
+    conversation with messages is hidden at ``at``: its owner can no longer open, list
+    or search it, while its runs, steps and messages stay for audit until the retention
+    purge deletes them (then the conversation goes with them,
+    :func:`chat.store.limits.runs_delete`). One with no messages holds nothing to audit
+    and is deleted. Returns True when it was hidden, False when it was deleted.
+    """
+    with transaction.atomic():
+        conversation = conversation_get(owner=owner, conversation_id=conversation_id)
+        if conversation is None:
+            return None
+        if not conversation_started(conversation_id=conversation.pk):
+            conversation.delete()
+            return False
+        Conversation.objects.filter(pk=conversation.pk).update(hidden_at=at)
+        return True

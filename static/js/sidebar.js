@@ -1,0 +1,157 @@
+// The conversation list and the page's frame: the phone drawer (menu button, Esc, a tap
+// outside; focus kept where it belongs), the tab title following the conversation's
+// title, the open conversation's marker following its last run, the list's menus, and a
+// composer placeholder that fits the screen. The list itself is server-rendered (htmx).
+(function () {
+  "use strict";
+
+  var PHONE = window.matchMedia("(max-width: 720px)");
+  var SUFFIX = " · Agent chat";
+  // A run's status -> the list's marker (chat/store/listing.py MARKERS says the same).
+  var MARKERS = {
+    running: ["running", "a run is going"],
+    failed: ["failed", "last run failed"],
+    max_iterations: ["failed", "last run hit the model-turn limit"],
+    interrupted: ["failed", "last run was interrupted"]
+  };
+
+  function $(id) { return document.getElementById(id); }
+  function layout() { return document.querySelector(".layout"); }
+  function drawerOpen() { var el = layout(); return !!el && el.classList.contains("drawer-open"); }
+
+  // The drawer (phone widths only; on a desktop the list is always there).
+  function setDrawer(open, returnFocus) {
+    var frame = layout(), toggle = $("sidebar-toggle"), main = document.querySelector("main.chat");
+    if (!frame || !toggle) return;
+    frame.classList.toggle("drawer-open", open);
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    var backdrop = $("drawer-backdrop");
+    if (backdrop) backdrop.hidden = !open;
+    // Keyboard and screen-reader focus stay in the open drawer, as in a modal dialog.
+    if (main) main.inert = open;
+    if (open) {
+      var first = $("conversation-search-input") || document.querySelector("#sidebar a, #sidebar button");
+      if (first) first.focus();
+    } else if (returnFocus) {
+      toggle.focus();
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    if (event.target.closest("#sidebar-toggle")) { setDrawer(!drawerOpen(), true); return; }
+    if (event.target.closest("#drawer-backdrop")) setDrawer(false, true);
+  });
+  PHONE.addEventListener("change", function () { if (!PHONE.matches && drawerOpen()) setDrawer(false, false); });
+
+  // Esc: closes the open menu of a conversation, else the drawer. Marked as handled
+  // (defaultPrevented) so that other Esc handlers of the page (stop a run) leave it.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.defaultPrevented) return;
+    var menu = event.target.closest && event.target.closest(".conversation-menu[open]");
+    if (menu) {
+      menu.open = false;
+      menu.querySelector("summary").focus();
+      event.preventDefault();
+      return;
+    }
+    if (drawerOpen()) { setDrawer(false, true); event.preventDefault(); }
+  });
+
+  // One menu open at a time.
+  document.addEventListener("toggle", function (event) {
+    var menu = event.target;
+    if (!menu.classList || !menu.classList.contains("conversation-menu") || !menu.open) return;
+    document.querySelectorAll(".conversation-menu[open]").forEach(function (other) {
+      if (other !== menu) other.open = false;
+    });
+  }, true);
+
+  // Enter in the search box searches now instead of reloading the page (htmx is there).
+  document.addEventListener("submit", function (event) {
+    if (event.target.id !== "conversation-search" || !window.htmx) return;
+    event.preventDefault();
+    window.htmx.trigger($("conversation-search-input"), "search");
+  });
+
+  // A refused rename (400) answers with the list showing why: swap it in (htmx leaves
+  // error responses out by default).
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var detail = event.detail;
+    if (detail.xhr && detail.xhr.status === 400 && detail.target && detail.target.id === "conversation-list") {
+      detail.shouldSwap = true;
+      detail.isError = false;
+    }
+  });
+
+  // The list was re-rendered (a search, a rename, a delete): put focus back where the
+  // person was working (the renamed row, or the rename box that has an error).
+  function listReplaced() {
+    var target = document.querySelector("#conversation-list [data-focus]");
+    if (target) {
+      var control = target.matches("input") ? target : target.querySelector(".conversation-link");
+      if (control) control.focus();
+      return;
+    }
+    if (document.activeElement === document.body || !document.activeElement) {
+      var fallback = document.querySelector(".conversation-item.active .conversation-link") || $("conversation-search-input");
+      if (fallback) fallback.focus();
+    }
+  }
+
+  // The tab title follows the header's (the first message names the conversation; a
+  // rename changes it).
+  function syncTitle() {
+    var heading = $("conversation-title");
+    if (heading) document.title = heading.textContent.trim() + SUFFIX;
+  }
+
+  // The open conversation's marker follows its last run on this page.
+  function syncMarker() {
+    var item = document.querySelector(".conversation-item.active");
+    var statuses = document.querySelectorAll("#messages .run-status[data-status]");
+    if (!item || !statuses.length) return;
+    var marker = item.querySelector(".marker");
+    var found = MARKERS[statuses[statuses.length - 1].getAttribute("data-status")];
+    if (!marker) return;
+    marker.className = "marker" + (found ? " marker-" + found[0] : "");
+    marker.textContent = "";
+    if (found) {
+      marker.title = found[1];
+      var text = document.createElement("span");
+      text.className = "visually-hidden";
+      text.textContent = found[1];
+      marker.appendChild(text);
+    } else {
+      marker.removeAttribute("title");
+    }
+  }
+
+  function fitPlaceholder() {
+    var input = $("composer-input");
+    if (!input) return;
+    if (!input.dataset.placeholderShort) input.dataset.placeholderShort = input.placeholder;
+    var wide = input.getAttribute("data-placeholder-wide");
+    input.placeholder = !PHONE.matches && wide ? wide : input.dataset.placeholderShort;
+  }
+  PHONE.addEventListener("change", fitPlaceholder);
+
+  document.addEventListener("DOMContentLoaded", function () {
+    fitPlaceholder();
+    syncTitle();
+    var header = document.querySelector(".chat-header");
+    if (header) new MutationObserver(syncTitle).observe(header, {childList: true, subtree: true, characterData: true});
+    var messages = $("messages");
+    if (messages) {
+      var queued = false;  // at most one check per frame while text streams in
+      new MutationObserver(function () {
+        if (queued) return;
+        queued = true;
+        window.requestAnimationFrame(function () { queued = false; syncMarker(); });
+      }).observe(messages, {
+        childList: true, subtree: true, attributes: true, attributeFilter: ["data-status"]
+      });
+    }
+    var nav = document.querySelector("nav.conversations");
+    if (nav) new MutationObserver(function () { listReplaced(); syncMarker(); }).observe(nav, {childList: true});
+  });
+})();

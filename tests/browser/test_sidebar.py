@@ -1,0 +1,213 @@
+"""The conversation list in Chromium: search, rename, delete; the phone drawer; dark."""
+
+from __future__ import annotations
+
+import sqlite3
+from itertools import pairwise
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS
+from tests.timing import WAIT_MS
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+
+
+def ask(page, question: str) -> None:
+    """Send ``question`` in a new chat and wait for its run to end."""
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", question)
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".run-status:not([data-status=running])")
+
+
+def new_chat(page) -> None:
+    page.click(".new-chat")
+    page.wait_for_selector(".messages:not(:has(.run))")
+
+
+def item(page, title: str):
+    link = page.get_by_role("link", name=title, exact=True)
+    return page.locator(".conversation-item").filter(has=link)
+
+
+def new_page(browser_page, **options):
+    """Open a page in a new context of the same browser (a viewport, a colour scheme)."""
+    context = browser_page.context.browser.new_context(**options)
+    context.set_default_timeout(WAIT_MS)
+    return context.new_page()
+
+
+def test_search_rename_and_delete_from_the_list(live_app, browser_page):
+    page = browser_page
+    page.goto(live_app.url + "/")
+    ask(page, "What is 17*23?")
+    first = page.locator("#conversation-title").inner_text()
+    assert page.title() == f"{first} · Agent chat"  # the tab follows the first message
+    new_chat(page)
+    ask(page, "What's the weather in Hangzhou?")
+    current = page.locator("#conversation-title").inner_text()
+
+    # Search: titles and messages (391 is only in the first conversation's answer).
+    page.fill("#conversation-search-input", "391")
+    page.wait_for_function("document.querySelectorAll('.conversation-item').length === 1")
+    assert page.locator(".conversation-item .conversation-link").inner_text() == first
+    assert page.locator(".conversation-item mark").inner_text() == "391"
+    page.fill("#conversation-search-input", "zebra")
+    page.wait_for_selector("text=No conversation has “zebra” in its title or messages.")
+    page.fill("#conversation-search-input", "")
+    page.wait_for_function("document.querySelectorAll('.conversation-item').length === 2")
+
+    # Rename the open conversation from the keyboard: the list, header and tab follow.
+    row = item(page, current)
+    row.locator(".conversation-menu > summary").focus()
+    page.keyboard.press("Enter")
+    row.locator("input[name=title]").fill("Hangzhou weather")
+    row.locator("input[name=title]").press("Enter")
+    page.wait_for_selector("#conversation-title:text-is('Hangzhou weather')")
+    page.wait_for_function("document.title === 'Hangzhou weather · Agent chat'")
+    assert item(page, "Hangzhou weather").count() == 1
+    assert page.evaluate("document.activeElement.textContent") == "Hangzhou weather"
+
+    # An empty title is refused with the reason, the menu left open on it.
+    row = item(page, "Hangzhou weather")
+    row.locator(".conversation-menu > summary").click()
+    row.locator("input[name=title]").fill("   ")
+    row.locator("button:text-is('Rename')").click()
+    page.wait_for_selector("text=A title needs at least one character.")
+    assert page.locator("#conversation-title").inner_text() == "Hangzhou weather"
+    page.keyboard.press("Escape")  # closes the menu
+    assert page.locator(".conversation-menu[open]").count() == 0
+
+    # Delete the other one: the confirm step says what happens to its run.
+    row = item(page, first)
+    row.locator(".conversation-menu > summary").click()
+    row.locator(".delete-step > summary").click()
+    note = row.locator(".delete-note").inner_text()
+    assert "Its 1 run" in note and "audit trail" in note and "retention purge" in note
+    page.screenshot(path=str(ARTIFACTS / "browser-sidebar-delete.png"))
+    row.locator("button:text-is('Delete conversation')").click()
+    page.wait_for_function("document.querySelectorAll('.conversation-item').length === 1")
+    with sqlite3.connect(live_app.database) as db:
+        hidden, runs = db.execute(
+            "SELECT c.hidden_at IS NOT NULL, count(r.id) FROM chat_conversation c "
+            "JOIN chat_agentrun r ON r.conversation_id = c.id WHERE c.title = ?",
+            (first,),
+        ).fetchone()
+    assert hidden == 1 and runs == 1  # kept for audit
+    page.reload()
+    assert item(page, first).count() == 0
+    assert not page.dialogs
+
+
+def test_deleting_the_open_conversation_opens_a_new_chat(live_app, browser_page):
+    page = browser_page
+    page.goto(live_app.url + "/")
+    ask(page, "What is 2+2?")
+    title = page.locator("#conversation-title").inner_text()
+    row = item(page, title)
+    row.locator(".conversation-menu > summary").click()
+    row.locator(".delete-step > summary").click()
+    row.locator("button:text-is('Delete conversation')").click()
+    page.wait_for_selector("#conversation-title:text-is('New chat')")
+    assert item(page, title).count() == 0
+
+
+def test_on_a_phone_the_list_is_a_drawer(live_app, browser_page):
+    page = new_page(browser_page, viewport=PHONE)
+    page.goto(live_app.url + "/")
+    ask(page, "What is 17*23?")
+    sidebar = page.locator("#sidebar")
+    toggle = page.locator("#sidebar-toggle")
+    assert not sidebar.is_visible()
+    # The messages get the whole width.
+    assert page.locator("#messages").bounding_box()["width"] >= PHONE["width"] - 16
+
+    toggle.click()
+    page.wait_for_function("getComputedStyle(sidebar).transform === 'none'")
+    assert sidebar.is_visible() and toggle.get_attribute("aria-expanded") == "true"
+    assert page.evaluate("document.activeElement.id") == "conversation-search-input"
+    assert page.evaluate("document.querySelector('main.chat').inert")
+    page.screenshot(path=str(ARTIFACTS / "browser-sidebar-phone-drawer.png"))
+    page.keyboard.press("Escape")
+    sidebar.wait_for(state="hidden")
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert page.evaluate("document.activeElement.id") == "sidebar-toggle"
+    assert not page.evaluate("document.querySelector('main.chat').inert")
+
+    toggle.click()
+    sidebar.wait_for(state="visible")
+    page.mouse.click(PHONE["width"] - 20, PHONE["height"] // 2)  # a tap outside
+    sidebar.wait_for(state="hidden")
+
+    # The composer's placeholder is the short one; it fits in its box.
+    fits = page.evaluate(
+        "(() => { const t = document.getElementById('composer-input');"
+        " const c = document.createElement('canvas').getContext('2d');"
+        " c.font = getComputedStyle(t).font;"
+        " return c.measureText(t.placeholder).width < t.clientWidth - 20; })()"
+    )
+    assert fits
+
+
+@pytest.mark.parametrize(
+    ("scheme", "background"), [("dark", "rgb(18, 18, 18)"), ("light", "rgb(246, 247, 249)")]
+)
+def test_the_page_follows_the_systems_colour_scheme(live_app, browser_page, scheme, background):
+    page = new_page(browser_page, viewport={"width": 1366, "height": 900}, color_scheme=scheme)
+    page.goto(live_app.url + "/")
+    ask(page, "What is 17*23?")
+    colours = page.evaluate(
+        "['html', '.sidebar', '.chat-header', '.composer textarea']"
+        ".map(s => getComputedStyle(document.querySelector(s)).backgroundColor)"
+    )
+    assert colours[0] == background
+    if scheme == "dark":
+        # Every surface is dark (each channel under 64), the text light.
+        for colour in colours:
+            assert all(int(v) < 64 for v in colour[4:-1].split(", ")[:3]), colour
+        text = page.evaluate("getComputedStyle(document.body).color")
+        assert all(int(v) > 200 for v in text[4:-1].split(", ")), text
+    page.screenshot(path=str(ARTIFACTS / f"browser-sidebar-{scheme}.png"))
+
+
+def test_the_header_with_a_model_menu_takes_at_most_two_lines_on_a_desktop(
+    start_app, browser_page, tmp_path
+):
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[[models]]\nkey = "local"\nlabel = "Qwen3 8B on this machine"\nprovider = "openai"\n'
+        'model = "Qwen/Qwen3-8B"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "UNUSED_KEY"\n',
+        encoding="utf-8",
+    )
+    app = start_app(env={"AGENT_MODELS_FILE": str(models), "UNUSED_KEY": "unused"})
+    page = new_page(browser_page, viewport={"width": 1366, "height": 900})
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator("#model-select").is_visible()
+    tops = page.evaluate(
+        "[...document.querySelectorAll('.meta > span, .meta label, .meta .settings > span')]"
+        ".filter(e => e.offsetParent).map(e => Math.round(e.getBoundingClientRect().top))"
+    )
+    tops.sort()  # labels of one line differ by a few px; lines by 20 or more
+    lines = 1 + sum(later - earlier > 10 for earlier, later in pairwise(tops))
+    assert lines <= 2, tops
+
+
+def test_the_open_conversations_marker_follows_its_run(start_app, browser_page):
+    app = start_app(token_delay_ms=40)  # a run long enough to be seen going
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", "What's the weather in Hangzhou, and what is 17*23?")
+    page.press("#composer-input", "Enter")
+    marker = page.locator(".conversation-item.active .marker")
+    page.wait_for_selector(".conversation-item.active .marker.marker-running")
+    assert marker.inner_text() == "a run is going"
+    page.wait_for_selector(".run-status[data-status=succeeded]")
+    page.wait_for_selector(
+        ".conversation-item.active .marker:not(.marker-running)", state="attached"
+    )
+    assert marker.text_content() == "" and marker.get_attribute("title") is None
