@@ -5,14 +5,25 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install migrate run test test-fast lint format browser-deps install-real run-local test-real
+.PHONY: install install-dev migrate run test test-fast lint format browser-deps screenshot \
+	install-real run-local test-real
 
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+
+# Two stamps: running needs requirements.txt only; tests and lint add requirements-dev.txt
+# (pytest, Playwright, ruff), so `make run` on a fresh machine skips the test tools.
 $(VENV)/.installed: requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PIP_INSTALL) -r requirements.txt -c constraints.txt
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PIP_INSTALL) -r requirements-dev.txt -c constraints.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
 
 migrate: install
 	$(PY) manage.py migrate --noinput
@@ -47,22 +58,26 @@ run-local: migrate install-real
 	$(PY) scripts/local_model.py run-app --host $(HOST) --port $(PORT)
 
 # Chats with the real model through the app's consumer; a few minutes on 2 cores.
-test-real: install install-real
+test-real: install-dev install-real
 	$(PY) -m pytest -p no:cacheprovider -m real tests/real
 
 browser-deps:
 	scripts/ensure-chromium.sh
 
-test: install browser-deps
+test: install-dev browser-deps
 	$(PY) -m pytest
 
-test-fast: install
+test-fast: install-dev
 	$(PY) -m pytest -m "not browser"
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-format: install
+format: install-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+# docs/screenshot.png, the chat page of the README: the travel question on a scratch database.
+screenshot: install-dev browser-deps
+	$(PY) scripts/screenshot.py

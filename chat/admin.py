@@ -32,10 +32,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.providers import providers
+from chat import runs as chat_runs
 from chat import store
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
-from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice
+from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice, StepKind
 from chat.runs import model_badge
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
@@ -139,20 +140,37 @@ class HasToolErrorsFilter(admin.SimpleListFilter):
 
 
 class ToolNameFilter(admin.SimpleListFilter):
-    """Runs that called a tool, by name (an EXISTS subquery, so one row per run)."""
+    """Runs that called a registered tool, by name, or ``other``: a name no tool has.
+
+    The choices are the tools runs may call (:func:`chat.runs.get_tools`), not every name
+    stored: models invent names, and listing those gave thousands of links. ``other``
+    covers every tool call to a name not registered, or to no name at all (a call whose
+    output did not parse). A name that is no longer offered still filters exactly, so an
+    old link keeps working. Each test is an EXISTS subquery, so a run is listed once.
+    """
 
     title = "tool name"
     parameter_name = "tool"
+    OTHER = "other"
+
+    @staticmethod
+    def registered() -> list[str]:
+        """Return the registered tool names, in the tools' own order."""
+        return [tool.name for tool in chat_runs.get_tools()]
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = AgentStep.objects.exclude(tool_name="").values_list("tool_name", flat=True)
-        return [(name, name) for name in names.order_by("tool_name").distinct()]
+        names = [(name, name) for name in self.registered()]
+        return [*names, (self.OTHER, "other (a name no tool has)")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
         if not self.value():
             return queryset
-        steps = AgentStep.objects.filter(run=OuterRef("pk"), tool_name=self.value())
-        return queryset.filter(Exists(steps))
+        calls = AgentStep.objects.filter(run=OuterRef("pk"), kind=StepKind.TOOL_CALL)
+        if self.value() == self.OTHER:
+            calls = calls.exclude(tool_name__in=self.registered())
+        else:
+            calls = calls.filter(tool_name=self.value())
+        return queryset.filter(Exists(calls))
 
 
 @admin.action(description="Export selected runs as CSV", permissions=["export"])
@@ -169,15 +187,17 @@ def export_selected_bom(
     modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
 ) -> HttpResponse:
     return export_response(
-        queryset, request=request, bom=True, filename=export_filename("agent-runs")
+        queryset, request=request, bom=True, filename=export_filename("agent-runs", bom=True)
     )
 
 
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdmin):
+    # Fits 1366 px beside the filters (tests/browser/test_admin_layout.py): model and
+    # strategy share a column, and change_list.html fixes each column's width.
     list_display = (
-        "started", "user", "conversation_link", "question", "strategy", "model_name",
-        "status_shown", "iterations", "tool_calls", "errors", "run_duration", "tokens",
+        "started", "user", "conversation_link", "question", "model_strategy",
+        "status_shown", "model_turns", "tool_calls", "errors", "run_duration", "tokens",
         "cost_shown",
     )  # fmt: skip
     list_display_links = ("started", "question")
@@ -195,8 +215,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
     actions = (export_selected, export_selected_bom)
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
-        "heartbeat_time", "run_duration", "tool_calls", "errors", "token_counts", "cost_shown",
-        "answer",
+        "heartbeat_time", "run_duration", "model_turns", "tool_calls", "errors", "token_counts",
+        "cost_shown", "answer",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
@@ -209,7 +229,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
-            ("iterations", "tool_calls", "errors"),
+            ("model_turns", "tool_calls", "errors"),
             ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
@@ -247,6 +267,16 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="question")
     def question(self, run: AgentRun) -> SafeString:
         return reveal_hidden(truncatechars(run.user_message.content, 80))
+
+    @admin.display(description="model · strategy", ordering="model_name")
+    def model_strategy(self, run: AgentRun) -> SafeString:
+        return format_html(
+            '{}<br><span class="trace-quiet">{}</span>', run.model_name, run.get_strategy_display()
+        )
+
+    @admin.display(description="model turns", ordering="iterations")
+    def model_turns(self, run: AgentRun) -> int:
+        return run.iterations
 
     @admin.display(description="tool calls", ordering="tool_call_count")
     def tool_calls(self, run: AgentRun) -> int:
@@ -411,7 +441,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             changelist.get_queryset(request),
             request=request,
             bom=bom,
-            filename=export_filename("agent-runs"),
+            filename=export_filename("agent-runs", bom=bom),
         )
 
     def export_run_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -421,11 +451,12 @@ class AgentRunAdmin(ReadOnlyAdmin):
         run = self.get_object(request, unquote(object_id))
         if run is None:
             raise Http404("No such run.")
+        bom = _wants_bom(request)
         return export_response(
             AgentRun.objects.filter(pk=run.pk),
             request=request,
-            bom=_wants_bom(request),
-            filename=export_filename(f"agent-run-{run.pk}"),
+            bom=bom,
+            filename=export_filename(f"agent-run-{run.pk}", bom=bom),
         )
 
     def conversation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -245,9 +245,15 @@ def write_csv(rows: Iterable[list[str]], out: Any, *, bom: bool = False) -> int:
     return count
 
 
-def export_filename(prefix: str = "agent-traces") -> str:
-    """Return a download file name stamped with the current UTC time."""
-    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.csv"
+def export_filename(prefix: str = "agent-traces", *, bom: bool = False) -> str:
+    """Return a download file name stamped with the current UTC time.
+
+    ``agent-runs-20261201T031500Z.csv``; with ``bom`` (the Excel variant, which starts with
+    a byte-order mark) ``agent-runs-20261201T031500Z-excel.csv``, so the two downloads of
+    the same runs never overwrite or pass for each other.
+    """
+    suffix = "-excel" if bom else ""
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}{suffix}.csv"
 
 
 async def astream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> AsyncIterator[bytes]:
@@ -283,7 +289,8 @@ def export_response(
         else stream_csv(rows, bom=bom)
     )
     response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename or export_filename()}"'
+    name = filename or export_filename(bom=bom)
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
 

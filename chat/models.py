@@ -8,6 +8,7 @@ columns; durations are milliseconds and times are UTC.
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from functools import cached_property
 
@@ -19,6 +20,7 @@ from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
 from agents.providers import ProviderEntry, find_provider
+from agents.tool_calls import CLIPPED_NOTE
 from chat.pricing import TOKENS_UNKNOWN, ConversationUsage, cost_label
 
 # A folded tool card's one line of arguments, and the lines a long result opens with.
@@ -26,8 +28,22 @@ ARGUMENTS_PREVIEW_CHARS = 120
 RESULT_CLIP_LINES = 30
 
 PREVIEW_NOTE = (
-    "\n[showing the first {shown:,} of {total:,} characters: the admin's run page and the "
-    "CSV export have the whole result]"
+    "\n[the chat is showing the first {shown:,} of {total:,} characters stored; the admin's "
+    "run page and the CSV export hold them all]"
+)
+# What a result heading adds when the model read less than is stored, and when even the
+# stored result is cut (the tool returned more than AGENT_MAX_RESULT_CHARS).
+SENT_CLIPPED = ": the model was sent the first {seen:,} of {stored:,} characters"
+STORED_CLIPPED = (
+    ": the tool returned {returned:,} characters, the first {stored:,} are stored and the "
+    "model was sent the first {seen:,}"
+)
+# The note agents.tool_calls.clip put at the end of a result stored clipped: (shown, total).
+STORED_CLIP_NOTE = re.compile(
+    re.escape(CLIPPED_NOTE)
+    .replace(r"\{shown:,\}", r"([\d,]+)")
+    .replace(r"\{total:,\}", r"([\d,]+)")
+    + r"\Z"
 )
 
 
@@ -63,7 +79,7 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = RunStatusEnum.SUCCEEDED.value, "Succeeded"
     FAILED = RunStatusEnum.FAILED.value, "Failed"
     CANCELLED = RunStatusEnum.CANCELLED.value, "Cancelled"
-    MAX_ITERATIONS = RunStatusEnum.MAX_ITERATIONS.value, "Iteration limit reached"
+    MAX_ITERATIONS = RunStatusEnum.MAX_ITERATIONS.value, "Model turn limit reached"
     INTERRUPTED = RunStatusEnum.INTERRUPTED.value, "Interrupted"
 
 
@@ -429,14 +445,28 @@ class AgentStep(models.Model):
     def result_label(self) -> str:
         """Return the heading of a tool call's result: what the model was sent, and as what.
 
-        Native calls send a ToolMessage, the text strategies an observation.
+        Native calls send a ToolMessage, the text strategies an observation. The stored
+        result is whole up to ``AGENT_MAX_RESULT_CHARS`` (then cut, with a note at its end);
+        the model was sent only the first ``AGENT_MAX_OBSERVATION_CHARS`` (the setting as it
+        is now), and the heading says so when that is less than is stored.
         """
         sent_as = "ToolMessage" if self.run.uses_native_tool_calls else "observation"
         if self.is_format_error:
             return f"What the model was told of its format error (the {sent_as})"
         if self.is_error:
-            return f"Error (sent to the model as the {sent_as})"
-        return f"Result ({sent_as})"
+            head = f"Error (sent to the model as the {sent_as})"
+        else:
+            head = f"Result ({sent_as})"
+        seen = settings.AGENT_MAX_OBSERVATION_CHARS
+        cut = STORED_CLIP_NOTE.search(self.result)
+        if cut:
+            stored, returned = (int(group.replace(",", "")) for group in cut.groups())
+            return head + STORED_CLIPPED.format(
+                returned=returned, stored=stored, seen=min(seen, stored)
+            )
+        if len(self.result) > seen:
+            return head + SENT_CLIPPED.format(seen=seen, stored=len(self.result))
+        return head
 
     @property
     def is_answer(self) -> bool:
@@ -490,7 +520,8 @@ class AgentStep(models.Model):
         """Return :attr:`result_display` cut to ``CHAT_RESULT_PREVIEW_CHARS`` with a note.
 
         The chat page shows this; a tool returning megabytes would make every reload of
-        the conversation that heavy. The admin and the CSV export show the whole result.
+        the conversation that heavy. The admin and the CSV export show the whole stored
+        result (see :attr:`result_label` for what the model was sent).
         """
         limit = settings.CHAT_RESULT_PREVIEW_CHARS
         if len(self.result) <= limit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,38 @@ def test_concurrent_ask_commands_share_one_sqlite_file_without_lock_errors(tmp_p
         assert process.returncode == 0, err
         assert "succeeded" in out
         assert "locked" not in err
+
+
+def make_dry_run(target: str, tmp_path: Path) -> str:
+    """Return what ``make -n target`` would run for a venv that does not exist yet."""
+    result = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
+        text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return result.stdout
+
+
+def test_make_run_installs_the_runtime_requirements_and_not_the_test_tools(tmp_path):
+    run = make_dry_run("run", tmp_path)
+    assert "-r requirements.txt -c constraints.txt" in run
+    assert "requirements-dev.txt" not in run
+    for target in ("test", "test-fast", "lint"):
+        assert "-r requirements-dev.txt -c constraints.txt" in make_dry_run(target, tmp_path)
+
+
+def test_the_runtime_requirements_leave_the_test_tools_to_the_dev_file():
+    def names(path: str) -> set[str]:
+        lines = (ROOT / path).read_text().splitlines()
+        return {line.split("==")[0].lower() for line in lines if "==" in line}
+
+    dev_tools = {"pytest", "pytest-django", "pytest-asyncio", "playwright", "ruff"}
+    assert not dev_tools & names("requirements.txt")
+    assert dev_tools <= names("requirements-dev.txt")
+    assert "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text().splitlines()
+
+
+def test_the_app_imports_none_of_the_test_tools():
+    pattern = re.compile(r"^\s*(?:import|from)\s+(pytest|playwright|ruff)\b", re.MULTILINE)
+    for package in ("agents", "chat", "project"):
+        for source in (ROOT / package).rglob("*.py"):
+            assert not pattern.search(source.read_text(encoding="utf-8")), source

@@ -398,3 +398,116 @@ def test_only_superusers_are_offered_deleting_runs(client, auditor, alice):
     assert "delete_selected" not in client.get(LIST).content.decode()
     client.force_login(User.objects.create_superuser("root", password="pw"))
     assert "delete_selected" in client.get(LIST).content.decode()
+
+
+# Issue 11: the tool filter, one word per concept, file names, clipped results, the 404 page
+
+
+def test_the_tool_name_filter_lists_registered_tools_and_other_not_invented_names(
+    client, auditor, alice
+):
+    from chat.runs import get_tools
+
+    conversation = Conversation.objects.create(owner=alice)
+    registered = make_run(conversation, calls=[weather_call()])
+    invented = make_run(
+        conversation, calls=[("book_flight_now", "call_f", {}, "Error: unknown tool", "error")]
+    )
+    unparsed = make_run(conversation, calls=[("", "call_p", "{not json", "", "error")])
+
+    html = client.get(LIST).content.decode()
+    for tool in get_tools():
+        assert f"?tool={tool.name}" in html
+    assert "?tool=other" in html
+    assert "?tool=book_flight_now" not in html
+    assert listed(client.get(LIST, {"tool": "other"})) == [unparsed, invented]
+    assert listed(client.get(LIST, {"tool": "weather_forecast"})) == [registered]
+    # A link made before the filter changed still finds exactly that name.
+    assert listed(client.get(LIST, {"tool": "book_flight_now"})) == [invented]
+
+
+def test_the_other_tool_filter_lists_a_run_once_whatever_its_unregistered_calls(
+    client, auditor, alice
+):
+    conversation = Conversation.objects.create(owner=alice)
+    both = make_run(conversation, calls=[
+        ("made_up_a", "call_1", {}, "Error: unknown tool", "error"),
+        ("made_up_b", "call_2", {}, "Error: unknown tool", "error"),
+        weather_call("call_3"),
+    ])  # fmt: skip
+    response = client.get(LIST, {"tool": "other"})
+    assert listed(response) == [both]
+    assert response.context["cl"].result_count == 1
+
+
+def test_the_list_and_the_run_page_say_model_turns_never_iterations(client, auditor, alice):
+    run = make_run(Conversation.objects.create(owner=alice), status="max_iterations")
+    for url in (LIST, run_page(run)):
+        html = client.get(url).content.decode()
+        assert "odel turn" in html, url
+        assert "teration" not in html.lower().replace("max_iterations", ""), url
+    assert "Model turn limit reached" in client.get(LIST).content.decode()
+    assert '<td class="field-model_turns">2</td>' in client.get(LIST).content.decode()
+
+
+def test_plain_and_excel_exports_have_distinct_file_names(client, auditor, alice):
+    run = make_run(Conversation.objects.create(owner=alice))
+    plain = re.compile(r'attachment; filename="agent-runs?(-\d+)?-\d{8}T\d{6}Z\.csv"')
+    excel = re.compile(r'attachment; filename="agent-runs?(-\d+)?-\d{8}T\d{6}Z-excel\.csv"')
+    selected = {"_selected_action": [run.pk]}
+    responses = {
+        "action": client.post(LIST, {"action": "export_selected", **selected}),
+        "action bom": client.post(LIST, {"action": "export_selected_bom", **selected}),
+        "matching": client.get(EXPORT_MATCHING),
+        "matching bom": client.get(EXPORT_MATCHING, {"bom": "1"}),
+        "run": client.get(run_export(run)),
+        "run bom": client.get(run_export(run), {"bom": "1"}),
+    }
+    for name, response in responses.items():
+        pattern = excel if name.endswith("bom") else plain
+        assert pattern.fullmatch(response["Content-Disposition"]), name
+    assert f"agent-run-{run.pk}-" in responses["run"]["Content-Disposition"]
+
+
+def test_a_result_longer_than_the_model_saw_says_what_the_model_was_sent(
+    client, auditor, alice, settings
+):
+    settings.AGENT_MAX_OBSERVATION_CHARS = 100
+    long_call = ("weather_forecast", "call_long", {"town": "Suzhou"}, "x" * 250, "success")
+    run = make_run(Conversation.objects.create(owner=alice), calls=[long_call])
+    html = client.get(run_page(run)).content.decode()
+    assert "Result (ToolMessage): the model was sent the first 100 of 250 characters" in html
+    assert "x" * 250 in html  # the admin holds it whole
+    csv_result = csv_rows(client.get(run_export(run)))[1][COLUMNS.index("result")]
+    assert csv_result == "x" * 250
+
+
+def test_a_result_clipped_before_storage_says_how_much_the_tool_returned(
+    client, auditor, alice, settings
+):
+    from agents.tool_calls import clip
+
+    settings.AGENT_MAX_OBSERVATION_CHARS = 100
+    stored = clip("z" * 5_000, 1_000)
+    call = ("weather_forecast", "call_huge", {"town": "Suzhou"}, stored, "success")
+    run = make_run(Conversation.objects.create(owner=alice), calls=[call])
+    html = client.get(run_page(run)).content.decode()
+    assert (
+        "Result (ToolMessage): the tool returned 5,000 characters, the first 1,000 are stored "
+        "and the model was sent the first 100"
+    ) in html
+
+
+def test_a_short_result_has_a_plain_heading(client, auditor, alice):
+    run = make_run(Conversation.objects.create(owner=alice), calls=[weather_call()])
+    html = client.get(run_page(run)).content.decode()
+    assert '<div class="trace-label">Result (ToolMessage)</div>' in html
+
+
+def test_the_404_page_has_the_favicon_and_a_way_back(client):
+    response = client.get("/no-such-page/<b>")
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert 'rel="icon"' in html and "favicon.svg" in html
+    assert 'href="/"' in html and "Back to the chat" in html
+    assert "<b>" not in html  # the path is escaped

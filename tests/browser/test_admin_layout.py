@@ -1,0 +1,89 @@
+"""The admin's run list at 1366 px: every column in view, no sideways scrolling, with the
+longest values a real day stores (long usernames and model names, the longest status,
+six-digit token counts, tool and format errors)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, ROOT
+from tests.timing import WAIT_S
+
+pytestmark = pytest.mark.browser
+
+SEED = """
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from chat.models import AgentRun, AgentStep, Conversation, Message
+
+User.objects.create_superuser("root", password="pw")
+owner = User.objects.create_user("margaret.hamilton.apollo11")
+now = timezone.now()
+shapes = [
+    ("max_iterations", "structured_chat", "SmolLM2-135M-Instruct-Q8_0.gguf", 12, 3),
+    ("succeeded", "tool_calling", "gpt-4o-mini-2024-07-18", 0, 0),
+    ("interrupted", "react", "qwen2.5-coder-32b-instruct", 1, 0),
+    ("cancelled", "xml", "demo-scripted", 0, 1),
+]
+for i, (status, strategy, model, tool_errors, format_errors) in enumerate(shapes):
+    conversation = Conversation.objects.create(
+        owner=owner, title="A rather long conversation title about Hangzhou and Suzhou " * 2)
+    question = Message.objects.create(conversation=conversation, role="user",
+        content="Plan 3 days in Hangzhou: sights to visit, the weather, and a B&B room. " * 3)
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=question, strategy=strategy, provider="openai",
+        model_name=model, status=status, started_at=now - timedelta(minutes=i),
+        finished_at=now, duration_ms=1_234_567, iterations=15, tool_call_count=45,
+        tool_error_count=tool_errors, format_error_count=format_errors,
+        input_tokens=987_654, output_tokens=12_345, total_tokens=999_999)
+    AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="tool_call",
+        status="error", started_at=now, tool_name="invented_tool_" + "x" * 40)
+"""
+
+
+def seed(database) -> None:
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}",
+           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=ROOT, env=env,
+                   check=True, timeout=2 * WAIT_S)  # fmt: skip
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_page, scheme):
+    app = start_app()
+    seed(app.database)
+    page = browser_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    page.goto(app.url + "/admin/login/?next=/admin/chat/agentrun/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list tbody tr")
+
+    assert page.locator("#result_list tbody tr").count() == 4
+    widths = page.evaluate("""() => {
+        const results = document.querySelector('#changelist .results');
+        return {page: document.documentElement.scrollWidth,
+                viewport: document.documentElement.clientWidth,
+                results: results.scrollWidth, resultsBox: results.clientWidth,
+                right: results.getBoundingClientRect().right};
+    }""")
+    assert widths["page"] <= widths["viewport"], widths
+    assert widths["results"] <= widths["resultsBox"], widths
+    for column in ("tokens", "run_duration", "errors", "model_turns", "status"):
+        box = page.locator(f"#result_list th.column-{column}").bounding_box()
+        assert box is not None and box["width"] > 0, column
+        assert box["x"] + box["width"] <= widths["right"] + 1, column
+    # Six-digit counts stay on one line, whole.
+    assert page.locator("td.field-tokens").first.inner_text() == "999999"
+    assert "Model turn limit reached" in page.locator("#result_list").inner_text()
+
+    filters = page.locator("#changelist-filter").inner_text()
+    assert "other (a name no tool has)" in filters and "invented_tool_" not in filters
+    page.screenshot(path=str(ARTIFACTS / f"admin-run-list-{scheme}.png"))
