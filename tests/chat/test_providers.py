@@ -74,7 +74,7 @@ def test_the_page_header_names_the_configured_model_as_its_entry_describes_it(cl
     ("provider", "shown", "admin_note"),
     [
         ("guessing", "≈120 tokens (estimated)", "120 total (estimated by the model, not counted)"),
-        ("counting", "\">120 tokens · ", "120 total</div>"),
+        ("counting", '">120 tokens · ', "120 total</div>"),
     ],
 )
 def test_token_counts_are_marked_estimated_when_the_runs_entry_says_so(
@@ -103,7 +103,7 @@ def test_a_run_of_a_provider_no_longer_registered_still_renders(client):
     response = client.get(f"/c/{run.conversation_id}/")
     html = response.content.decode()
     assert response.status_code == 200
-    assert "\">120 tokens · " in html  # as stored, with no claim either way
+    assert '">120 tokens · ' in html  # as stored, with no claim either way
     assert ">old-model</span>" in html and 'title="retired, no longer registered"' in html
 
     staff(client)
