@@ -64,6 +64,7 @@ COLUMNS: tuple[str, ...] = (
     "run_cost",
     "run_cost_currency",
     "usage_estimated",
+    "step_first_token_ms",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -129,7 +130,8 @@ def _run_cells(run: AgentRun) -> list[str]:
 def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
     """Return the columns added after the first 30: the run's native tool-calling options,
     the step's ``error_type``, the host the run's model was reached at, the step's
-    ``reasoning``, then the run's cost, its currency and whether its tokens are estimates."""
+    ``reasoning``, then the run's cost, its currency and whether its tokens are estimates,
+    and a model turn's time to its first token (ms)."""
     parallel = run.parallel_tool_calls
     return [
         run.tool_choice,
@@ -140,6 +142,7 @@ def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
         "" if run.cost is None else f"{run.cost.normalize():f}",
         run.cost_currency if run.cost is not None else "",
         str(run.usage_estimated).lower(),
+        _text(step.first_token_ms) if step is not None else "",
     ]
 
 

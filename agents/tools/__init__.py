@@ -33,13 +33,25 @@ __all__ = [
     "weather_forecast",
 ]
 
+# Each tool's simulated latency as a multiple of ``latency_s``. Real APIs differ: a
+# booking search is the slow one of a trip's calls, arithmetic and the clock answer at
+# once. So the demo's parallel calls end apart and a timeline shows which was slow.
+LATENCY_FACTORS = {
+    "search_travel_info": 1.0,
+    "weather_forecast": 1.0,
+    "check_bnb_availability": 3.0,
+    "calculator": 0.25,
+    "current_time": 0.25,
+}
+
 
 def default_tools(*, latency_s: float = 0.0) -> list[BaseTool]:
     """Return the bundled tools, in a fixed order: travel search, weather, B&B, maths, time.
 
     The list is new on every call; the tools in it are shared, stateless instances.
-    ``latency_s`` > 0 makes each call wait that long first (a simulated API latency, see
-    :func:`agents.tools.base.with_latency`).
+    ``latency_s`` > 0 makes each call wait first (a simulated API latency, see
+    :func:`agents.tools.base.with_latency`): ``latency_s`` times the tool's
+    ``LATENCY_FACTORS`` entry, so the B&B search takes three times as long as the others.
     """
     tools = [search_travel_info, weather_forecast, check_bnb_availability, calculator, current_time]
-    return [with_latency(tool, latency_s) for tool in tools]
+    return [with_latency(tool, latency_s * LATENCY_FACTORS[tool.name]) for tool in tools]

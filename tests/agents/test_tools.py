@@ -449,3 +449,20 @@ async def test_simulated_latency_keeps_the_tool_and_its_result():
         "result": 391,
     }
     assert with_latency(plain["calculator"], 0) is plain["calculator"]
+
+
+async def test_the_booking_search_is_the_slow_tool_of_the_demo(monkeypatch):
+    import agents.tools.base as base
+    from agents.tools import LATENCY_FACTORS, default_tools
+
+    waited: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waited.append(seconds)
+
+    monkeypatch.setattr(base.asyncio, "sleep", record)
+    tools = {tool.name: tool for tool in default_tools(latency_s=0.4)}
+    assert LATENCY_FACTORS.keys() == tools.keys()
+    await tools["weather_forecast"].ainvoke({"town": "Hangzhou"})
+    await tools["check_bnb_availability"].ainvoke({"town": "Hangzhou"})
+    assert waited == [pytest.approx(0.4), pytest.approx(1.2)]

@@ -306,3 +306,21 @@ def test_the_chat_page_folds_each_runs_timeline_under_it(alice):
     store.run_start(conversation_id=conversation.pk, content="q", started_at=timezone.now())
     html = client.get(f"/c/{conversation.pk}/").content.decode()
     assert re.search(r'<details class="timeline" id="run-\d+-timeline" data-timeline="\d+">', html)
+
+
+@pytest.mark.django_db
+def test_the_csv_gives_each_model_turns_time_to_first_token_in_its_last_column():
+    import csv
+    import io
+
+    from chat.export import COLUMNS, csv_lines, trace_rows
+    from tests.chat.test_admin import make_run
+
+    run_row = make_run(Conversation.objects.create())
+    run_row.steps.filter(ordinal=1).update(first_token_ms=240)
+    text = "".join(csv_lines(trace_rows(AgentRun.objects.filter(pk=run_row.pk))))
+    rows = [dict(zip(COLUMNS, row, strict=True)) for row in csv.reader(io.StringIO(text))]
+    assert COLUMNS[-1] == "step_first_token_ms"
+    by_ordinal = {row["step_ordinal"]: row for row in rows[1:]}
+    assert by_ordinal["1"]["step_first_token_ms"] == "240"
+    assert all(row["step_first_token_ms"] == "" for key, row in by_ordinal.items() if key != "1")
