@@ -73,16 +73,6 @@
     window.htmx.trigger($("conversation-search-input"), "search");
   });
 
-  // A refused rename (400) answers with the list showing why: swap it in (htmx leaves
-  // error responses out by default).
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    var detail = event.detail;
-    if (detail.xhr && detail.xhr.status === 400 && detail.target && detail.target.id === "conversation-list") {
-      detail.shouldSwap = true;
-      detail.isError = false;
-    }
-  });
-
   // The list was re-rendered (a search, a rename, a delete): put focus back where the
   // person was working (the renamed row, or the rename box that has an error).
   function listReplaced() {

@@ -79,3 +79,23 @@ def test_a_message_the_server_refuses_keeps_its_text(start_app, browser_page):
     assert "not sent" in page.inner_text("#chat-error")
     assert page.input_value("#composer-input") == FOLLOW_UP
     assert page.locator(".run").count() == 1
+
+
+def test_a_setting_the_server_refuses_shows_why_in_the_picker(live_app, browser_page):
+    # The picker's 400 and 409 answers are fragments meant to be shown (htmx drops error
+    # responses unless base.html's htmx-config says otherwise): a value no option offers,
+    # as a stale or tampered page would post, comes back with the reason.
+    page = browser_page
+    page.goto(live_app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.evaluate(
+        """() => {
+          const select = document.querySelector('#conversation-settings select[name=tool_choice]');
+          select.add(new Option('no_such_tool', 'no_such_tool'));
+          select.value = 'no_such_tool';
+          select.dispatchEvent(new Event('change', {bubbles: true}));
+        }"""
+    )
+    error = page.wait_for_selector("#conversation-settings .settings-error")
+    assert "no_such_tool" in error.inner_text() or "valid" in error.inner_text()
+    assert page.locator("#conversation-settings select[name=strategy]").count() == 1
