@@ -76,7 +76,7 @@ def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_
     }""")
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
-    for column in ("tokens", "run_duration", "errors", "model_turns", "status"):
+    for column in ("cost_shown", "tokens", "run_duration", "errors", "model_turns", "status_shown"):
         box = page.locator(f"#result_list th.column-{column}").bounding_box()
         assert box is not None and box["width"] > 0, column
         assert box["x"] + box["width"] <= widths["right"] + 1, column

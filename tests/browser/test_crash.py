@@ -160,7 +160,7 @@ def explanation_problems(page, run_id: int) -> list[str]:
     cards = page.locator(f"#run-{run_id} .tool-card")
     for i in range(cards.count()):
         tool = cards.nth(i).get_attribute("data-tool")
-        body = cards.nth(i).locator(".tool-body").inner_text()
+        body = cards.nth(i).locator(".tool-body").text_content()
         if "The server stopped before this step finished." not in body:
             problems.append(f"{tool} card does not say why it stopped: {body!r}")
         if "SENT TO THE MODEL" in body.upper():
