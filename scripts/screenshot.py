@@ -70,7 +70,7 @@ def take(url: str, output: Path, *, dark: bool) -> None:
         if status != "succeeded":
             raise SystemExit(f"the run ended {status}: not a picture for the README")
         output.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(output))
+        page.screenshot(path=str(output), animations="disabled")
         browser.close()
 
 
