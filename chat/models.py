@@ -552,6 +552,11 @@ class AgentStep(models.Model):
         return clipped_line(line, ARGUMENTS_PREVIEW_CHARS)
 
     @property
+    def text_preview(self) -> str:
+        """Return a model turn's text on one line, clipped like the arguments, for its fold."""
+        return clipped_line(self.text, ARGUMENTS_PREVIEW_CHARS)
+
+    @property
     def summary_preview(self) -> str:
         """Return what a folded tool card shows after its name: its arguments on one line.
 

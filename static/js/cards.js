@@ -48,7 +48,10 @@
     return !!status && status.getAttribute("data-status") === "running";
   }
 
-  function cards(run) { return run.querySelectorAll(".tool-card[data-fold-id]"); }
+  // What folds: tool cards, and the text a text strategy's model wrote before its calls.
+  var FOLDS = ".tool-card[data-fold-id], .turn-log[data-fold-id]";
+
+  function cards(run) { return run.querySelectorAll(FOLDS); }
 
   function newestIteration(run) {
     var newest = 0;
@@ -98,7 +101,7 @@
   document.addEventListener("click", function (event) {
     var summary = event.target.closest && event.target.closest("summary");
     var card = summary && summary.parentElement;
-    if (!card || summary !== card.firstElementChild || !card.matches(".tool-card[data-fold-id]")) return;
+    if (!card || summary !== card.firstElementChild || !card.matches(FOLDS)) return;
     store("step:" + card.getAttribute("data-fold-id"), card.open ? "closed" : "open");
   });
 

@@ -225,3 +225,27 @@ def test_an_answer_cut_by_stop_keeps_the_answer_style_with_a_note(start_app, bro
     assert turn.locator(".turn-text").inner_text().strip()
     reload(page)
     assert page.locator(".turn.answer.partial .partial-note").count() == 1
+
+
+def test_a_text_strategys_model_text_folds_with_the_cards_and_expands_with_them(
+    live_app, browser_page
+):
+    page = browser_page
+    open_chat(page, live_app.url, "react")
+    ask(page, TRAVEL_QUESTION)
+    run = page.locator(".run").last
+    logs = run.locator(".turn-log")
+    assert logs.count() >= 1  # the Thought/Action text before the calls
+    assert logs.evaluate_all("ls => ls.every(l => !l.open)")
+    assert run.locator(".turn-log-preview").first.inner_text().startswith("Thought:")
+    assert run.locator(".turn.answer").is_visible()  # the answer stays in view
+
+    run.locator("[data-cards=expand]").click()
+    assert logs.evaluate_all("ls => ls.every(l => l.open)")
+    reload(page)
+    run = page.locator(".run").last
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.run:last-of-type .turn-log')].every(l => l.open)"
+    )
+    run.locator("[data-cards=collapse]").click()
+    assert run.locator(".turn-log").evaluate_all("ls => ls.every(l => !l.open)")

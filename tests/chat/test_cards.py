@@ -199,3 +199,25 @@ async def test_a_model_call_that_failed_keeps_what_streamed_before_it_failed():
     ))  # fmt: skip
     step = await database_sync_to_async(AgentStep.objects.get)(kind=StepKind.MODEL_TURN)
     assert step.text == "Suzhou is"
+
+
+@pytest.mark.django_db
+def test_a_text_strategys_model_text_folds_with_its_run_and_previews_its_first_words():
+    run = _run("react")
+    now = timezone.now()
+    text = "Thought: I need the weather.\nAction: weather_forecast\nAction Input: Suzhou"
+    turn = store.step_start(run_id=run.pk, kind=StepKind.MODEL_TURN, iteration=1,
+                            started_at=now)  # fmt: skip
+    turn = store.step_finish(step_id=turn.pk, finished_at=now, status=StepStatus.SUCCESS,
+                             text=text)  # fmt: skip
+    html = fragments.step_replaced(turn)
+    log = html[html.index('<details class="turn-log"') :]
+    assert f'data-fold-id="{turn.pk}"' in log and _open(log)  # open while the run goes
+    assert '<span class="turn-log-preview">Thought: I need the weather. Action:' in log
+    assert log.count("<pre") == 1
+
+    store.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED, output="Sunny.", error="",
+                     iterations=2, usage={}, finished_at=timezone.now())  # fmt: skip
+    turn = AgentStep.objects.select_related("run").get(pk=turn.pk)
+    html = fragments.step_replaced(turn)
+    assert not _open(html[html.index('<details class="turn-log"') :])

@@ -233,7 +233,8 @@ def test_a_text_strategy_run_renders_format_text_once_and_the_parsed_answer(alic
     html = client.get(f"/c/{conversation.pk}/").content.decode()
 
     assert '<pre class="turn-text format-text">Thought: weather' in html
-    assert html.count("Thought: weather") == 1  # in its model turn, not again on the card
+    assert html.count('<pre class="turn-text format-text">') == 1  # not again on the card
+    assert "parsed from (log)" not in html
     assert "Result (observation)" in html
     assert "It is <strong>sunny</strong>." in html  # the answer as Markdown
     assert "Show the reply as the model wrote it" in html
