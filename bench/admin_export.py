@@ -13,7 +13,6 @@ import argparse
 import http.cookiejar
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,13 +23,11 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts.serving import free_port, wait_listening  # noqa: E402
+
 PASSWORD = "bench-Admin-123"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _rss_kib(pid: int) -> int:
@@ -63,13 +60,14 @@ def main() -> None:
              "--email", "bench@example.com"],
             cwd=ROOT, env=env, check=True, capture_output=True,
         )  # fmt: skip
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
              "project.asgi:application"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
+            wait_listening(server, port, timeout_s=30)
             report = _download(f"http://127.0.0.1:{port}", server.pid)
         finally:
             server.terminate()
@@ -79,12 +77,6 @@ def main() -> None:
 
 
 def _download(base: str, pid: int) -> str:
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
     baseline = _rss_kib(pid)
     opener = urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())

@@ -40,7 +40,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -55,6 +54,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.serving import ServerDidNotStart, free_port, wait_listening  # noqa: E402
+
 MIB = 1024 * 1024
 FINAL_STEP = ("success", "error")
 LOST_KINDS = ("message accepted", "step started", "step finished", "run status", "text")
@@ -75,19 +78,12 @@ LOG_PROBLEMS = re.compile(r"Traceback|ERROR|CRITICAL|locked|Too many open files|
 
 def examples() -> list[str]:
     """Return the example questions the empty chat page offers (the demo's own, no Django)."""
-    sys.path.insert(0, str(ROOT))
     from agents.demo.scenarios import EXAMPLES
 
     return list(EXAMPLES)
 
 
 # --- the server ---------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -123,21 +119,16 @@ def daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[by
     """Migrate, start Daphne on a free port, yield (process, port); always stop it."""
     manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
     subprocess.run(manage, cwd=ROOT, env=env, check=True)
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                "project.asgi:application"]  # fmt: skip
     with log.open("w") as out:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"Daphne did not start:\n{log.read_text()}") from None
-                time.sleep(0.1)
+        try:
+            wait_listening(process, port, timeout_s=30)
+        except ServerDidNotStart as failure:
+            raise RuntimeError(f"Daphne did not start ({failure}):\n{log.read_text()}") from None
         yield process, port
     finally:
         process.terminate()

@@ -13,38 +13,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts.serving import free_port, wait_listening  # noqa: E402
+
 QUESTION = "Plan 3 days in Hangzhou: sights to visit, the weather, and a B&B room."
 # Small enough for a README (about 100 KB as PNG), wide enough for the sidebar and a card.
-VIEWPORT = {"width": 1200, "height": 760}
+VIEWPORT = {"width": 1200, "height": 900}
 WAIT_S = 60
-
-
-def free_port() -> int:
-    """Return a TCP port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
-    """Return once ``port`` accepts connections; raise RuntimeError if the server ended."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("Daphne did not start") from None
-            time.sleep(0.05)
 
 
 def take(url: str, output: Path, *, dark: bool) -> None:
@@ -69,6 +51,8 @@ def take(url: str, output: Path, *, dark: bool) -> None:
         status = page.locator(".run-status").first.get_attribute("data-status")
         if status != "succeeded":
             raise SystemExit(f"the run ended {status}: not a picture for the README")
+        # The run's timeline open: three parallel calls, the booking search the slow one.
+        page.locator(".run .timeline > summary").first.click()
         output.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(output), animations="disabled")
         browser.close()
@@ -86,7 +70,7 @@ def main() -> None:
             "DATABASE_URL": f"sqlite:///{scratch}/screenshot.sqlite3",
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DEMO_TOKEN_DELAY_MS": "2",
-            "DEMO_TOOL_DELAY_MS": "0",
+            "DEMO_TOOL_DELAY_MS": "300",
         }
         env.pop("OPENAI_API_KEY", None)  # the offline demo model, whatever the shell has
         env.pop("AGENT_MODELS_FILE", None)
@@ -99,13 +83,13 @@ def main() -> None:
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            wait_listening(server, port)
+            wait_listening(server, port, timeout_s=WAIT_S)
             take(f"http://127.0.0.1:{port}", args.output, dark=args.dark)
         finally:
             server.terminate()
             server.wait(timeout=10)
     size_kb = args.output.stat().st_size / 1024
-    print(f"Saved {args.output.relative_to(ROOT)} ({size_kb:.0f} KB)")
+    print(f"Saved {args.output} ({size_kb:.0f} KB)")
 
 
 if __name__ == "__main__":

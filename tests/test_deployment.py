@@ -145,3 +145,15 @@ def test_the_app_imports_none_of_the_test_tools():
     for package in ("agents", "chat", "project"):
         for source in (ROOT / package).rglob("*.py"):
             assert not pattern.search(source.read_text(encoding="utf-8")), source
+
+
+def test_waiting_for_a_server_that_exits_fails_at_once_with_its_status():
+    import subprocess
+    import sys
+
+    from scripts.serving import ServerDidNotStart, free_port, wait_listening
+
+    process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    process.wait()
+    with pytest.raises(ServerDidNotStart, match="exited with status 3"):
+        wait_listening(process, free_port(), timeout_s=3600)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.serving import ServerDidNotStart, free_port, wait_listening
 from tests.timing import WAIT_MS, WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,24 +50,13 @@ class LiveServer:
     log: Path | None = None
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_until_listening(process: subprocess.Popen[bytes], port: int, failure: Callable[[], str]):
     """Return once ``port`` accepts connections; fail with ``failure()`` if ``process``
     ends first or ``WAIT_S`` passes (a loaded machine takes a while to start Python)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(failure())
-            time.sleep(0.05)
+    try:
+        wait_listening(process, port, timeout_s=WAIT_S)
+    except ServerDidNotStart:
+        pytest.fail(failure())
 
 
 @pytest.fixture
@@ -108,7 +96,7 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
             [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
             cwd=ROOT, env=server_env, check=True, timeout=2 * WAIT_S,
         )  # fmt: skip
-        port = port or _free_port()
+        port = port or free_port()
         log_path = tmp_path / f"{name}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
@@ -192,7 +180,7 @@ def fake_provider() -> Iterator[Callable[..., FakeProvider]]:
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(script: str, word_delay_ms: float = 0) -> FakeProvider:
-        port = _free_port()
+        port = free_port()
         process = subprocess.Popen(
             [sys.executable, "scripts/fake_provider.py", "--port", str(port), "--script", script,
              "--word-delay-ms", str(word_delay_ms)],
