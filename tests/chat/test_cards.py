@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from agents.events import ModelTurnFinished, ModelTurnStarted, TextDelta
 from chat import fragments, store
+from chat.display import ARGUMENTS_PREVIEW_CHARS
 from chat.models import (
-    ARGUMENTS_PREVIEW_CHARS,
     AgentRun,
     AgentStep,
     Conversation,

@@ -342,12 +342,12 @@ def test_a_superuser_deleting_a_run_in_the_admin_deletes_its_messages_too(client
     ],
 )
 def test_results_are_shown_as_stored_when_pretty_printing_would_change_them(stored):
-    from chat.models import pretty_json
+    from chat.display import pretty_json
 
     assert pretty_json(stored) == stored
 
 
 def test_results_are_pretty_printed_when_nothing_is_lost():
-    from chat.models import pretty_json
+    from chat.display import pretty_json
 
     assert pretty_json('{"a": 1.5, "b": "苏州"}') == '{\n  "a": 1.5,\n  "b": "苏州"\n}'
