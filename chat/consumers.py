@@ -25,6 +25,7 @@ from django.conf import settings
 from agents.events import utcnow
 from chat import fragments, reaper, store
 from chat.live import (
+    CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
     GroupPublisher,
     group_name,
@@ -52,7 +53,6 @@ NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message' and 'cancel'."
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
-CANCEL_MESSAGE_TYPE = "run.cancel"
 NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
 RATE_LIMITED = (
@@ -69,6 +69,7 @@ REFUSED_SESSION_GONE = (
 REFUSED_SESSION_ENDED = "the session ended while the socket was open (logout, or a new login)"
 REFUSED_FLOOD = "{dropped} frames dropped for sending too fast"
 REFUSED_NO_ROUTE = "no websocket route for this path"
+REFUSED_DELETED = "conversation {conversation_id} was deleted by its owner"
 
 
 class FrameError(MessageError):
@@ -272,6 +273,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             run_id, html = await database_sync_to_async(_accept_message)(
                 conversation_id=self.conversation_id, content=content
             )
+        except store.ConversationGone:
+            await self._close_deleted()
+            return
         except store.RunAlreadyGoing:
             await self.send(text_data=fragments.error(RUN_GOING))
             return
@@ -317,6 +321,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.run_fragment(message)
             return
         await super().dispatch(message)
+
+    async def _close_deleted(self) -> None:
+        """Close the socket of a conversation its owner deleted (4404, as if not found)."""
+        reason = REFUSED_DELETED.format(conversation_id=self.conversation_id)
+        log_refusal(self.scope, CLOSE_NOT_FOUND, reason)
+        await self.close(code=CLOSE_NOT_FOUND)
+
+    async def conversation_deleted(self, message: dict[str, Any]) -> None:
+        """Close this socket: the conversation was deleted (see ``chat.live``)."""
+        await self._close_deleted()
 
     async def run_cancel(self, message: dict[str, Any]) -> None:
         """Cancel a run of this conversation if this process runs it (see ``_cancel_run``)."""

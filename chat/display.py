@@ -282,7 +282,12 @@ def _reject_constant(name: str) -> object:
 
 
 def pretty_json(text: str) -> str:
-    """Return ``text`` indented if it is a JSON object or array and that is lossless."""
+    """Return ``text`` indented if it is a JSON object or array and that is lossless.
+
+    Anything else comes back as it is: text that is not JSON, JSON that is not strict, and
+    JSON nested deeper than Python's recursion limit (``[[[…]]]`` a few thousand deep, which
+    a tool may return and ``json.loads`` cannot read).
+    """
     strict = {"object_pairs_hook": _no_duplicate_keys, "parse_constant": _reject_constant}
     try:
         exact = json.loads(text, parse_float=Decimal, **strict)
@@ -292,6 +297,6 @@ def pretty_json(text: str) -> str:
         pretty = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
         if json.loads(pretty, parse_float=Decimal, **strict) != exact:
             return text
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return text
     return pretty

@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from chat import store
-from chat.models import AgentRun, AgentStep, RunStatus
+from chat.models import AgentRun, AgentStep, Conversation, RunStatus
 from chat.store.usage import conversation_usage as summed_usage
 
 
@@ -51,6 +51,20 @@ def run_started(run: AgentRun) -> str:
     # not when it sends (a refused message keeps its text; static/js/chat.js).
     wrapper = '<div hx-swap-oob="beforeend:#messages" data-message-accepted>'
     return f"{wrapper}{inner}</div>{title}{link}{settings}"
+
+
+def conversation_renamed(conversation: Conversation) -> str:
+    """Return a conversation's new title for its open pages: the header and its list link.
+
+    Sent to the conversation's group, so every tab showing it follows a rename; the tab
+    title follows the header (static/js/sidebar.js).
+    """
+    title = _render("chat/_title.html", {"conversation": conversation, "oob": True})
+    link = _render(
+        "chat/_conversation_link.html",
+        {"item": conversation, "active": conversation.pk, "oob": True},
+    )
+    return title + link
 
 
 def run_caught_up(run: AgentRun) -> str:

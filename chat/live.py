@@ -14,7 +14,10 @@ from django.conf import settings
 from chat import fragments, store
 from chat.recorder import Update
 
-FRAGMENT_MESSAGE_TYPE = "run.fragment"
+# The channel-layer messages a conversation's group carries (handled by chat.consumers).
+FRAGMENT_MESSAGE_TYPE = "run.fragment"  # {"html": ...}: relay to the page
+CANCEL_MESSAGE_TYPE = "run.cancel"  # {"run_id": ...}: cancel it where it runs
+DELETED_MESSAGE_TYPE = "conversation.deleted"  # close the socket (4404)
 
 Addressed = tuple[int, str]
 """A fragment and the conversation whose pages it is for: ``(conversation_id, html)``."""
@@ -112,3 +115,27 @@ def publish_each_sync(addressed: list[Addressed]) -> None:
     """Like :func:`publish_each`, from sync code (views), on the default layer."""
     if addressed:
         async_to_sync(publish_each)(get_channel_layer(), addressed)
+
+
+async def conversation_deleted(
+    channel_layer: Any, conversation_id: int, *, run_id: int | None
+) -> None:
+    """Tell the sockets of a conversation its owner deleted, in every process, to close.
+
+    ``run_id``, a run still going (its stop already stored, see
+    :func:`chat.store.run_request_cancel`), is cancelled in the process that runs it first.
+    """
+    group = group_name(conversation_id)
+    if run_id is not None:
+        await channel_layer.group_send(group, {"type": CANCEL_MESSAGE_TYPE, "run_id": run_id})
+    await channel_layer.group_send(group, {"type": DELETED_MESSAGE_TYPE})
+
+
+def conversation_deleted_sync(conversation_id: int, *, run_id: int | None) -> None:
+    """Like :func:`conversation_deleted`, from sync code (views), on the default layer."""
+    async_to_sync(conversation_deleted)(get_channel_layer(), conversation_id, run_id=run_id)
+
+
+def conversation_renamed_sync(conversation_id: int, html: str) -> None:
+    """Send a renamed conversation's title to its open pages, from sync code (views)."""
+    publish_each_sync([(conversation_id, html)])

@@ -84,7 +84,7 @@ def cost_of(
 
 
 def format_cost(amount: Decimal, currency: str) -> str:
-    """Return an amount for people: ``$1.23``, ``$0.0123``, ``$0.0000618``, ``CHF 0.50``.
+    """Return an amount for people: ``$1,234.50``, ``$0.0123``, ``$0.0000618``, ``CHF 0.50``.
 
     Two decimals from 1 up; below, three significant digits, so a small run's cost is
     not shown as 0.00. A currency without a symbol here is written as its code.
@@ -96,7 +96,7 @@ def format_cost(amount: Decimal, currency: str) -> str:
         amount = amount.quantize(Decimal(1).scaleb(amount.adjusted() - 2)).normalize()
         if amount.as_tuple().exponent > -2:  # 0.5 is written 0.50, as money is
             amount = amount.quantize(cents)
-    shown = f"{amount:f}"
+    shown = f"{amount:,f}"
     symbol = CURRENCY_SYMBOLS.get(currency)
     return f"{symbol}{shown}" if symbol else f"{currency} {shown}".strip()
 

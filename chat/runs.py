@@ -168,6 +168,7 @@ def create_run(*, conversation_id: int, content: str, rate_limited: bool = False
 
     The run records the provider, model name and host of the model the conversation's
     ``model_key`` names when the message is stored (:func:`run_model`). Raises
+    :class:`chat.store.ConversationGone` if its owner deleted it,
     :class:`chat.store.RunAlreadyGoing` if the conversation has a run going, and with
     ``rate_limited`` :class:`chat.store.RateLimited` when its owner is over
     ``CHAT_RUNS_PER_MINUTE`` (0 turns the limit off).

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.demo.scenarios import EXAMPLES
-from chat import store
+from chat import fragments, live, store
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
@@ -199,7 +199,8 @@ def list_context(owner: store.Owner, *, query: str, active: int | None) -> dict[
 def _active(request: HttpRequest) -> int | None:
     """Return the id of the conversation the page shows (``active`` in the request)."""
     value = request.POST.get("active") or request.GET.get("active") or ""
-    return int(value) if value.isdigit() else None
+    # isdigit() alone lets "²" through, which int() refuses.
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _list_response(
@@ -257,6 +258,8 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
     conversation = store.conversation_rename(
         owner=owner, conversation_id=conversation_id, title=form.cleaned_data["title"]
     )
+    # Every open tab of the conversation follows (this one too: the swap is idempotent).
+    live.conversation_renamed_sync(conversation_id, fragments.conversation_renamed(conversation))
     if not request.headers.get("HX-Request"):
         return redirect("chat:conversation", conversation_id=conversation_id)
     response = _list_response(request, owner, renamed_id=conversation_id)
@@ -271,15 +274,18 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     """Delete a conversation from its owner's list; runs stay for audit until purge.
 
     See :func:`chat.store.conversation_delete`: hidden if it has messages, deleted if
-    not. 404 unless it is the requester's. Deleting the open conversation (``active``)
-    goes to a new chat (htmx: ``HX-Redirect``); another answers htmx with the list.
+    not. 404 unless it is the requester's. A run still going is stopped (it stays, as
+    cancelled, with the others), and the conversation's open sockets, in any tab or
+    process, are closed (4404). Deleting the open conversation (``active``) goes to a new
+    chat (htmx: ``HX-Redirect``); another answers htmx with the list.
     """
     owner = _owner(request)
-    deleted = store.conversation_delete(
-        owner=owner, conversation_id=conversation_id, at=timezone.now()
-    )
+    now = timezone.now()
+    deleted = store.conversation_delete(owner=owner, conversation_id=conversation_id, at=now)
     if deleted is None:
         raise Http404("No such conversation.")
+    running = store.run_request_cancel(conversation_id=conversation_id, at=now)
+    live.conversation_deleted_sync(conversation_id, run_id=running.pk if running else None)
     active = _active(request)
     if request.headers.get("HX-Request"):
         if active == conversation_id or active is None:

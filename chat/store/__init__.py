@@ -34,6 +34,7 @@ from chat.store.conversations import (
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
 from chat.store.runs import (
+    ConversationGone,
     RunAlreadyGoing,
     RunModel,
     conversation_runs,
@@ -53,6 +54,7 @@ from chat.store.runs import (
 __all__ = [
     "GUEST_KEY",
     "LIST_LENGTH",
+    "ConversationGone",
     "ConversationStarted",
     "Owner",
     "RateLimited",

@@ -42,6 +42,10 @@ class RunAlreadyGoing(Exception):
     """Raised when a conversation already has a running run."""
 
 
+class ConversationGone(Exception):
+    """Raised when the conversation's owner deleted it: it takes no new message."""
+
+
 def run_start(
     *,
     conversation_id: int,
@@ -60,7 +64,8 @@ def run_start(
     fixes it (so the run names the model its conversation had when the message came).
 
     The run comes back with its conversation and user message, as rendering it needs.
-    Raises :class:`RunAlreadyGoing` if the conversation has a running run already, and
+    Raises :class:`ConversationGone` if its owner deleted it (a tab open since may still
+    send), :class:`RunAlreadyGoing` if the conversation has a running run already, and
     :class:`chat.store.limits.RateLimited` if ``runs_per_minute`` is set and the
     conversation's owner (the user, or the guest's browser) has started that many runs,
     in any of their conversations, in the minute before ``started_at``. Nothing is
@@ -68,6 +73,8 @@ def run_start(
     """
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if conversation.hidden_at is not None:
+            raise ConversationGone(conversation_id)
         runs_interrupt_stale(conversation_id=conversation_id, now=started_at)
         if conversation.runs.filter(status=RunStatus.RUNNING).exists():
             raise RunAlreadyGoing(conversation_id)

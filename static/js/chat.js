@@ -171,6 +171,10 @@
   window.addEventListener("keydown", function (event) {
     if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
     if (dialogOpen()) return;
+    // Esc in the conversation list (its search box, a rename box) is theirs: a search
+    // field clears itself; the run goes on.
+    var target = event.target;
+    if (target && target.closest && target.closest(".sidebar")) return;
     var stop = document.querySelector(
       "#messages .run-status[data-status='running'] .stop-form button:not([disabled])");
     if (!stop) return;

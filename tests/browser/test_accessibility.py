@@ -164,6 +164,11 @@ def test_esc_used_by_an_open_dialog_does_not_stop_the_run(start_app, browser_pag
     page.wait_for_selector("#connection[data-state=open]")
     ask(page, TRAVEL_QUESTION)
     page.wait_for_selector(".tool-card[data-status=running]")
+    # Esc in the conversation list's search box is the box's (it clears the search).
+    page.fill("#conversation-search-input", "gard")
+    page.press("#conversation-search-input", "Escape")
+    assert page.get_attribute(".run-status", "data-status") == "running"
+    page.focus("#composer-input")
     # A drawer that closes on Esc (what another part of the page may add) uses the key up.
     page.evaluate(
         """() => document.addEventListener('keydown', event => {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from agents.events import ModelTurnFinished, ModelTurnStarted, TextDelta
@@ -221,3 +222,20 @@ def test_a_text_strategys_model_text_folds_with_its_run_and_previews_its_first_w
     turn = AgentStep.objects.select_related("run").get(pk=turn.pk)
     html = fragments.step_replaced(turn)
     assert not _open(html[html.index('<details class="turn-log"') :])
+
+
+@pytest.mark.django_db
+def test_a_result_nested_deeper_than_python_can_parse_is_shown_plain_everywhere(client):
+    from tests.chat.test_admin import run_page, staff_user
+
+    nested = "[" * 3000 + "]" * 3000  # json.loads raises RecursionError on it
+    step = _call(_run(), result=nested)
+    assert step.result_display == nested and not step.result_has_pretty_form
+    assert nested in fragments.step_replaced(step)  # what the live page is sent
+    owner = User.objects.create_user("alice")
+    Conversation.objects.filter(pk=step.run.conversation_id).update(owner=owner)
+    client.force_login(owner)
+    assert client.get(f"/c/{step.run.conversation_id}/").status_code == 200
+    client.force_login(staff_user())
+    assert client.get(run_page(step.run)).status_code == 200
+    assert client.get(f"/admin/chat/agentrun/{step.run_id}/conversation/").status_code == 200

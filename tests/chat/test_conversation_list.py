@@ -475,3 +475,105 @@ def test_a_conversation_of_200_runs_opens_in_a_bounded_number_of_queries(
         response = client.get(f"/c/{conversation.pk}/")
     assert response.status_code == 200
     assert response.content.decode().count('class="run"') == 200
+
+
+# Open tabs follow a delete and a rename
+
+
+async def _socket_of(conversation: Conversation, user: User) -> Communicator:
+    communicator = Communicator(URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation.pk}/")
+    communicator.scope["user"] = user
+    communicator.scope["session"] = None
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _until_close(communicator: Communicator) -> tuple[list[str], int]:
+    """Return the frames a socket is sent up to its close, and the close's code."""
+    frames = []
+    while True:
+        output = await communicator.receive_output()
+        if output["type"] == "websocket.close":
+            return frames, output["code"]
+        frames.append(output.get("text", ""))
+
+
+@database_sync_to_async
+def _alice_with_a_chat(title: str = "Trip") -> tuple[User, Client, Conversation]:
+    user = User.objects.create_user("alice")
+    client = Client()
+    client.force_login(user)
+    conversation = chat(user, title)
+    add_run(conversation, "hello")
+    return user, client, conversation
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_deleting_a_conversation_closes_the_sockets_already_open_on_it():
+    user, client, conversation = await _alice_with_a_chat()
+    socket = await _socket_of(conversation, user)
+    response = await database_sync_to_async(client.post)(f"/c/{conversation.pk}/delete/", **HX)
+    assert response.status_code == 204
+    _, code = await _until_close(socket)
+    assert code == 4404  # the page says "not found: reload the page"
+    await socket.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_message_sent_to_a_deleted_conversation_is_refused_and_starts_no_run():
+    user, _, conversation = await _alice_with_a_chat()
+    socket = await _socket_of(conversation, user)
+    await database_sync_to_async(store.conversation_delete)(
+        owner=store.Owner(user.pk, ""), conversation_id=conversation.pk, at=timezone.now()
+    )  # no close reached this socket (another process, a lost message): the send is checked
+    await socket.send_json_to({"content": "What is 7*8?"})
+    _, code = await _until_close(socket)
+    assert code == 4404
+    count = await database_sync_to_async(AgentRun.objects.filter(conversation=conversation).count)()
+    assert count == 1  # only the run from before the delete
+    await socket.disconnect()
+
+
+def test_deleting_a_conversation_stops_its_running_run(alice_client):
+    client, alice = alice_client
+    conversation = chat(alice, "Going")
+    run = add_run(conversation, "hello", status="running", answer="")
+    assert client.post(f"/c/{conversation.pk}/delete/", **HX).status_code == 204
+    run.refresh_from_db()
+    assert run.cancel_requested_at is not None  # its process cancels it; the row stays
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_rename_reaches_every_open_tab_of_the_conversation():
+    user, client, conversation = await _alice_with_a_chat("Old name")
+    socket = await _socket_of(conversation, user)
+    while await socket.receive_nothing(timeout=0.3) is False:  # the catch-up frames
+        await socket.receive_output()
+    response = await database_sync_to_async(client.post)(
+        f"/c/{conversation.pk}/rename/", {"title": "Hangzhou <b>trip</b>"}, **HX
+    )
+    assert response.status_code == 200
+    frame = await socket.receive_from()
+    assert 'id="conversation-title" hx-swap-oob="true"' in frame
+    assert "Hangzhou &lt;b&gt;trip&lt;/b&gt;" in frame and "<b>" not in frame
+    assert f'id="conversation-link-{conversation.pk}"' in frame
+    await socket.disconnect()
+
+
+def test_a_crafted_active_id_is_ignored_not_a_server_error(alice_client):
+    client, alice = alice_client
+    conversation = chat(alice, "Mine")
+    add_run(conversation, "hello")
+    assert client.get("/c/list/?active=%C2%B2", **HX).status_code == 200
+    assert client.get(f"/c/{conversation.pk}/menu/?active=%C2%B2", **HX).status_code == 200
+    response = client.post(f"/c/{conversation.pk}/delete/", {"active": "²"}, **HX)
+    assert response.status_code == 204
+
+
+def test_the_rename_box_holds_the_title_as_stored_not_its_bidi_markers(alice_client):
+    client, alice = alice_client
+    conversation = chat(alice, "\u202eexe.txt")
+    add_run(conversation, "hello")
+    html = client.get(f"/c/{conversation.pk}/menu/", **HX).content.decode()
+    assert 'value="\u202eexe.txt"' in html

@@ -113,6 +113,7 @@ def test_a_cost_is_an_exact_decimal_from_the_prices_per_million():
         ("0", "USD", "$0.00"),
         ("0.5", "CHF", "CHF 0.50"),
         ("0.1204", "USD", "$0.12"),
+        ("4035", "USD", "$4,035.00"),  # thousands grouped, as the token counts are
     ],
 )
 def test_costs_are_shown_without_rounding_a_small_one_to_zero(amount, currency, shown):

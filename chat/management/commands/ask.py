@@ -223,6 +223,10 @@ class Command(BaseCommand):
             run = create_run(conversation_id=conversation.pk, content=question)
         except store.RunAlreadyGoing:
             raise CommandError(f"Conversation {conversation.pk} has a run going.") from None
+        except store.ConversationGone:
+            raise CommandError(
+                f"Conversation {conversation.pk} was deleted by its owner: start a new one."
+            ) from None
         printer = TracePrinter(
             self.stdout,
             stream_text=not options["no_stream"],
