@@ -112,12 +112,31 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ("id", "title", "owner", "strategy", "model_key", "created_at", "updated_at",
-                    "hidden_at")  # fmt: skip
+    # Fits 1366 px (tests/browser/test_admin_layout.py): owners and times as the run list
+    # writes them, so "(guest)" and "2026-12-01 04:19" read the same on both pages.
+    list_display = ("id", "title", "user", "strategy", "model_key", "created", "updated",
+                    "deleted")  # fmt: skip
+    list_display_links = ("id", "title")
     list_filter = ("strategy", "model_key")
     list_select_related = ("owner",)
     search_fields = ("title",)
     inlines = (MessageInline,)
+
+    @admin.display(description="user", ordering="owner__username")
+    def user(self, conversation: Conversation) -> str:
+        return owner_label(conversation)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, conversation: Conversation) -> str:
+        return _when(conversation.created_at, "Y-m-d H:i")
+
+    @admin.display(description="last active", ordering="updated_at")
+    def updated(self, conversation: Conversation) -> str:
+        return _when(conversation.updated_at, "Y-m-d H:i")
+
+    @admin.display(description="deleted by its owner", ordering="hidden_at")
+    def deleted(self, conversation: Conversation) -> str:
+        return "" if conversation.hidden_at is None else _when(conversation.hidden_at, "Y-m-d H:i")
 
 
 class HasToolErrorsFilter(admin.SimpleListFilter):
@@ -344,7 +363,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             f"{_tokens(run.input_tokens)} in · {_tokens(run.output_tokens)} out · "
             f"{_tokens(run.total_tokens)} total"
         )
-        return f"{counts} (estimated by the model, not counted)" if run.usage_estimated else counts
+        return f"{counts} (estimated, not counted)" if run.usage_estimated else counts
 
     @admin.display(description="provider")
     def provider_shown(self, run: AgentRun) -> str:

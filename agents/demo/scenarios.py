@@ -42,7 +42,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         args={"query": "{question}"},
         answer={
             "en": (
-                "From the travel notes: **{results[0].city}**, {results[0].title}. "
+                "From the travel notes on **{results[0].city}** ({results[0].title}): "
                 "{results[0].snippet}",
                 "The travel notes have nothing on that.",
             ),
@@ -118,6 +118,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 EXAMPLES = (
+    "Plan 3 days in Hangzhou: sights to visit, the weather, and a B&B room.",
     "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
     "What's the weather in Hangzhou, and what is 17*23?",
     "What time is it in Chengdu, and where can I see pandas?",

@@ -17,7 +17,7 @@ from agents.runtime import run
 from agents.strategies import STRATEGIES, StrategyOptions, get_strategy
 from agents.tools import default_tools
 
-GARDENS, MIXED, PANDAS = EXAMPLES
+TRIP, GARDENS, MIXED, PANDAS = EXAMPLES
 
 
 @dataclass
@@ -53,6 +53,15 @@ async def ask(question: str, strategy: str = "tool_calling", history=(), **optio
     ("question", "expected", "words"),
     [
         (
+            TRIP,
+            [
+                ("search_travel_info", {"query": TRIP}),
+                ("weather_forecast", {"town": "Hangzhou"}),
+                ("check_bnb_availability", {"town": "Hangzhou"}),
+            ],
+            ["West Lake and its causeways", "chance of rain", "a night"],
+        ),
+        (
             GARDENS,
             [
                 ("search_travel_info", {"query": GARDENS}),
@@ -72,7 +81,7 @@ async def ask(question: str, strategy: str = "tool_calling", history=(), **optio
             ["Chengdu", "panda"],
         ),
     ],
-    ids=["gardens", "mixed", "pandas"],
+    ids=["trip", "gardens", "mixed", "pandas"],
 )
 async def test_the_example_questions_call_their_tools_then_answer_in_every_strategy(
     strategy, question, expected, words

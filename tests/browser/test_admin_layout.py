@@ -43,6 +43,10 @@ for i, (status, strategy, model, tool_errors, format_errors) in enumerate(shapes
         input_tokens=987_654, output_tokens=12_345, total_tokens=999_999)
     AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="tool_call",
         status="error", started_at=now, tool_name="invented_tool_" + "x" * 40)
+    if status == "cancelled":  # no tokens: its cost reads "unknown"; its owner deleted it
+        AgentRun.objects.filter(pk=run.pk).update(input_tokens=None, output_tokens=None,
+                                                  total_tokens=None)
+        Conversation.objects.filter(pk=conversation.pk).update(hidden_at=now)
 """
 
 
@@ -80,10 +84,37 @@ def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_
         box = page.locator(f"#result_list th.column-{column}").bounding_box()
         assert box is not None and box["width"] > 0, column
         assert box["x"] + box["width"] <= widths["right"] + 1, column
-    # Six-digit counts stay on one line, whole.
+    # Six-digit counts and "unknown" stay on one line, whole.
     assert page.locator("td.field-tokens").first.inner_text() == "999999"
+    assert "unknown" in page.locator("#result_list").inner_text()
+    assert page.evaluate("""() => [...document.querySelectorAll(
+        '#result_list td.field-cost_shown, #result_list td.field-tokens')].every(
+        td => td.scrollWidth <= td.clientWidth && td.getClientRects().length === 1)""")
     assert "Model turn limit reached" in page.locator("#result_list").inner_text()
 
     filters = page.locator("#changelist-filter").inner_text()
     assert "other (a name no tool has)" in filters and "invented_tool_" not in filters
     page.screenshot(path=str(ARTIFACTS / f"admin-run-list-{scheme}.png"))
+
+
+def test_the_conversation_list_fits_1366_px_with_its_deleted_column(start_app, browser_page):
+    app = start_app()
+    seed(app.database)
+    page = browser_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(app.url + "/admin/login/?next=/admin/chat/conversation/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list tbody tr")
+    widths = page.evaluate("""() => {
+        const results = document.querySelector('#changelist .results');
+        return {page: document.documentElement.scrollWidth,
+                viewport: document.documentElement.clientWidth,
+                results: results.scrollWidth, resultsBox: results.clientWidth};
+    }""")
+    assert widths["page"] <= widths["viewport"], widths
+    assert widths["results"] <= widths["resultsBox"], widths
+    table = page.locator("#result_list").inner_text()
+    assert "deleted by its owner" in table.lower() and "margaret.hamilton.apollo11" in table
+    page.screenshot(path=str(ARTIFACTS / "admin-conversation-list.png"))

@@ -221,7 +221,7 @@ def test_an_answer_cut_by_stop_keeps_the_answer_style_with_a_note(start_app, bro
 
     turn = page.locator(".turn").last
     assert "answer" in turn.get_attribute("class") and "partial" in turn.get_attribute("class")
-    assert turn.locator(".partial-note").inner_text() == "stopped: partial answer"
+    assert turn.locator(".partial-note").inner_text() == "stopped: the reply so far"
     assert turn.locator(".turn-text").inner_text().strip()
     reload(page)
     assert page.locator(".turn.answer.partial .partial-note").count() == 1

@@ -166,7 +166,7 @@ def test_an_answer_cut_by_stop_keeps_the_answer_style_with_a_note(strategy, part
                      iterations=1, usage={}, finished_at=timezone.now())  # fmt: skip
     (html,) = [fragments.step_replaced(s) for s in store.conversation_runs(
         conversation_id=run.conversation_id)[0].steps.all()]  # fmt: skip
-    assert ("stopped: partial answer" in html) is partial
+    assert ("stopped: the reply so far" in html) is partial
     assert ('class="turn status-error answer partial"' in html) is partial
 
 

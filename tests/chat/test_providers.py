@@ -73,7 +73,7 @@ def test_the_page_header_names_the_configured_model_as_its_entry_describes_it(cl
 @pytest.mark.parametrize(
     ("provider", "shown", "admin_note"),
     [
-        ("guessing", "≈120 tokens (estimated)", "120 total (estimated by the model, not counted)"),
+        ("guessing", "≈120 tokens (estimated)", "120 total (estimated, not counted)"),
         ("counting", '">120 tokens · ', "120 total</div>"),
     ],
 )

@@ -174,7 +174,7 @@ def test_estimated_tokens_make_an_estimated_cost():
     assert run.usage_estimated
     assert run.tokens_label == "≈120 tokens (estimated)"
     assert run.cost_label == "≈$0.000027"
-    assert "(estimated by the model, not counted)" in fragments.run_ended(run)
+    assert "(estimated, not counted)" in fragments.run_ended(run)
 
 
 def test_a_price_changed_later_leaves_the_cost_of_earlier_runs():
