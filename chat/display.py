@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # A folded tool card's one line of arguments, and the lines a long result opens with.
 ARGUMENTS_PREVIEW_CHARS = 120
 RESULT_CLIP_LINES = 30
+RESULT_LINE_CHARS = 100  # about a line of a result at the chat's width
 
 PREVIEW_NOTE = (
     "\n[the chat is showing the first {shown:,} of {total:,} characters stored; the admin's "
@@ -258,8 +259,14 @@ class StepDisplay:
 
     @property
     def result_is_long(self) -> bool:
-        """Return True when the shown result is long enough to open clipped ("show all")."""
-        return self.result_preview.count("\n") >= RESULT_CLIP_LINES
+        """Return True when the shown result is long enough to open clipped ("show all"):
+        ``RESULT_CLIP_LINES`` lines, or as many characters as that many full lines hold (a
+        long result on one line, as a minified JSON body is, wraps as tall)."""
+        preview = self.result_preview
+        return (
+            preview.count("\n") >= RESULT_CLIP_LINES
+            or len(preview) >= RESULT_CLIP_LINES * RESULT_LINE_CHARS
+        )
 
 
 def clipped_line(text: str, limit: int) -> str:

@@ -239,3 +239,9 @@ def test_a_result_nested_deeper_than_python_can_parse_is_shown_plain_everywhere(
     client.force_login(staff_user())
     assert client.get(run_page(step.run)).status_code == 200
     assert client.get(f"/admin/chat/agentrun/{step.run_id}/conversation/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_long_result_on_one_line_opens_clipped_too():
+    assert not _call(_run(), result='{"a": "' + "x" * 200 + '"}').result_is_long
+    assert _call(_run(), result='{"a": "' + "x" * 5000 + '"}').result_is_long
