@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.serving import free_port, wait_listening  # noqa: E402
+from scripts.serving import daphne  # noqa: E402
 
 PASSWORD = "bench-Admin-123"
 
@@ -60,18 +60,8 @@ def main() -> None:
              "--email", "bench@example.com"],
             cwd=ROOT, env=env, check=True, capture_output=True,
         )  # fmt: skip
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "project.asgi:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_listening(server, port, timeout_s=30)
+        with daphne(env, timeout_s=30) as (server, port):
             report = _download(f"http://127.0.0.1:{port}", server.pid)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
     print(f"steps: {args.steps:,}")
     print(report)
 

@@ -56,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.serving import ServerDidNotStart, free_port, wait_listening  # noqa: E402
+from scripts.serving import daphne as serve  # noqa: E402
 
 MIB = 1024 * 1024
 FINAL_STEP = ("success", "error")
@@ -119,24 +119,8 @@ def daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[by
     """Migrate, start Daphne on a free port, yield (process, port); always stop it."""
     manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
     subprocess.run(manage, cwd=ROOT, env=env, check=True)
-    port = free_port()
-    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-               "project.asgi:application"]  # fmt: skip
-    with log.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        try:
-            wait_listening(process, port, timeout_s=30)
-        except ServerDidNotStart as failure:
-            raise RuntimeError(f"Daphne did not start ({failure}):\n{log.read_text()}") from None
-        yield process, port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with serve(env, timeout_s=30, log=log) as started:
+        yield started
 
 
 # --- the clients --------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.serving import free_port, wait_listening  # noqa: E402
+from scripts.serving import daphne  # noqa: E402
 
 QUESTION = "Plan 3 days in Hangzhou: sights to visit, the weather, and a B&B room."
 # Small enough for a README (about 100 KB as PNG), wide enough for the sidebar and a card.
@@ -76,18 +76,8 @@ def main() -> None:
         env.pop("AGENT_MODELS_FILE", None)
         subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
                        cwd=ROOT, env=env, check=True)  # fmt: skip
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "project.asgi:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_listening(server, port, timeout_s=WAIT_S)
+        with daphne(env, timeout_s=WAIT_S) as (_, port):
             take(f"http://127.0.0.1:{port}", args.output, dark=args.dark)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
     size_kb = args.output.stat().st_size / 1024
     print(f"Saved {args.output} ({size_kb:.0f} KB)")
 

@@ -1,15 +1,21 @@
 """Start local servers for scripts, benchmarks and browser tests: a free port, a wait.
 
-``scripts/screenshot.py``, ``bench/load.py``, ``bench/admin_export.py`` and
-``tests/browser/conftest.py`` each start Daphne as ``make run`` does, on a port of their
-own, and wait until it listens.
+``scripts/screenshot.py``, ``bench/load.py`` and ``bench/admin_export.py`` start Daphne
+with :func:`daphne`; ``tests/browser/conftest.py`` (which restarts a server on its port)
+uses :func:`free_port` and :func:`wait_listening`.
 """
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class ServerDidNotStart(RuntimeError):
@@ -40,3 +46,39 @@ def wait_listening(process: subprocess.Popen[bytes], port: int, *, timeout_s: fl
             if time.monotonic() > deadline:
                 raise ServerDidNotStart(f"not listening on {port} after {timeout_s:g} s") from None
             time.sleep(0.05)
+
+
+@contextmanager
+def daphne(
+    env: dict[str, str], *, timeout_s: float, log: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Serve the app as ``make run`` does, on a free port; yield ``(process, port)``.
+
+    ``env`` is the server's whole environment (its ``DATABASE_URL``, migrated by the
+    caller). Its output goes to ``log`` (else nowhere). Raises ``ServerDidNotStart``, with
+    the log's end when there is one, if it does not listen within ``timeout_s`` seconds.
+    The server is always stopped on the way out (killed if it ignores SIGTERM for 10 s).
+    """
+    port = free_port()
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+               "project.asgi:application"]  # fmt: skip
+    out = log.open("wb") if log is not None else subprocess.DEVNULL
+    try:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        if log is not None:
+            out.close()
+    try:
+        try:
+            wait_listening(process, port, timeout_s=timeout_s)
+        except ServerDidNotStart as failure:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
+            raise ServerDidNotStart(f"Daphne {failure}\n{tail}".rstrip()) from None
+        yield process, port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
