@@ -5,8 +5,8 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev migrate run test test-fast lint format browser-deps screenshot \
-	install-real run-local test-real
+.PHONY: install install-dev install-bench migrate run test test-fast lint format browser-deps \
+	screenshot install-real run-local test-real bench bench-tiny
 
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 
@@ -21,9 +21,17 @@ $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
 	$(PIP_INSTALL) -r requirements-dev.txt -c constraints.txt
 	touch $@
 
+# The benchmarks' peers (django-import-export, LangChain's own agent loops, ...): never
+# needed to run or test the app.
+$(VENV)/.installed-bench: $(VENV)/.installed-dev requirements-bench.txt
+	$(PIP_INSTALL) -r requirements-bench.txt -c constraints.txt
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
+
+install-bench: $(VENV)/.installed-bench
 
 migrate: install
 	$(PY) manage.py migrate --noinput
@@ -69,6 +77,14 @@ test: install-dev browser-deps
 
 test-fast: install-dev
 	$(PY) -m pytest -m "not browser"
+
+# Every benchmark at its full size (tens of minutes; docs/benchmarks.md has the figures),
+# or at a tiny size (seconds each, what CI runs so that none can rot).
+bench: install-bench
+	$(PY) bench/all.py
+
+bench-tiny: install-bench
+	$(PY) bench/all.py --tiny
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

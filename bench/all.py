@@ -1,0 +1,79 @@
+"""Run every benchmark, at its full size (``make bench``) or at a tiny one (CI).
+
+Each benchmark is a script of this directory run in a process of its own with this
+Python; this file only knows their arguments. At the tiny size each one takes seconds and
+its figures mean nothing: it is there so that a benchmark that no longer runs (a column
+its raw inserts missed, a file it read that moved) fails CI instead of rotting. At the
+full size the figures are the ones docs/benchmarks.md reports. ``bench/busy.py`` is not
+here: it runs the test suite under load, and CI runs it as a stage of its own.
+
+    .venv/bin/python bench/all.py [--tiny] [--only loop,stream] [--list]
+
+Prints each benchmark's own output as it goes, then one line per benchmark (status and
+wall time). Exit status 1 if any benchmark exited non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A script under ``bench/`` and its arguments at each size (lists of strings)."""
+
+    name: str
+    script: str
+    full: tuple[str, ...]
+    tiny: tuple[str, ...]
+
+
+BENCHMARKS = (
+    # The parsers' check is already small; it fails on growth faster than linear.
+    Benchmark("parsers", "parsers.py", (), ()),
+    Benchmark("export", "export.py", (), ("--sizes", "1000", "--methods", "ours,naive")),
+    Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
+    Benchmark("load", "load.py", (), ("--conversations", "3", "--ramp-s", "0.5")),
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="seconds each; figures meaningless")
+    parser.add_argument("--only", help="comma-separated names (see --list)")
+    parser.add_argument("--list", action="store_true", help="print the names and exit")
+    args = parser.parse_args()
+    if args.list:
+        for bench in BENCHMARKS:
+            print(f"{bench.name}: bench/{bench.script}")
+        return 0
+    chosen = BENCHMARKS
+    if args.only:
+        names = {name.strip() for name in args.only.split(",") if name.strip()}
+        unknown = names - {bench.name for bench in BENCHMARKS}
+        if unknown:
+            parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))} (see --list)")
+        chosen = tuple(bench for bench in BENCHMARKS if bench.name in names)
+    outcomes = []
+    for bench in chosen:
+        arguments = bench.tiny if args.tiny else bench.full
+        command = [sys.executable, str(BENCH / bench.script), *arguments]
+        print(f"== {bench.name}: {' '.join(command[1:])}", flush=True)
+        started = time.monotonic()
+        code = subprocess.run(command, check=False).returncode
+        outcomes.append((bench.name, code, time.monotonic() - started))
+    print("\n== Benchmarks" + (" (tiny: the figures mean nothing)" if args.tiny else ""))
+    for name, code, seconds in outcomes:
+        print(f"{name:<14} {'ok' if code == 0 else f'FAILED (exit {code})':<18} {seconds:7.1f} s")
+    return 1 if any(code for _, code, _ in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
