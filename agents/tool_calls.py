@@ -149,7 +149,8 @@ class ToolCallBatch:
         self.observations: dict[str, ToolMessage] = {}
 
     async def run(self) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
-        """Yield a start and an end per action; the runnable calls run concurrently."""
+        """Yield a start and an end per action; the runnable calls run concurrently (one
+        alone is awaited in place)."""
         for action in self.broken:
             yield self._started(action)
             summary = action.error.splitlines()[0] if action.error else ""
@@ -159,6 +160,11 @@ class ToolCallBatch:
             yield self._finished(call_dict(action), outcome, _Timing.instant())
         for action in self.runnable:
             yield self._started(action)
+        if len(self.runnable) == 1:
+            # The usual turn makes one call: awaited here, without a task to schedule and
+            # gather (a cancelled run still cancels it: the await is in the run's task).
+            yield self._finished(*await self._timed(call_dict(self.runnable[0])))
+            return
         tasks = [asyncio.ensure_future(self._timed(call_dict(a))) for a in self.runnable]
         try:
             for done in asyncio.as_completed(tasks):
