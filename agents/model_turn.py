@@ -27,12 +27,7 @@ from typing import Any
 
 from langchain_core.agents import AgentFinish
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    message_chunk_to_message,
-)
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable
 
@@ -147,9 +142,11 @@ class ModelTurn:
             await _close(chunks)
             yield self._failed(exc, merged, watch)
             return
-        message = merged_message(merged) if merged is not None else AIMessage("")
-        if usages:
-            message = message.model_copy(update={"usage_metadata": response_usage(usages)})
+        usage = response_usage(usages) if usages else None
+        if merged is None:
+            message = AIMessage("", usage_metadata=usage)
+        else:
+            message = merged_message(merged, usage_metadata=usage)
         yield self._finished(message, watch)
 
     def _pieces(self, pieces: list[tuple[str, str]]) -> list[TextDelta | ReasoningDelta]:
@@ -233,7 +230,9 @@ class ModelTurn:
         return str(self.finish.return_values.get("output", "")) if self.finish else ""
 
 
-def merged_message(merged: AIMessageChunk) -> AIMessage:
+def merged_message(
+    merged: AIMessageChunk, *, usage_metadata: dict[str, Any] | None = None
+) -> AIMessage:
     """Return the AIMessage of a merged stream, its tool calls parsed as strict JSON.
 
     LangChain parses streamed arguments with ``parse_partial_json``, which completes a
@@ -243,30 +242,42 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
     arguments; :mod:`agents.strategies.strict_json`); one that is not becomes an invalid
     tool call with the decoder's error. Unpaired surrogates (``"\\ud83d"`` in a
     provider's JSON) become U+FFFD in the text, which could not be stored otherwise.
+    ``usage_metadata``, when given, replaces the merged chunks' (see
+    :func:`response_usage`).
+
+    The message is built once, as ``message_chunk_to_message`` would build it but with
+    these fields in place (building it and then copying it with new fields was one of
+    the loop's costs per turn, ``bench/loop.py``).
     """
-    message = message_chunk_to_message(merged)
-    assert isinstance(message, AIMessage)
-    if isinstance(message.content, str) and strict_json.SURROGATE.search(message.content):
-        message = message.model_copy(update={"content": strict_json.scrub(message.content)})
-    if not merged.tool_call_chunks:
-        return message
-    calls: list[ToolCall] = []
-    invalid: list[InvalidToolCall] = []
-    for chunk in merged.tool_call_chunks:
-        raw = chunk.get("args") or ""
-        name = strict_json.scrub(chunk.get("name") or "")
-        try:
-            args = strict_json.loads(raw) if raw.strip() else {}
-            if not isinstance(args, dict):
-                raise ValueError(f"a JSON {type(args).__name__}, not an object")
-        except ValueError as exc:
-            call = invalid_tool_call(
-                name=name, args=strict_json.scrub(raw), id=chunk.get("id"), error=str(exc)
-            )
-            invalid.append(call)
-        else:
-            calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
-    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+    fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
+    content = fields["content"]
+    if isinstance(content, str) and strict_json.SURROGATE.search(content):
+        fields["content"] = strict_json.scrub(content)
+    if usage_metadata is not None:
+        fields["usage_metadata"] = usage_metadata
+    if merged.tool_call_chunks:
+        calls: list[ToolCall] = []
+        invalid: list[InvalidToolCall] = []
+        for chunk in merged.tool_call_chunks:
+            raw = chunk.get("args") or ""
+            name = strict_json.scrub(chunk.get("name") or "")
+            try:
+                args = strict_json.loads(raw) if raw.strip() else {}
+                if not isinstance(args, dict):
+                    raise ValueError(f"a JSON {type(args).__name__}, not an object")
+            except ValueError as exc:
+                call = invalid_tool_call(
+                    name=name, args=strict_json.scrub(raw), id=chunk.get("id"), error=str(exc)
+                )
+                invalid.append(call)
+            else:
+                calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
+        fields["tool_calls"], fields["invalid_tool_calls"] = calls, invalid
+    return AIMessage(**fields)
+
+
+# What an AIMessageChunk has that an AIMessage has not (message_chunk_to_message's list).
+_CHUNK_ONLY = frozenset({"type", "tool_call_chunks", "chunk_position"})
 
 
 def without_inline_reasoning(message: AIMessage) -> AIMessage:
