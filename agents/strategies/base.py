@@ -156,8 +156,14 @@ class Strategy(ABC):
 
         The loop binds twice per run at most, for the first turn and once for every later
         turn, and reuses the binding (binding converts every tool's schema): the result
-        may differ between the first turn and the others, never among the others.
+        may differ between the first turn and the others, never among the others; when
+        :attr:`first_turn_binds_apart` is False it binds once.
         """
+
+    @property
+    def first_turn_binds_apart(self) -> bool:
+        """Return True if the first turn's binding differs from the later turns'."""
+        return True
 
     @abstractmethod
     def format_scratchpad(
@@ -211,6 +217,11 @@ class TextStrategy(Strategy):
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         """Return ``model`` bound to stop before it writes an observation itself."""
         return model.bind(stop=list(self.stop))
+
+    @property
+    def first_turn_binds_apart(self) -> bool:
+        """Return False: every turn has the same stop sequences."""
+        return False
 
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
