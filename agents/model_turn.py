@@ -91,7 +91,7 @@ class ModelTurn:
         self.first_token_ms: int | None = None
 
     async def stream(
-        self, bound: Runnable[LanguageModelInput, BaseMessage], history: Sequence[BaseMessage]
+        self, bound: Runnable[LanguageModelInput, BaseMessage], history: LanguageModelInput
     ) -> AsyncIterator[TextDelta | ReasoningDelta | ModelTurnFinished]:
         """Yield a :class:`TextDelta` per streamed text piece, then the turn's end.
 

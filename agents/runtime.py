@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
@@ -90,8 +91,22 @@ class _Bindings:
                 self._first = self.strategy.bind(self.model, self.tools, iteration=1)
             return self._first
         if self._later is None:
-            self._later = self.strategy.bind(self.model, self.tools, iteration=iteration)
+            if self._first is not None and not self.strategy.first_turn_binds_apart:
+                self._later = self._first
+            else:
+                self._later = self.strategy.bind(self.model, self.tools, iteration=iteration)
         return self._later
+
+
+def _prompt_value(messages: list[BaseMessage]) -> ChatPromptValue:
+    """Return ``messages`` as the prompt value a chat model turns any input into.
+
+    Given a list, ``BaseChatModel`` validates it into a ``ChatPromptValue`` on every call
+    (``convert_to_messages`` and pydantic's check of each message): work in proportion to
+    the whole request, every turn, for messages the loop built itself and knows to be
+    ``BaseMessage``s. A prompt value is taken as it is.
+    """
+    return ChatPromptValue.model_construct(messages=messages)
 
 
 def _add_usage(total: dict[str, int], usage: dict | None) -> None:
@@ -164,7 +179,7 @@ async def run(
                 return
         yield ModelTurnStarted(iteration=iteration)
         turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
-        async for event in turn.stream(bindings.for_turn(iteration), history):
+        async for event in turn.stream(bindings.for_turn(iteration), _prompt_value(history)):
             yield event
         _add_usage(usage_total, turn.usage)
         if turn.failure:
