@@ -121,7 +121,10 @@ class ModelTurn:
                     chunk = await deadline.wait(anext(chunks))
                 except StopAsyncIteration:
                     break
-                merged = chunk if merged is None else merged + chunk
+                if merged is None:
+                    merged = chunk
+                elif not _adds_nothing(merged, chunk):
+                    merged = merged + chunk
                 if self.first_token_ms is None and _carries_output(chunk):
                     self.first_token_ms = watch.elapsed_ms()
                 # Kept per chunk: merging concatenates a repeated one ("lengthlength").
@@ -398,6 +401,28 @@ def _max_merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif value is not None and key not in out:
                 out[key] = value
     return out
+
+
+def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
+    """Return True if ``merged + chunk`` would differ from ``merged`` only in
+    ``chunk_position``, which :func:`merged_message` drops.
+
+    That is the empty closing chunk (``chunk_position="last"``) langchain-core's
+    ``astream`` appends to every stream: merging it builds and validates a whole new
+    message (about 15 µs, once per turn; a tool-call turn is often one chunk more).
+    Only plain-text content qualifies: with list content (``output_version="v1"``) the
+    position changes how the merged chunk's blocks are built. An id the merge would pick
+    over ``merged``'s (langchain-core ranks a provider's id first, then ``lc_run-``) does
+    not qualify either.
+    """
+    if chunk.content != "" or not isinstance(merged.content, str):
+        return False
+    if chunk.tool_call_chunks or chunk.additional_kwargs or chunk.response_metadata:
+        return False
+    if chunk.usage_metadata or chunk.name:
+        return False
+    new_id, old_id = chunk.id, merged.id
+    return not new_id or new_id == old_id or bool(old_id and not old_id.startswith("lc_"))
 
 
 def _carries_output(chunk: BaseMessage) -> bool:
