@@ -162,6 +162,7 @@ async def run(
     native = context is not None and not isinstance(strategy, TextStrategy)
     schemas = tools_tokens(tool_list) if native else 0
     bindings = _Bindings(strategy, model, tool_list)
+    tool_limits = limits.tools
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):
@@ -200,7 +201,7 @@ async def run(
                     usage=usage_total,
                 )  # fmt: skip
             return
-        batch = ToolCallBatch(turn.actions, by_name, iteration=iteration, limits=limits.tools)
+        batch = ToolCallBatch(turn.actions, by_name, iteration=iteration, limits=tool_limits)
         async for event in batch.run():
             yield event
         new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -103,7 +103,7 @@ def tool_error_type(exc: BaseException) -> str:
     return cls.__name__
 
 
-async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Sequence[str],
+async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
                      timeout_s: float) -> _Outcome:  # fmt: skip
     """Run one tool call; an unknown name, a schema failure, an exception or a time-out
     comes back as an error outcome. ``asyncio.CancelledError`` propagates, so a
@@ -190,7 +190,7 @@ class ToolCallBatch:
         # late (a card said 431 ms of a step stored 541 ms apart).
         watch = Stopwatch()
         outcome = await _call_tool(
-            self.tools.get(call["name"]), call, names=list(self.tools),
+            self.tools.get(call["name"]), call, names=self.tools.keys(),
             timeout_s=self.limits.timeout_s,
         )  # fmt: skip
         finished_at, duration_ms = watch.stop()
