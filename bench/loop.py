@@ -46,13 +46,19 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import importlib
+import io
 import json
 import math
 import os
 import platform
 import pstats
+import re
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +90,7 @@ from agents.strategies.react import format_react, format_react_final
 from agents.strategies.structured_chat import format_structured, format_structured_final
 from agents.strategies.xml import format_xml, format_xml_final
 
+REPO = Path(__file__).resolve().parent.parent
 OFFSET = 1000  # add(a=k, b=OFFSET): each step's result tells which call it answers
 SYSTEM = "You are a careful assistant. Use the tools to add numbers."
 QUESTION = "Add each number to a thousand, one call at a time, then say the last sum."
@@ -259,6 +266,43 @@ def ours(strategy_name: str) -> Runner:
         if not isinstance(last, RunFinished) or last.status is not RunStatus.SUCCEEDED:
             raise RuntimeError(f"run ended {last!r}")
         return last.output
+
+    return go
+
+
+def ours_at(commit: str, strategy_name: str, root: Path) -> Runner:
+    """Return a runner of ``agents.runtime.run`` as it was at ``commit``.
+
+    ``agents/`` at that commit is extracted (``git archive``) under ``root`` as the
+    package ``agents_at_<commit>`` with its imports renamed, so both versions run in this
+    process, interleaved, against the same model and tools.
+    """
+    package = f"agents_at_{commit}"
+    if not (root / package).exists():
+        archive = subprocess.run(["git", "archive", commit, "agents"], cwd=REPO, check=True,
+                                 capture_output=True).stdout  # fmt: skip
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(root, filter="data")
+        (root / "agents").rename(root / package)
+        for path in (root / package).rglob("*.py"):
+            text = re.sub(r"\b(from|import) agents\b", rf"\1 {package}", path.read_text())
+            path.write_text(text)
+        sys.path.insert(0, str(root))
+    runtime = importlib.import_module(f"{package}.runtime")
+    strategies = importlib.import_module(f"{package}.strategies")
+    context = importlib.import_module(f"{package}.context")
+
+    async def go(model: ScriptedLoopModel, tools: list[BaseTool], steps: int) -> str:
+        last = None
+        async for event in runtime.run(
+            model, tools, prompt(), strategy=strategies.get_strategy(strategy_name),
+            limits=runtime.RunLimits(max_iterations=steps + 1),
+            context=context.ContextWindow(max_tokens=10_000_000),
+        ):  # fmt: skip
+            last = event
+        if getattr(getattr(last, "status", None), "value", None) != "succeeded":
+            raise RuntimeError(f"run ended {last!r}")
+        return last.output  # type: ignore[union-attr]
 
     return go
 
@@ -540,6 +584,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     parser.add_argument("--profile", metavar="RUNNER:N", help="print a cProfile and exit")
     parser.add_argument("--profile-out", type=Path, help="also dump the profile's stats here")
+    parser.add_argument(
+        "--against", metavar="COMMIT", help="also run agents/ as at COMMIT, interleaved"
+    )
     args = parser.parse_args(argv)
     if args.tiny:
         args.sizes, args.repeats, args.min_steps = "3,10", 2, 20
@@ -559,6 +606,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs = [s for s in SPECS if s.name in wanted and s.name not in skipped]
     if REFERENCE not in [s.name for s in specs]:
         specs.insert(0, next(s for s in SPECS if s.name == REFERENCE))
+    if args.against:
+        root = Path(tempfile.mkdtemp(prefix="loop-bench-"))
+        for spec in [s for s in specs if s.name.startswith("ours")]:
+            strategy = "tool_calling" if spec.text_format == "native" else spec.text_format
+            make = lambda s=strategy: ours_at(args.against, s, root)  # noqa: E731
+            specs.append(Spec(f"{spec.name}@{args.against}", make, spec.text_format))
     bench = Bench(specs)
     if args.profile:
         profile(bench, args.profile, args.profile_out)
