@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from langchain_core.agents import AgentFinish
 from langchain_core.language_models import LanguageModelInput
@@ -37,9 +36,7 @@ from agents.model_errors import describe_model_error
 from agents.reasoning import ThinkSplitter, join_reasoning, reasoning_of_chunk, split_think
 from agents.strategies import ParseError, Strategy, ToolAgentAction, strict_json
 from agents.strategies.base import new_tool_call_id
-from agents.timing import Stopwatch
-
-T = TypeVar("T")
+from agents.timing import Deadline, Stopwatch
 
 MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
 # A reply that had started but was still streaming at the deadline: a model that runs on
@@ -235,56 +232,6 @@ class ModelTurn:
     def answer(self) -> str:
         """Return the final answer's text ("" when the turn asked for tools or failed)."""
         return str(self.finish.return_values.get("output", "")) if self.finish else ""
-
-
-class Deadline:
-    """A deadline that cancels the current task only while it :meth:`wait`s.
-
-    One timer for a whole model turn, instead of an ``asyncio.timeout_at`` around each
-    chunk's wait (a timer set and cancelled per chunk: about 9 µs each, three per
-    tool-call turn, ``bench/loop.py``). When the time comes while the task waits, the
-    wait is cancelled and raises ``TimeoutError`` (as ``asyncio.Timeout`` does, telling
-    its own cancellation from another by the task's cancel count); when it comes while the
-    task is elsewhere (the caller handling a yielded delta), nothing is cancelled there
-    and the next :meth:`wait` raises ``TimeoutError`` at once. Call :meth:`cancel` when
-    done. ``when`` is in the event loop's clock (``loop.time()``).
-    """
-
-    def __init__(self, when: float) -> None:
-        self._task = asyncio.current_task()
-        self._waiting = False
-        self._cancelled_task = False
-        self.expired = False
-        self._handle = asyncio.get_running_loop().call_at(when, self._on_time)
-
-    def _on_time(self) -> None:
-        self.expired = True
-        if self._waiting and self._task is not None:
-            self._cancelled_task = True
-            self._task.cancel()
-
-    async def wait(self, awaitable: Awaitable[T]) -> T:
-        """Return what ``awaitable`` gives; raise ``TimeoutError`` if the deadline passed
-        before or while it waited."""
-        if self.expired:
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()  # never awaited: no "was never awaited" warning
-            raise TimeoutError
-        task = self._task
-        cancelling = task.cancelling() if task is not None else 0
-        self._waiting = True
-        try:
-            return await awaitable
-        except asyncio.CancelledError:
-            if self._cancelled_task and task is not None and task.uncancel() <= cancelling:
-                raise TimeoutError from None
-            raise
-        finally:
-            self._waiting = False
-
-    def cancel(self) -> None:
-        """Stop the timer."""
-        self._handle.cancel()
 
 
 def merged_message(

@@ -19,12 +19,13 @@ from langchain_core.tools import tool
 
 from agents.context import ContextWindow
 from agents.events import RunFinished, RunStatus, TextDelta
-from agents.model_turn import Deadline, merged_message
+from agents.model_turn import merged_message
 from agents.runtime import RunLimits, run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.strategies.react import format_react, format_react_final
 from agents.strategies.structured_chat import format_structured, format_structured_final
 from agents.strategies.xml import format_xml, format_xml_final
+from agents.timing import Deadline
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.timing import WAIT_S
 
