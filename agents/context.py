@@ -120,6 +120,9 @@ class ContextWindow:
     reply_tokens: int = 0
     counter: TokenCounter = approximate_tokens
     _counts: dict[int, tuple[BaseMessage, int]] = field(default_factory=dict, repr=False)
+    _prompt: tuple[Sequence[BaseMessage], tuple[int, int, int]] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def reply(self) -> int:
@@ -147,7 +150,7 @@ class ContextWindow:
 
     def fit(
         self, prompt: Sequence[BaseMessage], scratchpad: Sequence[BaseMessage], *,
-        extra_tokens: int = 0,
+        extra_tokens: int = 0, scratchpad_tokens: int | None = None,
     ) -> list[BaseMessage]:  # fmt: skip
         """Return ``prompt + scratchpad`` with the oldest earlier exchanges dropped to fit.
 
@@ -159,23 +162,50 @@ class ContextWindow:
         (a question of :mod:`agents.history`; any ``HumanMessage`` in a history built
         without them). Raises :class:`ContextOverflow` when the kept parts alone exceed
         :attr:`budget`.
+
+        ``scratchpad_tokens``: the scratchpad's tokens when the caller keeps the count
+        (the loop counts each new message once as it appends it), else they are counted
+        here. The prompt's counts are kept for the next call with the same ``prompt``
+        object, so a run's turns do not sum its history again.
         """
-        system = list(prompt[:1]) if prompt and isinstance(prompt[0], SystemMessage) else []
-        history = list(prompt[len(system) : -1])
-        tail = [*prompt[-1:], *scratchpad]
-        fixed = self.total(system) + self.total(tail) + extra_tokens
+        system_tokens, history_tokens, question_tokens = self._prompt_tokens(prompt)
+        if scratchpad_tokens is None:
+            scratchpad_tokens = self.total(scratchpad)
+        tail_tokens = question_tokens + scratchpad_tokens
+        fixed = system_tokens + tail_tokens + extra_tokens
         if fixed > self.budget:
             raise ContextOverflow(needed=fixed, available=self.budget,
                                   window=self.max_tokens, reply=self.reply)  # fmt: skip
-        if fixed + self.total(history) <= self.budget:
-            return [*system, *history, *tail]
+        if fixed + history_tokens <= self.budget:
+            return [*prompt, *scratchpad]
+        system = list(prompt[:1]) if prompt and isinstance(prompt[0], SystemMessage) else []
+        history = list(prompt[len(system) : -1])
+        tail = [*prompt[-1:], *scratchpad]
         kept = trim_messages(
-            [*system, *history], max_tokens=self.budget - self.total(tail) - extra_tokens,
+            [*system, *history], max_tokens=self.budget - tail_tokens - extra_tokens,
             token_counter=self.total, strategy="last", include_system=True,
             start_on="human", allow_partial=False,
         )  # fmt: skip
         kept_history = _from_exchange_start(kept[len(system) :], history)
         return [*system, *kept_history, *tail]
+
+    def _prompt_tokens(self, prompt: Sequence[BaseMessage]) -> tuple[int, int, int]:
+        """Return the tokens of ``prompt``'s system message, history and question.
+
+        Kept for the last prompt object (held, so its id() is not reused), which the
+        loop passes again every turn.
+        """
+        if self._prompt is not None and self._prompt[0] is prompt:
+            return self._prompt[1]
+        has_system = bool(prompt) and isinstance(prompt[0], SystemMessage)
+        start = 1 if has_system else 0
+        parts = (
+            self.total(prompt[:start]),
+            self.total(prompt[start:-1]),
+            self.total(prompt[-1:]) if len(prompt) > start else 0,
+        )
+        self._prompt = (prompt, parts)
+        return parts
 
 
 def _from_exchange_start(

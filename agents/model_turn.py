@@ -27,12 +27,7 @@ from typing import Any
 
 from langchain_core.agents import AgentFinish
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    message_chunk_to_message,
-)
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import InvalidToolCall, ToolCall, invalid_tool_call, tool_call
 from langchain_core.runnables import Runnable
 
@@ -41,7 +36,7 @@ from agents.model_errors import describe_model_error
 from agents.reasoning import ThinkSplitter, join_reasoning, reasoning_of_chunk, split_think
 from agents.strategies import ParseError, Strategy, ToolAgentAction, strict_json
 from agents.strategies.base import new_tool_call_id
-from agents.timing import Stopwatch
+from agents.timing import Deadline, Stopwatch
 
 MODEL_TIMED_OUT = "The model did not answer within {seconds:g} seconds."
 # A reply that had started but was still streaming at the deadline: a model that runs on
@@ -96,7 +91,7 @@ class ModelTurn:
         self.first_token_ms: int | None = None
 
     async def stream(
-        self, bound: Runnable[LanguageModelInput, BaseMessage], history: Sequence[BaseMessage]
+        self, bound: Runnable[LanguageModelInput, BaseMessage], history: LanguageModelInput
     ) -> AsyncIterator[TextDelta | ReasoningDelta | ModelTurnFinished]:
         """Yield a :class:`TextDelta` per streamed text piece, then the turn's end.
 
@@ -115,16 +110,18 @@ class ModelTurn:
         watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        deadline = Deadline(asyncio.get_running_loop().time() + self.timeout_s)
         chunks = aiter(bound.astream(history))
         try:
             while True:
                 try:
-                    async with asyncio.timeout_at(deadline):
-                        chunk = await anext(chunks)
+                    chunk = await deadline.wait(anext(chunks))
                 except StopAsyncIteration:
                     break
-                merged = chunk if merged is None else merged + chunk
+                if merged is None:
+                    merged = chunk
+                elif not _adds_nothing(merged, chunk):
+                    merged = merged + chunk
                 if self.first_token_ms is None and _carries_output(chunk):
                     self.first_token_ms = watch.elapsed_ms()
                 # Kept per chunk: merging concatenates a repeated one ("lengthlength").
@@ -147,9 +144,13 @@ class ModelTurn:
             await _close(chunks)
             yield self._failed(exc, merged, watch)
             return
-        message = merged_message(merged) if merged is not None else AIMessage("")
-        if usages:
-            message = message.model_copy(update={"usage_metadata": response_usage(usages)})
+        finally:
+            deadline.cancel()
+        usage = response_usage(usages) if usages else None
+        if merged is None:
+            message = AIMessage("", usage_metadata=usage)
+        else:
+            message = merged_message(merged, usage_metadata=usage)
         yield self._finished(message, watch)
 
     def _pieces(self, pieces: list[tuple[str, str]]) -> list[TextDelta | ReasoningDelta]:
@@ -233,7 +234,9 @@ class ModelTurn:
         return str(self.finish.return_values.get("output", "")) if self.finish else ""
 
 
-def merged_message(merged: AIMessageChunk) -> AIMessage:
+def merged_message(
+    merged: AIMessageChunk, *, usage_metadata: dict[str, Any] | None = None
+) -> AIMessage:
     """Return the AIMessage of a merged stream, its tool calls parsed as strict JSON.
 
     LangChain parses streamed arguments with ``parse_partial_json``, which completes a
@@ -243,30 +246,42 @@ def merged_message(merged: AIMessageChunk) -> AIMessage:
     arguments; :mod:`agents.strategies.strict_json`); one that is not becomes an invalid
     tool call with the decoder's error. Unpaired surrogates (``"\\ud83d"`` in a
     provider's JSON) become U+FFFD in the text, which could not be stored otherwise.
+    ``usage_metadata``, when given, replaces the merged chunks' (see
+    :func:`response_usage`).
+
+    The message is built once, as ``message_chunk_to_message`` would build it but with
+    these fields in place (building it and then copying it with new fields was one of
+    the loop's costs per turn, ``bench/loop.py``).
     """
-    message = message_chunk_to_message(merged)
-    assert isinstance(message, AIMessage)
-    if isinstance(message.content, str) and strict_json.SURROGATE.search(message.content):
-        message = message.model_copy(update={"content": strict_json.scrub(message.content)})
-    if not merged.tool_call_chunks:
-        return message
-    calls: list[ToolCall] = []
-    invalid: list[InvalidToolCall] = []
-    for chunk in merged.tool_call_chunks:
-        raw = chunk.get("args") or ""
-        name = strict_json.scrub(chunk.get("name") or "")
-        try:
-            args = strict_json.loads(raw) if raw.strip() else {}
-            if not isinstance(args, dict):
-                raise ValueError(f"a JSON {type(args).__name__}, not an object")
-        except ValueError as exc:
-            call = invalid_tool_call(
-                name=name, args=strict_json.scrub(raw), id=chunk.get("id"), error=str(exc)
-            )
-            invalid.append(call)
-        else:
-            calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
-    return message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": invalid})
+    fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
+    content = fields["content"]
+    if isinstance(content, str) and strict_json.SURROGATE.search(content):
+        fields["content"] = strict_json.scrub(content)
+    if usage_metadata is not None:
+        fields["usage_metadata"] = usage_metadata
+    if merged.tool_call_chunks:
+        calls: list[ToolCall] = []
+        invalid: list[InvalidToolCall] = []
+        for chunk in merged.tool_call_chunks:
+            raw = chunk.get("args") or ""
+            name = strict_json.scrub(chunk.get("name") or "")
+            try:
+                args = strict_json.loads(raw) if raw.strip() else {}
+                if not isinstance(args, dict):
+                    raise ValueError(f"a JSON {type(args).__name__}, not an object")
+            except ValueError as exc:
+                call = invalid_tool_call(
+                    name=name, args=strict_json.scrub(raw), id=chunk.get("id"), error=str(exc)
+                )
+                invalid.append(call)
+            else:
+                calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
+        fields["tool_calls"], fields["invalid_tool_calls"] = calls, invalid
+    return AIMessage(**fields)
+
+
+# What an AIMessageChunk has that an AIMessage has not (message_chunk_to_message's list).
+_CHUNK_ONLY = frozenset({"type", "tool_call_chunks", "chunk_position"})
 
 
 def without_inline_reasoning(message: AIMessage) -> AIMessage:
@@ -333,6 +348,28 @@ def _max_merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif value is not None and key not in out:
                 out[key] = value
     return out
+
+
+def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
+    """Return True if ``merged + chunk`` would differ from ``merged`` only in
+    ``chunk_position``, which :func:`merged_message` drops.
+
+    That is the empty closing chunk (``chunk_position="last"``) langchain-core's
+    ``astream`` appends to every stream: merging it builds and validates a whole new
+    message (about 15 µs, once per turn; a tool-call turn is often one chunk more).
+    Only plain-text content qualifies: with list content (``output_version="v1"``) the
+    position changes how the merged chunk's blocks are built. An id the merge would pick
+    over ``merged``'s (langchain-core ranks a provider's id first, then ``lc_run-``) does
+    not qualify either.
+    """
+    if chunk.content != "" or not isinstance(merged.content, str):
+        return False
+    if chunk.tool_call_chunks or chunk.additional_kwargs or chunk.response_metadata:
+        return False
+    if chunk.usage_metadata or chunk.name:
+        return False
+    new_id, old_id = chunk.id, merged.id
+    return not new_id or new_id == old_id or bool(old_id and not old_id.startswith("lc_"))
 
 
 def _carries_output(chunk: BaseMessage) -> bool:

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import ChatPromptValue
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from agents.context import ContextOverflow, ContextWindow, tools_tokens
@@ -22,7 +24,7 @@ from agents.events import Event, ModelTurnStarted, RunFinished, RunStarted, RunS
 from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
-from agents.strategies.base import IntermediateStep, TextStrategy
+from agents.strategies.base import TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
 from agents.tool_calls import ToolCallBatch, ToolLimits
 
@@ -68,6 +70,45 @@ def model_display_name(model: BaseChatModel) -> str:
     return type(model).__name__
 
 
+class _Bindings:
+    """The model bound for each turn of one run: bound once for the first turn and once
+    for all later ones (:meth:`agents.strategies.Strategy.bind`'s contract), not per turn.
+
+    Binding converts every tool's schema (``ChatOpenAI.bind_tools`` calls
+    ``convert_to_openai_tool`` per tool); doing it every turn made the run's cost per step
+    grow with the tools offered (profiled with ``bench/loop.py --profile ours:200``).
+    """
+
+    def __init__(self, strategy: Strategy, model: BaseChatModel, tools: list[BaseTool]) -> None:
+        self.strategy, self.model, self.tools = strategy, model, tools
+        self._first: Runnable[LanguageModelInput, BaseMessage] | None = None
+        self._later: Runnable[LanguageModelInput, BaseMessage] | None = None
+
+    def for_turn(self, iteration: int) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Return the model bound for the ``iteration``-th turn (1-based)."""
+        if iteration == 1:
+            if self._first is None:
+                self._first = self.strategy.bind(self.model, self.tools, iteration=1)
+            return self._first
+        if self._later is None:
+            if self._first is not None and not self.strategy.first_turn_binds_apart:
+                self._later = self._first
+            else:
+                self._later = self.strategy.bind(self.model, self.tools, iteration=iteration)
+        return self._later
+
+
+def _prompt_value(messages: list[BaseMessage]) -> ChatPromptValue:
+    """Return ``messages`` as the prompt value a chat model turns any input into.
+
+    Given a list, ``BaseChatModel`` validates it into a ``ChatPromptValue`` on every call
+    (``convert_to_messages`` and pydantic's check of each message): work in proportion to
+    the whole request, every turn, for messages the loop built itself and knows to be
+    ``BaseMessage``s. A prompt value is taken as it is.
+    """
+    return ChatPromptValue.model_construct(messages=messages)
+
+
 def _add_usage(total: dict[str, int], usage: dict | None) -> None:
     for key in ("input_tokens", "output_tokens", "total_tokens"):
         if usage and isinstance(usage.get(key), int):
@@ -108,23 +149,29 @@ async def run(
     """
     limits = limits or RunLimits()
     strategy = strategy or ToolCallingStrategy()
-    by_name = {tool.name: tool for tool in tools}
-    prompt = strategy.build_prompt(messages, list(tools))
-    intermediate_steps: list[IntermediateStep] = []
+    tool_list = list(tools)
+    by_name = {tool.name: tool for tool in tool_list}
+    prompt = strategy.build_prompt(messages, tool_list)
+    # The scratchpad only grows: each batch's steps are formatted (and, with a context
+    # window, counted) once and appended, never rebuilt from all earlier steps.
+    scratchpad: list[BaseMessage] = []
+    scratchpad_tokens = 0
     usage_total: dict[str, int] = {}
     # A native request carries the tools' schemas beside the messages; a text strategy
     # has them in its system message already.
     native = context is not None and not isinstance(strategy, TextStrategy)
-    schemas = tools_tokens(list(tools)) if native else 0
+    schemas = tools_tokens(tool_list) if native else 0
+    bindings = _Bindings(strategy, model, tool_list)
+    tool_limits = limits.tools
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
     for iteration in range(1, limits.max_iterations + 1):
-        scratchpad = fill_empty_replies(strategy.format_scratchpad(intermediate_steps))
         if context is None:
             history = [*prompt, *scratchpad]
         else:
             try:
-                history = context.fit(prompt, scratchpad, extra_tokens=schemas)
+                history = context.fit(prompt, scratchpad, extra_tokens=schemas,
+                                      scratchpad_tokens=scratchpad_tokens)  # fmt: skip
             except ContextOverflow as exc:
                 yield RunFinished(
                     status=RunStatus.FAILED, output="", iterations=iteration - 1,
@@ -133,8 +180,7 @@ async def run(
                 return
         yield ModelTurnStarted(iteration=iteration)
         turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
-        bound = strategy.bind(model, list(tools), iteration=iteration)
-        async for event in turn.stream(bound, history):
+        async for event in turn.stream(bindings.for_turn(iteration), _prompt_value(history)):
             yield event
         _add_usage(usage_total, turn.usage)
         if turn.failure:
@@ -155,10 +201,13 @@ async def run(
                     usage=usage_total,
                 )  # fmt: skip
             return
-        batch = ToolCallBatch(turn.actions, by_name, iteration=iteration, limits=limits.tools)
+        batch = ToolCallBatch(turn.actions, by_name, iteration=iteration, limits=tool_limits)
         async for event in batch.run():
             yield event
-        intermediate_steps.extend(batch.intermediate_steps())
+        new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
+        scratchpad.extend(new)
+        if context is not None:
+            scratchpad_tokens += context.total(new)
 
     yield RunFinished(
         status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -103,7 +103,7 @@ def tool_error_type(exc: BaseException) -> str:
     return cls.__name__
 
 
-async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Sequence[str],
+async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
                      timeout_s: float) -> _Outcome:  # fmt: skip
     """Run one tool call; an unknown name, a schema failure, an exception or a time-out
     comes back as an error outcome. ``asyncio.CancelledError`` propagates, so a
@@ -149,7 +149,8 @@ class ToolCallBatch:
         self.observations: dict[str, ToolMessage] = {}
 
     async def run(self) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
-        """Yield a start and an end per action; the runnable calls run concurrently."""
+        """Yield a start and an end per action; the runnable calls run concurrently (one
+        alone is awaited in place)."""
         for action in self.broken:
             yield self._started(action)
             summary = action.error.splitlines()[0] if action.error else ""
@@ -159,6 +160,11 @@ class ToolCallBatch:
             yield self._finished(call_dict(action), outcome, _Timing.instant())
         for action in self.runnable:
             yield self._started(action)
+        if len(self.runnable) == 1:
+            # The usual turn makes one call: awaited here, without a task to schedule and
+            # gather (a cancelled run still cancels it: the await is in the run's task).
+            yield self._finished(*await self._timed(call_dict(self.runnable[0])))
+            return
         tasks = [asyncio.ensure_future(self._timed(call_dict(a))) for a in self.runnable]
         try:
             for done in asyncio.as_completed(tasks):
@@ -184,7 +190,7 @@ class ToolCallBatch:
         # late (a card said 431 ms of a step stored 541 ms apart).
         watch = Stopwatch()
         outcome = await _call_tool(
-            self.tools.get(call["name"]), call, names=list(self.tools),
+            self.tools.get(call["name"]), call, names=self.tools.keys(),
             timeout_s=self.limits.timeout_s,
         )  # fmt: skip
         finished_at, duration_ms = watch.stop()

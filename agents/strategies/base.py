@@ -152,13 +152,29 @@ class Strategy(ABC):
     def bind(
         self, model: BaseChatModel, tools: Sequence[BaseTool], *, iteration: int
     ) -> Runnable[LanguageModelInput, BaseMessage]:
-        """Return ``model`` bound for the ``iteration``-th model turn (1-based)."""
+        """Return ``model`` bound for the ``iteration``-th model turn (1-based).
+
+        The loop binds twice per run at most, for the first turn and once for every later
+        turn, and reuses the binding (binding converts every tool's schema): the result
+        may differ between the first turn and the others, never among the others; when
+        :attr:`first_turn_binds_apart` is False it binds once.
+        """
+
+    @property
+    def first_turn_binds_apart(self) -> bool:
+        """Return True if the first turn's binding differs from the later turns'."""
+        return True
 
     @abstractmethod
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
     ) -> list[BaseMessage]:
-        """Return the messages that show the model its earlier actions and observations."""
+        """Return the messages that show the model its earlier actions and observations.
+
+        The loop calls this with each turn's new steps only and appends the result to
+        the scratchpad so far, so the messages of a step must not depend on other turns'
+        steps.
+        """
 
     @abstractmethod
     def parse(self, message: AIMessage) -> list[ToolAgentAction] | AgentFinish:
@@ -201,6 +217,11 @@ class TextStrategy(Strategy):
     ) -> Runnable[LanguageModelInput, BaseMessage]:
         """Return ``model`` bound to stop before it writes an observation itself."""
         return model.bind(stop=list(self.stop))
+
+    @property
+    def first_turn_binds_apart(self) -> bool:
+        """Return False: every turn has the same stop sequences."""
+        return False
 
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]

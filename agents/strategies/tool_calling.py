@@ -96,6 +96,11 @@ class ToolCallingStrategy(Strategy):
             kwargs["parallel_tool_calls"] = False
         return model.bind_tools(list(tools), **kwargs)
 
+    @property
+    def first_turn_binds_apart(self) -> bool:
+        """Return True if a ``tool_choice`` is forced (it applies to the first turn only)."""
+        return self.options.tool_choice not in ("", "auto")
+
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]
     ) -> list[BaseMessage]:

@@ -1,0 +1,214 @@
+"""What the loop does once per run instead of once per turn, and that nothing changed by it.
+
+The loop binds the model once (twice with a forced ``tool_choice``), appends each turn's
+steps to the scratchpad instead of rebuilding it, counts each message's tokens once,
+awaits a lone tool call in place and sets one deadline timer per model turn
+(docs/benchmarks.md, "The agent loop per step"). These tests pin the behaviour those
+shortcuts must keep; the speed itself is ``bench/loop.py``'s business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+
+from agents.context import ContextWindow
+from agents.events import RunFinished, RunStatus, TextDelta
+from agents.model_turn import merged_message
+from agents.runtime import RunLimits, run
+from agents.strategies import StrategyOptions, get_strategy
+from agents.strategies.react import format_react, format_react_final
+from agents.strategies.structured_chat import format_structured, format_structured_final
+from agents.strategies.xml import format_xml, format_xml_final
+from agents.timing import Deadline
+from tests.fakes import ScriptedChatModel, tool_call
+from tests.timing import WAIT_S
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class CountingModel(ScriptedChatModel):
+    """A scripted model that counts its ``bind_tools`` and ``bind`` calls."""
+
+    binds: list[dict[str, Any]] = []
+
+    def bind_tools(self, tools, **kwargs):
+        self.binds.append({"tools": [t.name for t in tools], **kwargs})
+        return super().bind_tools(tools, **kwargs)
+
+
+def native_script(steps: int) -> list[AIMessage]:
+    calls = [
+        AIMessage("", tool_calls=[tool_call("add", {"a": i, "b": 100}, f"call_{i}")])
+        for i in range(steps)
+    ]
+    return [*calls, AIMessage(f"The last sum was {steps - 1 + 100}.")]
+
+
+WRITERS = {
+    "react": (format_react, format_react_final),
+    "structured_chat": (format_structured, format_structured_final),
+    "xml": (format_xml, lambda answer: format_xml_final(answer)),
+}
+
+
+def text_script(name: str, steps: int) -> list[AIMessage]:
+    call, final = WRITERS[name]
+    return [
+        *[AIMessage(call("add", {"a": i, "b": 100}, "Add the next one.")) for i in range(steps)],
+        AIMessage(final("Done.")),
+    ]
+
+
+async def collect(model, strategy, *, context=None, steps=4):
+    messages = [SystemMessage("You add numbers."), HumanMessage("Add them.")]
+    limits = RunLimits(max_iterations=steps + 1)
+    return [
+        event
+        async for event in run(
+            model, [add], messages, strategy=strategy, limits=limits, context=context
+        )
+    ]
+
+
+async def test_a_run_binds_the_model_once_when_every_turn_binds_alike():
+    model = CountingModel(script=native_script(4), binds=[])
+    events = await collect(model, get_strategy("tool_calling"))
+
+    assert events[-1].status is RunStatus.SUCCEEDED
+    assert model.binds == [{"tools": ["add"]}]
+    assert len(model.calls) == 5  # five turns, all with the tools
+    assert all(call["tools"] == ["add"] for call in model.calls)
+
+
+async def test_a_forced_tool_choice_binds_the_first_turn_apart_and_the_rest_once():
+    model = CountingModel(script=native_script(4), binds=[])
+    strategy = get_strategy("tool_calling", StrategyOptions(tool_choice="required"))
+    await collect(model, strategy)
+
+    assert model.binds == [{"tools": ["add"], "tool_choice": "required"}, {"tools": ["add"]}]
+    assert [call.get("tool_choice") for call in model.calls] == ["required"] + [None] * 4
+
+
+@pytest.mark.parametrize("name", ["tool_calling", *sorted(WRITERS)])
+async def test_each_turn_s_scratchpad_is_what_formatting_every_step_so_far_gives(name):
+    """The scratchpad is appended to turn by turn; it must equal a rebuild from all steps."""
+    script = native_script(3) if name == "tool_calling" else text_script(name, 3)
+    model = ScriptedChatModel(script=script)
+    strategy = get_strategy(name)
+    context = ContextWindow(max_tokens=100_000)
+    events = await collect(model, strategy, context=context, steps=3)
+    assert events[-1].status is RunStatus.SUCCEEDED
+
+    prompt_length = len(model.prompts[0])
+    scratchpads = [prompt[prompt_length:] for prompt in model.prompts]
+    assert [len(pad) for pad in scratchpads] == [0, 2, 4, 6]
+    for earlier, later in itertools.pairwise(scratchpads):
+        assert later[: len(earlier)] == earlier  # only appended to
+    # Every message the model was shown was counted once, as a whole request would be.
+    last = model.prompts[-1]
+    assert context.total(last) == sum(context.counter(message) for message in last)
+
+
+async def test_a_scratchpad_that_outgrows_the_window_still_ends_the_run_as_counted():
+    model = ScriptedChatModel(script=native_script(50))
+    context = ContextWindow(max_tokens=1_200, reply_tokens=100)
+    events = await collect(model, get_strategy("tool_calling"), context=context, steps=50)
+
+    end = events[-1]
+    assert isinstance(end, RunFinished) and end.status is RunStatus.FAILED
+    assert "does not fit the model's context window" in end.error
+    # The turn that did not fit was never sent; every turn sent fitted.
+    assert len(model.prompts) == end.iterations
+    assert all(context.total(prompt) <= context.budget for prompt in model.prompts)
+
+
+def test_fit_with_the_scratchpad_s_count_given_equals_fit_counting_it():
+    prompt = [SystemMessage("s"), HumanMessage("q " * 50)]
+    pad = [AIMessage("a " * 40), HumanMessage("o " * 40)]
+    counted = ContextWindow(max_tokens=10_000)
+    given = ContextWindow(max_tokens=10_000)
+
+    assert given.fit(prompt, pad, scratchpad_tokens=given.total(pad)) == counted.fit(prompt, pad)
+    with pytest.raises(Exception, match="does not fit") as too_big:
+        ContextWindow(max_tokens=200).fit(prompt, pad, scratchpad_tokens=10_000)
+    assert too_big.value.needed > 10_000
+
+
+async def test_cancelling_a_run_while_it_waits_for_the_model_is_a_cancel_not_a_time_out():
+    release = asyncio.Event()  # never set: the model stops answering mid-stream
+    model = ScriptedChatModel(script=[AIMessage("one two three")], gates={1: release})
+    first_delta = asyncio.Event()
+
+    async def consume():
+        async for event in run(model, [add], [HumanMessage("q")],
+                               limits=RunLimits(model_timeout_s=WAIT_S)):  # fmt: skip
+            if isinstance(event, TextDelta):
+                first_delta.set()
+
+    task = asyncio.ensure_future(consume())
+    await asyncio.wait_for(first_delta.wait(), timeout=WAIT_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_deadline_that_passed_while_the_caller_worked_stops_the_next_wait_only():
+    deadline = Deadline(asyncio.get_running_loop().time())  # due at once
+    await asyncio.sleep(0)  # the caller's own work: not cancelled
+    await asyncio.sleep(0)
+    assert deadline.expired
+
+    async def answer() -> str:
+        return "late"
+
+    with pytest.raises(TimeoutError):
+        await deadline.wait(answer())
+    deadline.cancel()
+
+
+async def test_a_deadline_that_comes_during_a_wait_raises_time_out_and_leaves_the_task_usable():
+    deadline = Deadline(asyncio.get_running_loop().time() + 0.01)
+    with pytest.raises(TimeoutError):
+        await deadline.wait(asyncio.Event().wait())
+    deadline.cancel()
+    assert asyncio.current_task().cancelling() == 0
+    await asyncio.sleep(0)  # no cancellation left over for the next await
+
+
+def test_the_merged_message_keeps_the_provider_s_id_and_drops_only_chunk_fields():
+    chunk = AIMessageChunk(
+        content="Hi", id="chatcmpl-1",
+        tool_call_chunks=[{"name": "add", "args": '{"a": 1, "b": 2}', "id": "c1", "index": 0}],
+        response_metadata={"finish_reason": "tool_calls"},
+    )  # fmt: skip
+    closing = AIMessageChunk(content="", chunk_position="last", id="lc_run--x")
+    message = merged_message(chunk + closing, usage_metadata={"input_tokens": 3,
+                             "output_tokens": 1, "total_tokens": 4})  # fmt: skip
+
+    assert message.id == "chatcmpl-1"
+    assert message.tool_calls == [{"name": "add", "args": {"a": 1, "b": 2}, "id": "c1",
+                                   "type": "tool_call"}]  # fmt: skip
+    assert message.response_metadata["finish_reason"] == "tool_calls"
+    assert message.usage_metadata["total_tokens"] == 4
+    assert message.text == "Hi"
+
+
+async def test_the_closing_chunk_is_left_out_without_changing_the_turn_s_message():
+    """The ids langchain-core gives a stream (``lc_run--``) and a provider's both survive."""
+    for given_id in (None, "chatcmpl-7"):
+        chunks = [AIMessageChunk(content="Done", id=given_id)]
+        model = ScriptedChatModel(script=[chunks])
+        events = await collect(model, get_strategy("tool_calling"), steps=0)
+        raw_id = next(e for e in events if type(e).__name__ == "ModelTurnFinished").raw["id"]
+        assert raw_id == given_id or (given_id is None and raw_id.startswith("lc_run-"))
+        assert events[-1].output == "Done"
