@@ -41,6 +41,7 @@ BENCHMARKS = (
     Benchmark("export", "export.py", (), ("--sizes", "1000", "--methods", "ours,naive")),
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
     Benchmark("load", "load.py", (), ("--conversations", "3", "--ramp-s", "0.5")),
+    Benchmark("loop", "loop.py", (), ("--tiny",)),
 )
 
 
