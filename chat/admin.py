@@ -96,6 +96,11 @@ class AgentStepInline(ReadOnlyInline):
     readonly_fields = fields
     ordering = ("ordinal",)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
+        """Return the steps with their run: a card reads it (a tool call's labels), which
+        was one query per step, 157 for a run of 200 steps (bench/growth.py)."""
+        return super().get_queryset(request).select_related("run")
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """No adding or editing; deleting is for superusers only."""
