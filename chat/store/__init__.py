@@ -10,6 +10,8 @@ concern, all of it importable from here:
   its steps;
 - :mod:`chat.store.limits`: the per-owner run limit and the sweeps (runs of a dead
   process, retention);
+- :mod:`chat.store.pages`: the conversation page's window of runs (the newest, or those
+  before a run);
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
   a run's tool calls.
 """
@@ -33,6 +35,7 @@ from chat.store.conversations import (
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
+from chat.store.pages import RunNotInConversation, RunWindow, runs_window
 from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
@@ -60,6 +63,8 @@ __all__ = [
     "RateLimited",
     "RunAlreadyGoing",
     "RunModel",
+    "RunNotInConversation",
+    "RunWindow",
     "clean_query",
     "conversation_configure",
     "conversation_delete",
@@ -84,6 +89,7 @@ __all__ = [
     "runs_delete",
     "runs_interrupt_stale",
     "runs_to_catch_up",
+    "runs_window",
     "step_finish",
     "step_save_text",
     "step_start",
