@@ -1,0 +1,93 @@
+"""A long conversation in headless Chromium: the page opens on its newest exchanges, and
+"Show earlier messages" loads the earlier ones above without moving what is on screen,
+from the mouse and from the keyboard, back to the conversation's start."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.browser.conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+WINDOW = 3
+EXCHANGES = 8  # three windows: 3 on the page, then 3, then the first 2
+
+# Stores EXCHANGES runs of six tool calls each in the guest's conversation (argv[1]).
+FILL = """
+import sys
+import django
+django.setup()
+from datetime import timedelta
+from django.utils import timezone
+from chat.models import Conversation
+from tests.chat.test_admin import make_run, weather_call
+conversation = Conversation.objects.get(pk=int(sys.argv[1]))
+start = timezone.now() - timedelta(hours=1)
+for n in range(int(sys.argv[2])):
+    calls = [weather_call(f"call_{n}_{k}", town=f"Town {n}") for k in range(6)]
+    make_run(conversation, question=f"Question number {n}?", calls=calls,
+             started_at=start + timedelta(minutes=n), output=f"Answer number {n}.")
+"""
+
+RUNS = "() => [...document.querySelectorAll('#messages .run')].map(run => run.id)"
+TOP = "id => document.getElementById(id).getBoundingClientRect().top"
+
+
+def _fill(app, conversation_id: int) -> None:
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{app.database}",
+           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", FILL, str(conversation_id), str(EXCHANGES)],
+        cwd=ROOT, env=env, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def test_show_earlier_loads_the_earlier_messages_above_without_the_page_jumping(
+    start_app, browser_page
+):
+    app = start_app(env={"CHAT_PAGE_EXCHANGES": str(WINDOW)})
+    page = browser_page
+    page.goto(app.url + "/")
+    conversation_id = int(re.search(r"/c/(\d+)/", page.url).group(1))
+    _fill(app, conversation_id)
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+
+    newest = page.evaluate(RUNS)
+    assert len(newest) == WINDOW
+    assert "Question number 7?" in page.inner_text(f"#{newest[-1]}")
+    control = page.locator("#earlier [data-show-earlier]")
+    assert control.inner_text() == "Show earlier messages"
+
+    # Read from the top of the list: the oldest run shown must stay where it is.
+    page.evaluate("document.getElementById('messages').scrollTop = 0")
+    before = page.evaluate(TOP, newest[0])
+    control.click()
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#messages .run').length == {2 * WINDOW}"
+    )
+    assert abs(page.evaluate(TOP, newest[0]) - before) <= 2
+    assert page.evaluate(RUNS)[WINDOW:] == newest
+
+    # The focus is on the next "Show earlier messages": Enter loads the rest.
+    assert page.evaluate("document.activeElement.hasAttribute('data-show-earlier')")
+    before = page.evaluate(TOP, newest[0])
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#messages .run').length == {EXCHANGES}"
+    )
+    assert abs(page.evaluate(TOP, newest[0]) - before) <= 2
+    assert page.locator("[data-show-earlier]").count() == 0
+    runs = page.evaluate(RUNS)
+    assert len(set(runs)) == EXCHANGES
+    assert "Question number 0?" in page.inner_text(f"#{runs[0]}")
+    # The start is reached: the focus is on the first exchange, and the announcer says so.
+    assert page.evaluate("document.activeElement.id") == runs[0]
+    assert "start of the conversation" in page.inner_text("#announcer")
+    assert page.dialogs == []
