@@ -91,9 +91,8 @@ def conversation_earlier(request: HttpRequest, conversation_id: int) -> HttpResp
     not a number; 404 unless the conversation is yours and ``before`` is one of its runs.
     Three queries for the runs whatever the conversation's length.
     """
-    value = request.GET.get("before", "")
-    # isdigit() alone lets "²" through, which int() refuses.
-    if not (value.isascii() and value.isdigit()) or len(value) > 18:
+    before = _number(request.GET.get("before", ""))
+    if before is None:
         return HttpResponseBadRequest(
             "before must be the id of a run", content_type="text/plain; charset=utf-8"
         )
@@ -104,12 +103,45 @@ def conversation_earlier(request: HttpRequest, conversation_id: int) -> HttpResp
         window = store.runs_window(
             conversation_id=conversation.pk,
             exchanges=settings.CHAT_PAGE_EXCHANGES,
-            before=int(value),
+            before=before,
         )
     except store.RunNotInConversation:
         raise Http404("No such run in this conversation.") from None
     context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
-    return render(request, "chat/_earlier.html", context)
+    return render(request, "chat/_earlier_loaded.html", context)
+
+
+@require_GET
+def run_steps(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Return an ended run's steps before ordinal ``before`` (a fragment of step cards).
+
+    An ended run shows its last ``CHAT_RUN_STEPS_SHOWN`` steps; its "Show the N earlier
+    steps" control swaps itself for these. 400 if ``before`` is missing or not a number;
+    404 unless the conversation is yours and the run is one of its runs.
+    """
+    before = _number(request.GET.get("before", ""))
+    if before is None:
+        return HttpResponseBadRequest(
+            "before must be a step's ordinal", content_type="text/plain; charset=utf-8"
+        )
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        steps = store.run_steps_before(
+            conversation_id=conversation.pk, run_id=run_id, before=before
+        )
+    except store.RunNotInConversation:
+        raise Http404("No such run in this conversation.") from None
+    return render(request, "chat/_steps.html", {"steps": steps})
+
+
+def _number(value: str) -> int | None:
+    """Return ``value`` as a database id or ordinal, or None if it is not one."""
+    # isdigit() alone lets "²" through, which int() refuses; 18 digits fit a bigint.
+    if value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
 
 
 def settings_context(

@@ -11,7 +11,7 @@ concern, all of it importable from here:
 - :mod:`chat.store.limits`: the per-owner run limit and the sweeps (runs of a dead
   process, retention);
 - :mod:`chat.store.pages`: the conversation page's window of runs (the newest, or those
-  before a run);
+  before a run) and the earlier steps of a long run;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
   a run's tool calls.
 """
@@ -35,7 +35,7 @@ from chat.store.conversations import (
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
-from chat.store.pages import RunNotInConversation, RunWindow, runs_window
+from chat.store.pages import RunNotInConversation, RunWindow, run_steps_before, runs_window
 from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
@@ -85,6 +85,7 @@ __all__ = [
     "run_heartbeat",
     "run_request_cancel",
     "run_start",
+    "run_steps_before",
     "run_with_steps",
     "runs_delete",
     "runs_interrupt_stale",

@@ -1,9 +1,12 @@
-"""The conversation page's window: its last exchanges, and the ones before a run.
+"""The conversation page's window: its last exchanges, the ones before a run, and the
+earlier steps of a long run.
 
 A conversation of 1,000 messages rendered whole was 6 MiB and 1.7 s (bench/growth.py,
 docs/benchmarks.md "Long conversations and long runs"); the page now shows the newest
 ``CHAT_PAGE_EXCHANGES`` runs and loads earlier ones on request, a window at a time, in
-the same three queries whatever the conversation's length.
+the same three queries whatever the conversation's length. An ended run shows its last
+``CHAT_RUN_STEPS_SHOWN`` steps (``chat/templatetags/run_steps_tags.py``) and loads the
+rest on request.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from chat.models import AgentRun
+from chat.models import AgentRun, AgentStep
 from chat.store.rows import runs_loaded
 
 
@@ -56,3 +59,19 @@ def runs_window(*, conversation_id: int, exchanges: int, before: int | None = No
     more = len(newest) > exchanges
     shown = newest[:exchanges][::-1]
     return RunWindow(runs=shown, earlier=shown[0].pk if more else None)
+
+
+def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[AgentStep]:
+    """Return a run's steps before ordinal ``before``, in order, each with its run set.
+
+    What an ended run's "Show the N earlier steps" loads (the page shows its last
+    ``CHAT_RUN_STEPS_SHOWN``). Two queries whatever the number of steps. Raises
+    :class:`RunNotInConversation` if ``run_id`` is not a run of this conversation.
+    """
+    run = AgentRun.objects.filter(pk=run_id, conversation_id=conversation_id).first()
+    if run is None:
+        raise RunNotInConversation(run_id)
+    steps = list(run.steps.filter(ordinal__lt=before).order_by("ordinal"))
+    for step in steps:
+        step.run = run  # a card reads its run: no query per step
+    return steps

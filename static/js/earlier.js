@@ -1,60 +1,78 @@
-// "Show earlier messages": the control swaps itself for the window of runs before the
-// oldest one shown (htmx GET of chat/_earlier.html, see chat.views.conversation_earlier).
-// Content added above what the reader looks at would push it down: the distance from the
-// bottom of the message list is kept across the swap, so nothing on screen moves. The
-// focus goes to the next "Show earlier messages" (Enter again loads more), or to the
-// first run loaded when the conversation's start is reached; the announcer says so.
+// "Show earlier messages" and an ended run's "Show the N earlier steps": the control
+// swaps itself for what came before the oldest item shown (an htmx GET of
+// chat/_earlier.html or chat/_steps.html, see chat.views). Content added above what the
+// reader looks at would push it down: the message list's distance from its bottom is
+// kept across the swap, so nothing on screen moves. The focus goes to the next control of
+// the same list (Enter again loads more), or to the first item loaded when the start is
+// reached; the announcer says what was loaded.
 (function () {
   "use strict";
 
-  var kept = null;  // the list's distance from its bottom before the swap, in px
+  var kept = null;  // {fromBottom: px, list: the control's list, text: what to announce}
 
   function messages() { return document.getElementById("messages"); }
 
-  function fromControl(event) {
+  function control(event) {
     var elt = event.detail && event.detail.requestConfig && event.detail.requestConfig.elt;
-    return !!(elt && elt.hasAttribute && elt.hasAttribute("data-show-earlier"));
-  }
-
-  function say(text) {
-    var el = document.getElementById("announcer");
-    if (el) el.textContent = text;
+    return elt && elt.hasAttribute && elt.hasAttribute("data-show-earlier") ? elt : null;
   }
 
   document.addEventListener("htmx:beforeSwap", function (event) {
-    if (!fromControl(event)) return;
+    var elt = control(event);
+    if (!elt) return;
     var xhr = event.detail.xhr;
     if (xhr && xhr.status >= 400) {
       // A 400 would be swapped in by the page's htmx config: keep the control to retry.
       event.detail.shouldSwap = false;
       var error = document.getElementById("chat-error");
       if (error) {
-        error.textContent = "Could not load the earlier messages (HTTP " + xhr.status +
+        error.textContent = "Could not load the earlier part (HTTP " + xhr.status +
           "). Reload the page.";
         error.classList.add("visible");
       }
       return;
     }
     var box = messages();
-    kept = box ? box.scrollHeight - box.scrollTop : null;
+    var wrapper = elt.closest(".earlier");
+    kept = {
+      fromBottom: box ? box.scrollHeight - box.scrollTop : null,
+      list: wrapper && wrapper.parentElement,
+      // The first item shown now: what is loaded lands just before it.
+      anchor: wrapper && wrapper.nextElementSibling,
+      text: elt.getAttribute("data-loaded") || "Loaded."
+    };
   });
 
+  // Say it the way static/js/a11y.js does: a line in the live region.
+  function say(text) {
+    var box = document.getElementById("announcer");
+    if (!box) return;
+    var line = document.createElement("p");
+    line.textContent = text;
+    box.appendChild(line);
+    while (box.childElementCount > 5) box.removeChild(box.firstElementChild);
+  }
+
   document.addEventListener("htmx:afterSwap", function (event) {
-    if (!fromControl(event) || kept === null) return;
-    var box = messages();
-    if (box) box.scrollTop = box.scrollHeight - kept;
+    if (!control(event) || kept === null) return;
+    var state = kept;
     kept = null;
-    var next = document.querySelector("#earlier [data-show-earlier]");
+    var box = messages();
+    if (box && state.fromBottom !== null) box.scrollTop = box.scrollHeight - state.fromBottom;
+    var loaded = state.anchor ? state.anchor.previousElementSibling : null;
+    if (!loaded || !loaded.matches(".history")) return;
+    var next = loaded.querySelector(":scope > .earlier [data-show-earlier]");
     if (next) {
       next.focus({preventScroll: true});
-      say("Earlier messages loaded above.");
+      say(state.text);
       return;
     }
-    var first = box && box.querySelector(".run");
+    var first = loaded.querySelector(":scope > .run, :scope > [id^='step-']");
     if (first) {
-      first.setAttribute("tabindex", "-1");
-      first.focus({preventScroll: true});
+      var target = first.matches("details") ? first.querySelector("summary") : first;
+      if (target === first) first.setAttribute("tabindex", "-1");
+      target.focus({preventScroll: true});
     }
-    say("Earlier messages loaded: this is the start of the conversation.");
+    say(state.text + " This is the start.");
   });
 })();

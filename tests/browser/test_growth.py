@@ -39,11 +39,11 @@ RUNS = "() => [...document.querySelectorAll('#messages .run')].map(run => run.id
 TOP = "id => document.getElementById(id).getBoundingClientRect().top"
 
 
-def _fill(app, conversation_id: int) -> None:
+def _fill(app, conversation_id: int, exchanges: int = EXCHANGES) -> None:
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{app.database}",
            "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
     subprocess.run(
-        [sys.executable, "-c", FILL, str(conversation_id), str(EXCHANGES)],
+        [sys.executable, "-c", FILL, str(conversation_id), str(exchanges)],
         cwd=ROOT, env=env, check=True, capture_output=True,
     )  # fmt: skip
 
@@ -89,5 +89,56 @@ def test_show_earlier_loads_the_earlier_messages_above_without_the_page_jumping(
     assert "Question number 0?" in page.inner_text(f"#{runs[0]}")
     # The start is reached: the focus is on the first exchange, and the announcer says so.
     assert page.evaluate("document.activeElement.id") == runs[0]
-    assert "start of the conversation" in page.inner_text("#announcer")
+    lines = page.locator("#announcer p").all_inner_texts()
+    # Nothing per loaded step or run ("Answer ready", "... finished"): only the loads.
+    assert lines == [
+        "Earlier messages loaded above.",
+        "Earlier messages loaded above. This is the start.",
+    ]
+    assert page.dialogs == []
+
+
+STEPS = (
+    "run => [...document.querySelectorAll(`#${run}-steps [id^=step-][data-kind]`)].map(s => s.id)"
+)
+
+
+def test_an_ended_runs_earlier_steps_load_above_its_last_ones_without_a_jump(
+    start_app, browser_page
+):
+    app = start_app(env={"CHAT_RUN_STEPS_SHOWN": "4"})
+    page = browser_page
+    page.goto(app.url + "/")
+    conversation_id = int(re.search(r"/c/(\d+)/", page.url).group(1))
+    # Two runs of a model turn, six tool calls and the answer: taller than the list's box,
+    # so it can scroll to keep what is on screen in place.
+    _fill(app, conversation_id, exchanges=2)
+    page.set_viewport_size({"width": 1280, "height": 600})
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    run = page.locator("#messages .run").first.get_attribute("id")
+    assert page.evaluate(
+        "(b => b.scrollHeight > b.clientHeight)(document.getElementById('messages'))"
+    )
+    last = page.evaluate(STEPS, run)
+    assert len(last) == 4
+    control = page.locator(f"#{run}-earlier-steps [data-show-earlier]")
+    assert control.inner_text() == "Show the 4 earlier steps"
+
+    page.evaluate("document.getElementById('messages').scrollTop = 0")
+    control.focus()
+    before = page.evaluate(TOP, last[0])
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#{run}-steps [data-kind]').length == 8"
+    )
+    assert abs(page.evaluate(TOP, last[0]) - before) <= 2
+    steps = page.evaluate(STEPS, run)
+    assert steps[4:] == last
+    assert len(set(steps)) == 8
+    assert page.locator(f"#{run}-steps [data-show-earlier]").count() == 0
+    # The focus is on the first step loaded (a card's summary), and nothing per step was said.
+    assert page.evaluate("document.activeElement.closest('[data-kind]').id") == steps[0]
+    lines = page.locator("#announcer p").all_inner_texts()
+    assert lines == ["Earlier steps loaded above. This is the start."]
     assert page.dialogs == []

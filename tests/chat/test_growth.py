@@ -248,3 +248,115 @@ def test_the_sidebar_costs_the_same_queries_for_3_and_60_conversations(alice):
         client.force_login(owner)
         counts.append(queries(lambda: client.get("/c/list/")))
     assert counts[0] == counts[1]
+
+
+# An ended run shows its last CHAT_RUN_STEPS_SHOWN steps.
+
+STEP_IDS = re.compile(r'id="step-(\d+)" data-kind=')
+STEPS_BEFORE = re.compile(r"runs/(\d+)/steps/\?before=(\d+)")
+
+
+@pytest.fixture
+def steps_shown(settings) -> int:
+    settings.CHAT_RUN_STEPS_SHOWN = 4
+    return 4
+
+
+def long_run(conversation: Conversation, calls: int = 10, **kwargs) -> AgentRun:
+    """A run of ``calls`` tool calls between its two model turns (``calls`` + 2 steps)."""
+    return make_run(conversation, calls=[weather_call(f"c{k}") for k in range(calls)], **kwargs)
+
+
+def step_ids(run: AgentRun) -> list[int]:
+    return list(run.steps.order_by("ordinal").values_list("pk", flat=True))
+
+
+def test_an_ended_run_shows_its_last_steps_and_loads_the_earlier_ones(alice, steps_shown):
+    client, conversation = alice
+    run = long_run(conversation)
+    html = page(client, conversation)
+    every = step_ids(run)
+    assert [int(pk) for pk in STEP_IDS.findall(html)] == every[-steps_shown:]
+    assert "Show the 8 earlier steps" in html
+    ((run_id, before),) = STEPS_BEFORE.findall(html)
+    response = client.get(f"/c/{conversation.pk}/runs/{run_id}/steps/", {"before": before})
+    assert response.status_code == 200
+    assert [int(pk) for pk in STEP_IDS.findall(response.content.decode())] == every[:-steps_shown]
+
+
+def test_a_run_of_exactly_the_limit_shows_every_step_and_no_control(alice, steps_shown):
+    client, conversation = alice
+    run = long_run(conversation, calls=steps_shown - 2)
+    html = page(client, conversation)
+    assert [int(pk) for pk in STEP_IDS.findall(html)] == step_ids(run)
+    assert "earlier step" not in html
+
+
+def test_a_running_run_shows_every_step(alice, steps_shown):
+    client, conversation = alice
+    run = long_run(conversation, status="running")
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=["heartbeat_at"])
+    html = page(client, conversation)
+    assert [int(pk) for pk in STEP_IDS.findall(html)] == step_ids(run)
+    assert "earlier step" not in html
+
+
+def test_the_catch_up_sends_a_long_run_as_the_page_shows_it(alice, steps_shown):
+    client, conversation = alice
+    long_run(conversation)
+    (frame,) = fragments.runs_caught_up(conversation_id=conversation.pk)
+    html = page(client, conversation)
+    assert STEP_IDS.findall(frame) == STEP_IDS.findall(html)
+    assert STEPS_BEFORE.findall(frame) == STEPS_BEFORE.findall(html)
+
+
+def test_the_staffs_read_only_copy_shows_every_step(client, steps_shown):
+    owner = User.objects.create_user("owner")
+    run = long_run(Conversation.objects.create(owner=owner))
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    response = client.get(f"/admin/chat/agentrun/{run.pk}/conversation/")
+    html = response.content.decode()
+    assert [int(pk) for pk in STEP_IDS.findall(html)] == step_ids(run)
+    assert "earlier step" not in html
+
+
+@pytest.mark.parametrize("before", ["", "x", "-2", "٣"])
+def test_a_step_ordinal_that_is_not_a_number_is_a_clean_400(alice, steps_shown, before):
+    client, conversation = alice
+    run = long_run(conversation)
+    response = client.get(f"/c/{conversation.pk}/runs/{run.pk}/steps/", {"before": before})
+    assert response.status_code == 400
+
+
+def test_the_steps_of_a_run_elsewhere_are_404(alice, steps_shown):
+    client, conversation = alice
+    other = Conversation.objects.create(owner=conversation.owner)
+    run = long_run(other)
+    response = client.get(f"/c/{conversation.pk}/runs/{run.pk}/steps/", {"before": 5})
+    assert response.status_code == 404
+    stranger = Client()
+    stranger.force_login(User.objects.create_user("mallory"))
+    response = stranger.get(f"/c/{other.pk}/runs/{run.pk}/steps/", {"before": 5})
+    assert response.status_code == 404
+
+
+def test_the_earlier_steps_cost_the_same_queries_for_8_and_80_steps(alice, steps_shown):
+    client, conversation = alice
+    runs = [long_run(conversation, calls=6), long_run(conversation, calls=78)]
+
+    def load(run: AgentRun) -> None:
+        response = client.get(f"/c/{conversation.pk}/runs/{run.pk}/steps/", {"before": 10**6})
+        assert response.status_code == 200
+
+    counts = [queries(lambda run=run: load(run)) for run in runs]
+    assert counts[0] == counts[1]
+
+
+def test_the_page_costs_the_same_queries_for_runs_of_8_and_80_steps(alice, steps_shown):
+    client, conversation = alice
+    short, long = two_conversations(conversation.owner)
+    long_run(short, calls=6)
+    long_run(long, calls=78)
+    counts = [queries(lambda c=c: page(client, c)) for c in (short, long)]
+    assert counts[0] == counts[1]
