@@ -16,8 +16,10 @@ sidebar). Then, for each size:
   frame with the latest run, and the bytes sent by then.
 
 Pages: the conversation page (``/c/<id>/``), its "Show earlier messages" fragment
-(``/c/<id>/earlier/?before=<run id>``), the admin's run page
-(``/admin/chat/agentrun/<id>/change/``) and the sidebar's list (``/c/list/``).
+(``/c/<id>/earlier/?before=<run id>``), a long run's "Show the N earlier steps" fragment
+(``/c/<id>/runs/<run id>/steps/?before=<ordinal>``: every step, on request, so it grows
+with the run by design), the admin's run page (``/admin/chat/agentrun/<id>/change/``) and
+the sidebar's list (``/c/list/``).
 
 Prints a table (size → queries, ms, KiB) with the growth ratio largest / smallest and
 ``os.getloadavg()``; ``--json`` puts JSON on stdout and the table on stderr. Exits 1 if
@@ -52,6 +54,8 @@ MESSAGES = (10, 100, 1000)
 STEPS = (10, 50, 200)
 CONVERSATIONS = (10, 1000)
 TINY = {"messages": (10, 40), "steps": (10, 20), "conversations": (3, 30)}
+# --tiny shrinks the page's window with the sizes, so that it is exercised all the same.
+TINY_SETTINGS = {"CHAT_PAGE_EXCHANGES": "5", "CHAT_RUN_STEPS_SHOWN": "8"}
 STEPS_PER_EXCHANGE = 5
 
 
@@ -164,11 +168,19 @@ def child(sizes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         targets.append({"page": "conversation", "size": messages, "unit": "messages",
                         "url": f"/c/{cid}/", "ws": cid, "latest": latest,
                         "user": "bench"})  # fmt: skip
+        # "Show earlier messages" once: the window before the newest run.
+        targets.append({"page": "show earlier messages", "size": messages, "unit": "messages",
+                        "url": f"/c/{cid}/earlier/?before={latest}", "latest": None,
+                        "expect": "step-", "user": "bench"})  # fmt: skip
     for steps in sizes["steps"]:
         cid, latest = fill_conversation(owner, exchanges=1, steps=steps, title=f"{steps} steps")
         targets.append({"page": "run on the page", "size": steps, "unit": "steps",
                         "url": f"/c/{cid}/", "ws": cid, "latest": latest,
                         "user": "bench"})  # fmt: skip
+        # "Show the N earlier steps": all but the last ones, on request (linear by design).
+        targets.append({"page": "run's earlier steps, on request", "size": steps,
+                        "unit": "steps", "url": f"/c/{cid}/runs/{latest}/steps/?before={10**6}",
+                        "latest": None, "expect": "step-", "user": "bench"})  # fmt: skip
         targets.append({"page": "admin run page", "size": steps, "unit": "steps",
                         "url": f"/admin/chat/agentrun/{latest}/change/", "latest": latest,
                         "user": "bench"})  # fmt: skip
@@ -190,6 +202,8 @@ def child(sizes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         client.force_login(user)
         clients[user.username] = client
         cookies[user.username] = client.cookies["sessionid"].value
+    for target in targets:  # warm the per-process caches (content types, templates)
+        clients[target["user"]].get(target["url"])
     for target in targets:
         client = clients[target["user"]]
         with CaptureQueriesContext(connection) as queries:
@@ -209,6 +223,9 @@ def _judged(target: dict[str, Any], status: int, body: bytes) -> dict[str, Any]:
     latest = target.get("latest")
     if not error and latest and b"step-" not in body:
         error = "no step on the page"
+    expect = target.get("expect")
+    if not error and expect and expect.encode() not in body:
+        error = f"{expect!r} is not in the answer"
     on_chat_page = target["page"] != "admin run page"
     if not error and latest and on_chat_page and f'id="run-{latest}"'.encode() not in body:
         error = f"run {latest} is not on the page"
@@ -327,6 +344,9 @@ def main() -> int:
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/growth.sqlite3",
            "DJANGO_SETTINGS_MODULE": "project.settings", "DJANGO_DEBUG": "0"}  # fmt: skip
     env.pop("REDIS_URL", None)
+    if args.tiny:
+        env.update(TINY_SETTINGS)
+    window = {name: env.get(name, "default") for name in TINY_SETTINGS}
     began = time.perf_counter()
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env,
                    check=True)  # fmt: skip
@@ -338,11 +358,12 @@ def main() -> int:
     filled = time.perf_counter() - began
     with daphne(env, timeout_s=60, log=Path(tmp) / "daphne.log") as (_server, port):
         rows = measure(f"http://127.0.0.1:{port}", found, repeats)
-    report = table(rows)
+    report = f"{window}\n" + table(rows)
     failed = [row for row in rows if row.get("error")]
     keys = ("page", "size", "unit", "queries", "ms", "bytes", "status", "error")
     summary = {
         "load_average": os.getloadavg(), "repeats": repeats, "fill_s": round(filled, 1),
+        "settings": window,
         "rows": [{key: row.get(key) for key in keys} for row in rows],
     }  # fmt: skip
     if args.json:
