@@ -9,6 +9,27 @@
   "use strict";
 
   var kept = null;  // {fromBottom: px, list: the control's list, text: what to announce}
+  var wanted = null;  // the id of a step a timeline bar asked for before it was loaded
+
+  // A timeline bar of a step not shown yet (an ended run shows its last steps): load the
+  // run's earlier steps, then go to it as static/js/timeline.js does for a shown one.
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest(".tl-link[data-step]");
+    if (!link || document.getElementById("step-" + link.dataset.step)) return;
+    var run = link.closest(".run");
+    var more = run && run.querySelector(".earlier-steps [data-show-earlier]");
+    if (!more) return;
+    event.preventDefault();
+    wanted = "step-" + link.dataset.step;
+    more.click();
+  }, true);
+
+  function goTo(step) {
+    if (step.tagName === "DETAILS") step.open = true;
+    step.scrollIntoView({block: "center"});
+    if (!step.hasAttribute("tabindex")) step.setAttribute("tabindex", "-1");
+    step.focus({preventScroll: true});
+  }
 
   function messages() { return document.getElementById("messages"); }
 
@@ -59,8 +80,18 @@
     kept = null;
     var box = messages();
     if (box && state.fromBottom !== null) box.scrollTop = box.scrollHeight - state.fromBottom;
+    var step = wanted && document.getElementById(wanted);
+    wanted = null;
+    if (step) {
+      goTo(step);
+      say(state.text);
+      return;
+    }
     var loaded = state.anchor ? state.anchor.previousElementSibling : null;
     if (!loaded || !loaded.matches(".history")) return;
+    // htmx wires new content up when it settles (20 ms on): the next control gets the
+    // focus now, and Enter on it must work at once.
+    if (window.htmx) window.htmx.process(loaded);
     var next = loaded.querySelector(":scope > .earlier [data-show-earlier]");
     if (next) {
       next.focus({preventScroll: true});

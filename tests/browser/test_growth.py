@@ -142,3 +142,24 @@ def test_an_ended_runs_earlier_steps_load_above_its_last_ones_without_a_jump(
     lines = page.locator("#announcer p").all_inner_texts()
     assert lines == ["Earlier steps loaded above. This is the start."]
     assert page.dialogs == []
+
+
+def test_a_timeline_bar_of_a_step_not_shown_loads_the_earlier_steps_and_goes_to_it(
+    start_app, browser_page
+):
+    app = start_app(env={"CHAT_RUN_STEPS_SHOWN": "4"})
+    page = browser_page
+    page.goto(app.url + "/")
+    conversation_id = int(re.search(r"/c/(\d+)/", page.url).group(1))
+    _fill(app, conversation_id, exchanges=1)
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    run = page.locator("#messages .run").first.get_attribute("id")
+    page.locator(f"#{run}-timeline summary").click()
+    bar = page.locator(f"#{run}-timeline .tl-link").nth(1)  # the first tool call: not shown
+    step = "step-" + bar.get_attribute("data-step")
+    assert page.locator(f"#{step}").count() == 0
+    bar.click()
+    page.wait_for_function(f"() => document.activeElement && document.activeElement.id == '{step}'")
+    assert page.evaluate(f"document.getElementById('{step}').open")
+    assert page.locator(f"#{run}-steps [data-kind]").count() == 8
