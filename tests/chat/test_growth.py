@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.template.loader import render_to_string
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -360,3 +361,18 @@ def test_the_page_costs_the_same_queries_for_runs_of_8_and_80_steps(alice, steps
     long_run(long, calls=78)
     counts = [queries(lambda c=c: page(client, c)) for c in (short, long)]
     assert counts[0] == counts[1]
+
+
+def test_the_windows_and_the_earlier_steps_render_without_a_query(alice, window, steps_shown):
+    _client, conversation = alice
+    ids = exchanges(conversation, window + 2, calls=5)
+    shown_window = store.runs_window(conversation_id=conversation.pk, exchanges=window)
+    steps = store.run_steps_before(conversation_id=conversation.pk, run_id=ids[-1], before=6)
+    context = {"conversation": conversation, "runs": shown_window.runs,
+               "earlier": shown_window.earlier}  # fmt: skip
+    with CaptureQueriesContext(connection) as captured:
+        html = render_to_string("chat/_earlier_loaded.html", context)
+        html += render_to_string("chat/_steps.html", {"steps": steps})
+    assert list(captured) == []
+    assert shown(html) == ids[-window:]
+    assert len(STEP_IDS.findall(html)) == window * steps_shown + 5
