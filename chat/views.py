@@ -17,6 +17,7 @@ from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.runs import get_tools, model_badge, model_choices
+from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
 
@@ -134,6 +135,24 @@ def run_steps(request: HttpRequest, conversation_id: int, run_id: int) -> HttpRe
     except store.RunNotInConversation:
         raise Http404("No such run in this conversation.") from None
     return render(request, "chat/_steps.html", {"steps": steps})
+
+
+@require_GET
+def run_timeline(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Return a run's timeline bars (``chat/_timeline_body.html``), for an ended run whose
+    page shows only its last steps: its folded timeline loads them when it opens.
+
+    404 unless the conversation is yours and the run is one of its runs.
+    """
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        run = store.run_with_steps_of(conversation_id=conversation.pk, run_id=run_id)
+    except store.RunNotInConversation:
+        raise Http404("No such run in this conversation.") from None
+    timeline = timeline_of(run, list(run.steps.all()), now=timezone.now())
+    return render(request, "chat/_timeline_body.html", {"timeline": timeline})
 
 
 def _number(value: str) -> int | None:

@@ -35,7 +35,13 @@ from chat.store.conversations import (
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
-from chat.store.pages import RunNotInConversation, RunWindow, run_steps_before, runs_window
+from chat.store.pages import (
+    RunNotInConversation,
+    RunWindow,
+    run_steps_before,
+    run_with_steps_of,
+    runs_window,
+)
 from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
@@ -87,6 +93,7 @@ __all__ = [
     "run_start",
     "run_steps_before",
     "run_with_steps",
+    "run_with_steps_of",
     "runs_delete",
     "runs_interrupt_stale",
     "runs_to_catch_up",

@@ -75,3 +75,16 @@ def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[
     for step in steps:
         step.run = run  # a card reads its run: no query per step
     return steps
+
+
+def run_with_steps_of(*, conversation_id: int, run_id: int) -> AgentRun:
+    """Return a run of the conversation with its steps, loaded for rendering (two queries).
+
+    What an ended run's folded timeline loads when it opens. Raises
+    :class:`RunNotInConversation` if ``run_id`` is not a run of this conversation.
+    """
+    runs = AgentRun.objects.filter(pk=run_id, conversation_id=conversation_id)
+    run = runs_loaded(runs).first()
+    if run is None:
+        raise RunNotInConversation(run_id)
+    return run

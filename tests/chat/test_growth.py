@@ -376,3 +376,53 @@ def test_the_windows_and_the_earlier_steps_render_without_a_query(alice, window,
     assert list(captured) == []
     assert shown(html) == ids[-window:]
     assert len(STEP_IDS.findall(html)) == window * steps_shown + 5
+
+
+TIMELINE_ROWS = re.compile(r'<li class="tl-row')
+
+
+def test_a_long_ended_runs_timeline_loads_its_bars_when_it_opens(alice, steps_shown):
+    client, conversation = alice
+    run = long_run(conversation)
+    html = page(client, conversation)
+    assert f'hx-get="/c/{conversation.pk}/runs/{run.pk}/timeline/"' in html
+    assert TIMELINE_ROWS.findall(html) == []
+    assert "2 model turns · 10 tool calls" in html  # the summary counts every step
+    response = client.get(f"/c/{conversation.pk}/runs/{run.pk}/timeline/")
+    assert response.status_code == 200
+    assert len(TIMELINE_ROWS.findall(response.content.decode())) == 12
+    assert f'id="run-{run.pk}-timeline-body"' in response.content.decode()
+
+
+def test_a_short_runs_timeline_and_the_admins_are_drawn_in_the_page(client, steps_shown):
+    owner = User.objects.create_user("owner")
+    conversation = Conversation.objects.create(owner=owner)
+    short = long_run(conversation, calls=2)
+    client.force_login(owner)
+    assert len(TIMELINE_ROWS.findall(page(client, conversation))) == 4
+    long = long_run(conversation)
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    admin = client.get(f"/admin/chat/agentrun/{long.pk}/change/").content.decode()
+    assert len(TIMELINE_ROWS.findall(admin)) == 12
+    assert short.pk != long.pk
+
+
+def test_the_timeline_of_a_run_elsewhere_is_404(alice, steps_shown):
+    client, conversation = alice
+    run = long_run(Conversation.objects.create(owner=conversation.owner))
+    assert client.get(f"/c/{conversation.pk}/runs/{run.pk}/timeline/").status_code == 404
+    stranger = Client()
+    stranger.force_login(User.objects.create_user("mallory"))
+    url = f"/c/{run.conversation_id}/runs/{run.pk}/timeline/"
+    assert stranger.get(url).status_code == 404
+
+
+def test_the_timeline_costs_the_same_queries_for_8_and_80_steps(alice, steps_shown):
+    client, conversation = alice
+    runs = [long_run(conversation, calls=6), long_run(conversation, calls=78)]
+
+    def load(run: AgentRun) -> None:
+        assert client.get(f"/c/{conversation.pk}/runs/{run.pk}/timeline/").status_code == 200
+
+    counts = [queries(lambda run=run: load(run)) for run in runs]
+    assert counts[0] == counts[1]
