@@ -17,8 +17,9 @@ sidebar). Then, for each size:
 
 Pages: the conversation page (``/c/<id>/``), its "Show earlier messages" fragment
 (``/c/<id>/earlier/?before=<run id>``), a long run's "Show the N earlier steps" fragment
-(``/c/<id>/runs/<run id>/steps/?before=<ordinal>``: every step, on request, so it grows
-with the run by design), the admin's run page (``/admin/chat/agentrun/<id>/change/``) and
+(``/c/<id>/runs/<run id>/steps/?before=<ordinal>``) and its folded timeline's bars
+(``/c/<id>/runs/<run id>/timeline/``), both loaded on request and growing with the run by
+design, the admin's run page (``/admin/chat/agentrun/<id>/change/``) and
 the sidebar's list (``/c/list/``).
 
 Prints a table (size → queries, ms, KiB) with the growth ratio largest / smallest and
@@ -181,6 +182,9 @@ def child(sizes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         targets.append({"page": "run's earlier steps, on request", "size": steps,
                         "unit": "steps", "url": f"/c/{cid}/runs/{latest}/steps/?before={10**6}",
                         "latest": None, "expect": "step-", "user": "bench"})  # fmt: skip
+        targets.append({"page": "run's timeline, on opening", "size": steps, "unit": "steps",
+                        "url": f"/c/{cid}/runs/{latest}/timeline/", "latest": None,
+                        "expect": "tl-row", "user": "bench"})  # fmt: skip
         targets.append({"page": "admin run page", "size": steps, "unit": "steps",
                         "url": f"/admin/chat/agentrun/{latest}/change/", "latest": latest,
                         "user": "bench"})  # fmt: skip
