@@ -237,6 +237,20 @@ def test_the_admin_run_page_costs_the_same_queries_for_3_and_60_steps(alice, cli
     assert queries(lambda: open_run(small)) == queries(lambda: open_run(large))
 
 
+def test_the_admin_conversation_page_costs_the_same_queries_for_2_and_20_exchanges(client):
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(root)
+    counts = []
+    for count in (2, 20):
+        conversation = Conversation.objects.create(owner=root)
+        for run_id in exchanges(conversation, count):
+            conversation.messages.create(role="assistant", content="Sunny.", run_id=run_id)
+        url = f"/admin/chat/conversation/{conversation.pk}/change/"
+        client.get(url)  # warm the caches (content types) the first request fills
+        counts.append(queries(lambda url=url: client.get(url)))
+    assert counts[0] == counts[1]
+
+
 def test_the_sidebar_costs_the_same_queries_for_3_and_60_conversations(alice):
     client, _conversation = alice
     few = User.objects.create_user("few")
