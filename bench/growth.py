@@ -19,8 +19,8 @@ Pages: the conversation page (``/c/<id>/``), its "Show earlier messages" fragmen
 (``/c/<id>/earlier/?before=<run id>``), a long run's "Show the N earlier steps" fragment
 (``/c/<id>/runs/<run id>/steps/?before=<ordinal>``) and its folded timeline's bars
 (``/c/<id>/runs/<run id>/timeline/``), both loaded on request and growing with the run by
-design, the admin's run page (``/admin/chat/agentrun/<id>/change/``) and
-the sidebar's list (``/c/list/``).
+design, the admin's run page (``/admin/chat/agentrun/<id>/change/``) and conversation
+page (``/admin/chat/conversation/<id>/change/``), and the sidebar's list (``/c/list/``).
 
 Prints a table (size → queries, ms, KiB) with the growth ratio largest / smallest and
 ``os.getloadavg()``; ``--json`` puts JSON on stdout and the table on stderr. Exits 1 if
@@ -168,6 +168,10 @@ def child(sizes: dict[str, tuple[int, ...]]) -> dict[str, Any]:
         )
         targets.append({"page": "conversation", "size": messages, "unit": "messages",
                         "url": f"/c/{cid}/", "ws": cid, "latest": latest,
+                        "user": "bench"})  # fmt: skip
+        conversation_admin = f"/admin/chat/conversation/{cid}/change/"
+        targets.append({"page": "admin conversation page", "size": messages, "unit": "messages",
+                        "url": conversation_admin, "latest": None, "expect": "assistant",
                         "user": "bench"})  # fmt: skip
         # "Show earlier messages" once: the window before the newest run.
         targets.append({"page": "show earlier messages", "size": messages, "unit": "messages",
