@@ -42,6 +42,7 @@ BENCHMARKS = (
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
     Benchmark("load", "load.py", (), ("--conversations", "3", "--ramp-s", "0.5")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
+    Benchmark("growth", "growth.py", (), ("--tiny",)),
 )
 
 

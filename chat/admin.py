@@ -86,6 +86,11 @@ class MessageInline(ReadOnlyInline):
     fields = ("created_at", "role", "content", "run")
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        """Return the messages with their run: the ``run`` column read it lazily, one query
+        per answer (500 for a conversation of 1,000 messages)."""
+        return super().get_queryset(request).select_related("run")
+
 
 class AgentStepInline(ReadOnlyInline):
     """The run's steps in order, drawn as cards by a template: no form fields at all."""
@@ -95,6 +100,11 @@ class AgentStepInline(ReadOnlyInline):
     fields = ("ordinal",)
     readonly_fields = fields
     ordering = ("ordinal",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
+        """Return the steps with their run: a card reads it (a tool call's labels), which
+        was one query per step, 157 for a run of 200 steps (bench/growth.py)."""
+        return super().get_queryset(request).select_related("run")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -12,6 +12,13 @@ urlpatterns = [
     path("c/new/", views.new_conversation, name="new"),
     path("c/list/", views.conversation_list, name="list"),
     path("c/<int:conversation_id>/", views.conversation_page, name="conversation"),
+    path("c/<int:conversation_id>/earlier/", views.conversation_earlier, name="earlier"),
+    path("c/<int:conversation_id>/runs/<int:run_id>/steps/", views.run_steps, name="run_steps"),
+    path(
+        "c/<int:conversation_id>/runs/<int:run_id>/timeline/",
+        views.run_timeline,
+        name="run_timeline",
+    ),
     path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),

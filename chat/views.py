@@ -4,7 +4,7 @@ delete)."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -17,6 +17,7 @@ from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.runs import get_tools, model_badge, model_choices
+from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
 
@@ -53,24 +54,113 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """Render a conversation with every stored run and step; 404 unless it is yours."""
+    """Render a conversation's newest ``CHAT_PAGE_EXCHANGES`` runs with their steps, and a
+    "Show earlier messages" control when there are older ones; 404 unless it is yours.
+
+    A bounded number of queries whatever the conversation's length (bench/growth.py).
+    """
     owner = _owner(request)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such conversation.")
     publish_each_sync(interrupt_stale_runs(conversation_id=conversation.pk, now=timezone.now()))
     editable = not store.conversation_started(conversation_id=conversation.pk)
+    window = store.runs_window(
+        conversation_id=conversation.pk, exchanges=settings.CHAT_PAGE_EXCHANGES
+    )
     context = {
         **settings_context(conversation, editable=editable),
         "conversation": conversation,
         **list_context(owner, query=request.GET.get("q", ""), active=conversation.pk),
-        "runs": store.conversation_runs(conversation_id=conversation.pk),
+        "runs": window.runs,
+        "earlier": window.earlier,
         "ws_path": f"/ws/chat/{conversation.pk}/",
         "model_badge": model_badge(model_key=conversation.model_key),
         "examples": EXAMPLES,
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
     return render(request, "chat/page.html", context)
+
+
+@require_GET
+def conversation_earlier(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Return the ``CHAT_PAGE_EXCHANGES`` runs before run ``before`` (a fragment).
+
+    The page's "Show earlier messages" control swaps itself for this: the runs, oldest
+    first, after a control for the window before them if there is one
+    (``chat/_earlier.html``, ``static/js/earlier.js``). 400 if ``before`` is missing or
+    not a number; 404 unless the conversation is yours and ``before`` is one of its runs.
+    Three queries for the runs whatever the conversation's length.
+    """
+    before = _number(request.GET.get("before", ""))
+    if before is None:
+        return HttpResponseBadRequest(
+            "before must be the id of a run", content_type="text/plain; charset=utf-8"
+        )
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        window = store.runs_window(
+            conversation_id=conversation.pk,
+            exchanges=settings.CHAT_PAGE_EXCHANGES,
+            before=before,
+        )
+    except store.RunNotInConversation:
+        raise Http404("No such run in this conversation.") from None
+    context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
+    return render(request, "chat/_earlier_loaded.html", context)
+
+
+@require_GET
+def run_steps(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Return an ended run's steps before ordinal ``before`` (a fragment of step cards).
+
+    An ended run shows its last ``CHAT_RUN_STEPS_SHOWN`` steps; its "Show the N earlier
+    steps" control swaps itself for these. 400 if ``before`` is missing or not a number;
+    404 unless the conversation is yours and the run is one of its runs.
+    """
+    before = _number(request.GET.get("before", ""))
+    if before is None:
+        return HttpResponseBadRequest(
+            "before must be a step's ordinal", content_type="text/plain; charset=utf-8"
+        )
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        steps = store.run_steps_before(
+            conversation_id=conversation.pk, run_id=run_id, before=before
+        )
+    except store.RunNotInConversation:
+        raise Http404("No such run in this conversation.") from None
+    return render(request, "chat/_steps.html", {"steps": steps})
+
+
+@require_GET
+def run_timeline(request: HttpRequest, conversation_id: int, run_id: int) -> HttpResponse:
+    """Return a run's timeline bars (``chat/_timeline_body.html``), for an ended run whose
+    page shows only its last steps: its folded timeline loads them when it opens.
+
+    404 unless the conversation is yours and the run is one of its runs.
+    """
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        run = store.run_with_steps_of(conversation_id=conversation.pk, run_id=run_id)
+    except store.RunNotInConversation:
+        raise Http404("No such run in this conversation.") from None
+    timeline = timeline_of(run, list(run.steps.all()), now=timezone.now())
+    return render(request, "chat/_timeline_body.html", {"timeline": timeline})
+
+
+def _number(value: str) -> int | None:
+    """Return ``value`` as a database id or ordinal, or None if it is not one."""
+    # isdigit() alone lets "²" through, which int() refuses; 18 digits fit a bigint.
+    if value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
 
 
 def settings_context(

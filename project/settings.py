@@ -196,6 +196,12 @@ AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minim
 AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=100)
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.
 CHAT_RESULT_PREVIEW_CHARS = env_int("CHAT_RESULT_PREVIEW_CHARS", 20_000, minimum=100)
+# The chat page shows a conversation's newest exchanges (a question and its run each), this
+# many; "Show earlier messages" loads as many again. 1,000 messages whole were 6 MiB.
+CHAT_PAGE_EXCHANGES = env_int("CHAT_PAGE_EXCHANGES", 20, minimum=1)
+# An ended run shows its last this many steps, "Show the N earlier steps" the rest (a run of
+# 200 steps whole was 445 KiB). A running run shows all of them.
+CHAT_RUN_STEPS_SHOWN = env_int("CHAT_RUN_STEPS_SHOWN", 30, minimum=1)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 # Streamed text is sent to the page at most this often (ms): consecutive deltas in between
 # go as one fragment. 0 sends every delta on its own.

@@ -10,6 +10,8 @@ concern, all of it importable from here:
   its steps;
 - :mod:`chat.store.limits`: the per-owner run limit and the sweeps (runs of a dead
   process, retention);
+- :mod:`chat.store.pages`: the conversation page's window of runs (the newest, or those
+  before a run) and the earlier steps of a long run;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
   a run's tool calls.
 """
@@ -33,6 +35,13 @@ from chat.store.conversations import (
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
+from chat.store.pages import (
+    RunNotInConversation,
+    RunWindow,
+    run_steps_before,
+    run_with_steps_of,
+    runs_window,
+)
 from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
@@ -60,6 +69,8 @@ __all__ = [
     "RateLimited",
     "RunAlreadyGoing",
     "RunModel",
+    "RunNotInConversation",
+    "RunWindow",
     "clean_query",
     "conversation_configure",
     "conversation_delete",
@@ -80,10 +91,13 @@ __all__ = [
     "run_heartbeat",
     "run_request_cancel",
     "run_start",
+    "run_steps_before",
     "run_with_steps",
+    "run_with_steps_of",
     "runs_delete",
     "runs_interrupt_stale",
     "runs_to_catch_up",
+    "runs_window",
     "step_finish",
     "step_save_text",
     "step_start",

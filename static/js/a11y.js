@@ -89,7 +89,8 @@
     var status = element.getAttribute("data-status");
     if (announced[element.id] === status) return;
     announced[element.id] = status;
-    if (!quietly) announce(describe(element, status));
+    // History loaded on request (static/js/earlier.js) is not news: say nothing per step.
+    if (!quietly && !element.closest("[data-quiet]")) announce(describe(element, status));
   }
 
   // Visit ``root`` and the watched elements inside it, in document order.
