@@ -21,6 +21,7 @@ process"), kept here so anyone can re-run it.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import json
 import os
 import signal
@@ -60,38 +61,43 @@ if OUT:
         _profile_this_thread()
 
     def _instrument() -> None:
-        from asgiref.sync import SyncToAsync
         from channels.db import DatabaseSyncToAsync
         from django.db.backends.signals import connection_created
         from django.template.backends.django import Template
 
-        original_call = SyncToAsync.__call__
+        submitted_at: contextvars.ContextVar[float] = contextvars.ContextVar("submitted")
+        original_call = DatabaseSyncToAsync.__call__
+        original_handler = DatabaseSyncToAsync.thread_handler
 
         async def counted_call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            if not _on.is_set() or not isinstance(self, DatabaseSyncToAsync):
-                return await original_call(self, *args, **kwargs)
-            name = getattr(self.func, "__qualname__", repr(self.func))
-            submitted = time.perf_counter()
-            began: list[float] = []
-            func = self.func
-
-            def timed(*a, **k):  # type: ignore[no-untyped-def]
-                began.append(time.perf_counter())
-                return func(*a, **k)
-
-            self.func = timed
+            # The context is copied for the call: the worker thread reads this.
+            token = submitted_at.set(time.perf_counter())
             try:
                 return await original_call(self, *args, **kwargs)
             finally:
-                self.func = func
-                ended = time.perf_counter()
-                with _lock:
-                    _counts["database_sync_to_async"][name] += 1
-                    if began:
-                        _times["queue_wait_ms"].append((began[0] - submitted) * 1000)
-                        _times["run_ms"].append((ended - began[0]) * 1000)
+                submitted_at.reset(token)
 
-        SyncToAsync.__call__ = counted_call  # type: ignore[method-assign]
+        def counted_handler(self, loop, exc_info, task_context, func, child):  # type: ignore[no-untyped-def]
+            if not _on.is_set():
+                return original_handler(self, loop, exc_info, task_context, func, child)
+            target = getattr(child, "func", child)
+            name = getattr(target, "__qualname__", repr(target))
+
+            def timed_child():  # type: ignore[no-untyped-def]
+                began = time.perf_counter()
+                try:
+                    return child()
+                finally:
+                    ran = time.perf_counter() - began
+                    with _lock:
+                        _counts["database_sync_to_async"][name] += 1
+                        _times["queue_wait_ms"].append((began - submitted_at.get(began)) * 1000)
+                        _times["run_ms"].append(ran * 1000)
+
+            return original_handler(self, loop, exc_info, task_context, func, timed_child)
+
+        DatabaseSyncToAsync.__call__ = counted_call  # type: ignore[method-assign]
+        DatabaseSyncToAsync.thread_handler = counted_handler  # type: ignore[method-assign]
 
         def count_query(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
             if _on.is_set():
