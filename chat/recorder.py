@@ -31,7 +31,7 @@ from agents.events import (
     ToolCallStarted,
 )
 from chat import fragments, store
-from chat.models import AgentRun, RunStatus, StepKind
+from chat.models import AgentRun, AgentStep, RunStatus, StepKind
 
 # How often (seconds) a streaming model turn's text (and reasoning) is saved and re-sent
 # whole.
@@ -86,6 +86,11 @@ class RunRecorder:
         self.run_id = run.pk
         self.conversation_id = run.conversation_id
         self.iteration = 0
+        # The run row and every step row this recorder wrote, in ordinal order: the
+        # recorder is their only writer while the run goes, so it inserts and updates
+        # them without reading them back, and draws the timeline from them (no query).
+        self._run = run
+        self._steps: dict[int, AgentStep] = {}
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
@@ -163,20 +168,38 @@ class RunRecorder:
         A step began or ended, or the run ended: a step's bar appears, stops growing or
         takes its measured start. Not per streamed token. A run that did not succeed is
         sent whole (:func:`chat.fragments.run_ended`), timeline included.
+
+        Drawn from the rows this recorder holds (the run's end: from the run
+        :func:`chat.store.run_finish` loaded with its steps), not read again: the redraw
+        after every step event read the run and all its steps, two queries growing with
+        the run (bench/load.py --profile).
         """
-        if update.run is not None and update.run.status != RunStatus.SUCCEEDED:
-            return update
-        run = store.run_with_steps(run_id=self.run_id)
-        html = fragments.timeline_replaced(run, list(run.steps.all()))
+        if update.run is not None:
+            if update.run.status != RunStatus.SUCCEEDED:
+                return update
+            run, steps = update.run, list(update.run.steps.all())
+        else:
+            run, steps = self._run, list(self._steps.values())
+        html = fragments.timeline_replaced(run, steps)
         return replace(update, html=update.html + html)
+
+    def _step_start(self, **fields: Any) -> AgentStep:
+        """Insert the run's next step (its ordinal counted here) and keep its row."""
+        step = store.step_start(
+            run_id=self.run_id, run=self._run, ordinal=len(self._steps) + 1, **fields
+        )
+        self._steps[step.pk] = step
+        return step
+
+    def _step_finish(self, step_id: int, **fields: Any) -> AgentStep:
+        """Update a kept step row with its outcome (one UPDATE, no read)."""
+        return store.step_finish(step_id=step_id, step=self._steps.get(step_id), **fields)
 
     # Each method below runs in the ORM's thread: write, then render from the rows.
 
     def _turn_started(self, event: ModelTurnStarted) -> Update:
-        step = store.step_start(
-            run_id=self.run_id, kind=StepKind.MODEL_TURN, iteration=event.iteration,
-            started_at=event.at,
-        )  # fmt: skip
+        step = self._step_start(kind=StepKind.MODEL_TURN, iteration=event.iteration,
+                                started_at=event.at)  # fmt: skip
         self.iteration = event.iteration
         self._turn_step_ids[event.iteration] = step.pk
         self._turn_text[event.iteration] = []
@@ -249,8 +272,8 @@ class RunRecorder:
         self._finished_turns.add(event.iteration)
         usage = event.usage or {}
         streamed = "".join(self._turn_text.get(event.iteration, []))
-        step = store.step_finish(
-            step_id=self._turn_step_ids[event.iteration],
+        step = self._step_finish(
+            self._turn_step_ids[event.iteration],
             started_at=event.started_at,
             finished_at=event.at,
             first_token_ms=event.first_token_ms,
@@ -268,17 +291,17 @@ class RunRecorder:
         return self._update(event, html=fragments.step_replaced(step))
 
     def _call_started(self, event: ToolCallStarted) -> Update:
-        step = store.step_start(
-            run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
-            started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
-            arguments=event.args, text=event.log,
+        step = self._step_start(
+            kind=StepKind.TOOL_CALL, iteration=event.iteration, started_at=event.at,
+            tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
+            text=event.log,
         )  # fmt: skip
         self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
         return self._update(event, html=fragments.step_appended(step))
 
     def _call_finished(self, event: ToolCallFinished) -> Update:
-        step = store.step_finish(
-            step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
+        step = self._step_finish(
+            self._call_step_ids[(event.iteration, event.tool_call_id)],
             started_at=event.started_at,
             finished_at=event.at,
             status=event.status,
