@@ -693,14 +693,16 @@ def main(argv: list[str] | None = None) -> int:
         "queries and template renders; write server.prof and counts.json to DIR",
     )
     parser.add_argument(
-        "--tiny", action="store_true", help="3 conversations, for CI: checks the bench still runs"
+        "--tiny",
+        action="store_true",
+        help="3 conversations started over 0.5 s, for CI: checks the bench still runs",
     )
     parser.add_argument(
         "--json", action="store_true", help="print JSON (the table goes to standard error)"
     )
     args = parser.parse_args(argv)
     if args.tiny:
-        args.conversations = 3
+        args.conversations, args.ramp_s = 3, 0.5
     if args.conversations < 1:
         parser.error("--conversations must be at least 1")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
