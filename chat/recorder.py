@@ -33,9 +33,17 @@ from agents.events import (
 from chat import fragments, store
 from chat.models import AgentRun, AgentStep, RunStatus, StepKind
 
-# How often (seconds) a streaming model turn's text (and reasoning) is saved and re-sent
-# whole.
+# How often (seconds) a streaming model turn's text (and reasoning) is re-sent whole, so a
+# page that is behind (opened mid-stream) catches up within a second.
 TEXT_SYNC_INTERVAL_S = 0.75
+# How often (seconds) that whole text is also saved, from the first re-send of a turn on:
+# a page loaded mid-stream is drawn from the row, up to this much behind, and the next
+# re-send brings it up to date. Saving at every re-send was the largest count of ORM calls
+# a run made under load: the re-sends follow the clock, so a run that a loaded server
+# slowed down made more of them, slowing it further (38 saves a run at 100 conversations
+# under the profiler; docs/benchmarks.md, "Where a run's CPU goes"). A process that dies
+# mid-stream loses at most this much of the turn's text.
+TEXT_SAVE_INTERVAL_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,7 @@ class RunRecorder:
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
+        self._last_save: dict[int, float] = {}
         self._utf16_length: dict[int, int] = {}
         self._turn_reasoning: dict[int, list[str]] = {}
         self._reasoning_utf16_length: dict[int, int] = {}
@@ -258,11 +267,22 @@ class RunRecorder:
                                 streamed=delta)  # fmt: skip
         self._last_sync[event.iteration] = now
         text, reasoning = self._so_far(event.iteration)
-        await database_sync_to_async(store.step_save_text)(
-            step_id=step_id, text=text, reasoning=reasoning
-        )
+        await self._save_text(event.iteration, step_id, text, reasoning, now=now)
         snapshot = StreamedText(step_id, text, whole=True)
         return self._update(event, html=fragments.text_replaced(step_id, text), streamed=snapshot)
+
+    async def _save_text(
+        self, iteration: int, step_id: int, text: str, reasoning: str, *, now: float,
+        force: bool = False,
+    ) -> None:  # fmt: skip
+        """Save a streaming turn's text and reasoning so far at its first whole re-send,
+        then every :data:`TEXT_SAVE_INTERVAL_S` (``force``: now)."""
+        last = self._last_save.get(iteration)
+        if force or last is None or now - last >= TEXT_SAVE_INTERVAL_S:
+            self._last_save[iteration] = now
+            await database_sync_to_async(store.step_save_text)(
+                step_id=step_id, text=text, reasoning=reasoning
+            )
 
     async def _reasoning_delta(self, event: ReasoningDelta) -> Update:
         """Keep reasoning as text is kept: sent as deltas, saved on the same timer.
@@ -287,9 +307,8 @@ class RunRecorder:
             return self._update(event, html=html, streamed=delta)
         self._last_sync[event.iteration] = now
         text, reasoning = self._so_far(event.iteration)
-        await database_sync_to_async(store.step_save_text)(
-            step_id=step_id, text=text, reasoning=reasoning
-        )
+        await self._save_text(event.iteration, step_id, text, reasoning, now=now,
+                              force=event.moved)  # fmt: skip
         html = fragments.reasoning_replaced(step_id, reasoning)
         if event.moved:
             # Not a snapshot a publisher may fold: it replaces the reply's text as well.

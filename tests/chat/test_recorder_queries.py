@@ -9,6 +9,7 @@ locked read of the run and of the last ordinal; bench/load.py --profile counted 
 from __future__ import annotations
 
 import threading
+import types
 
 import pytest
 from channels.db import database_sync_to_async
@@ -21,15 +22,17 @@ from langchain_core.tools import tool
 from agents.events import (
     ModelTurnStarted,
     RunFinished,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     utcnow,
 )
 from chat import store
 from chat.models import AgentStep, RunStatus, StepKind
-from chat.recorder import RunRecorder
+from chat.recorder import TEXT_SAVE_INTERVAL_S, TEXT_SYNC_INTERVAL_S, RunRecorder
 from chat.runs import create_run, execute_run
 from chat.timeline import timeline_of
+from tests.chat.conftest import FrozenClock
 from tests.chat.test_consumer import make_conversation
 from tests.fakes import ScriptedChatModel, tool_call
 
@@ -167,3 +170,33 @@ async def test_a_heartbeat_says_whether_a_stop_was_asked_in_one_call():
         conversation_id=conversation.pk, at=utcnow()
     )
     assert await database_sync_to_async(store.run_beat)(run_id=run.pk, at=utcnow()) is True
+
+
+async def test_streamed_text_is_resent_whole_on_every_tick_but_saved_every_few_seconds(
+    monkeypatch,
+):
+    clock = FrozenClock()
+    monkeypatch.setattr("chat.recorder.time", types.SimpleNamespace(monotonic=clock.monotonic))
+    _user, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    recorder = RunRecorder(run)
+    await recorder.record(ModelTurnStarted(iteration=1))
+    step_id = recorder._turn_step_ids[1]
+    stored_text = database_sync_to_async(
+        lambda: AgentStep.objects.values_list("text", flat=True).get(pk=step_id)
+    )
+    saved, words = [], []
+    ticks = int(TEXT_SAVE_INTERVAL_S / TEXT_SYNC_INTERVAL_S) + 2
+    for tick in range(ticks):
+        clock.advance(TEXT_SYNC_INTERVAL_S + 0.01)
+        words.append(f"w{tick} ")
+        update = await recorder.record(TextDelta(iteration=1, text=words[-1]))
+        assert update.streamed is not None and update.streamed.whole  # re-sent every tick
+        saved.append(await stored_text() == "".join(words))
+
+    # Saved at the turn's first re-send (a page loaded now has text), then once the save
+    # interval has passed; never more than that interval behind.
+    assert saved[0] and not all(saved)
+    last_saved = max(i for i, ok in enumerate(saved) if ok)
+    assert last_saved > 0
+    assert (ticks - 1 - last_saved) * (TEXT_SYNC_INTERVAL_S + 0.01) < TEXT_SAVE_INTERVAL_S
