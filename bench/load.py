@@ -491,7 +491,8 @@ def report(figures: dict[str, Any]) -> str:
     lines += [f"  {line}" for line in figures["log_problems"][:5]]
     if figures["profile"] is not None:
         lines += profile_lines(figures["profile"], figures["runs"]["completed"])
-        lines.append(f"profile            {figures['profile_dir']}/server.prof (pstats)")
+        if Path(figures["profile_dir"], "server.prof").exists():
+            lines.append(f"profile            {figures['profile_dir']}/server.prof (pstats)")
     for failure in figures["failures"][:10]:
         lines.append(f"not succeeded: {failure}")
     lines += [f"lost: {example}" for example in figures["lost_examples"]]
@@ -550,6 +551,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     clients = [Client(i, questions[i % len(questions)]) for i in range(args.conversations)]
     log = workdir / "daphne.log"
     profile_dir = Path(args.profile).resolve() if args.profile else None
+    if args.counts_only:
+        env["BENCH_PROFILE_COUNTS_ONLY"] = "1"
     with daphne(env, log, profile_dir=profile_dir) as (process, port):
         before, cpu_before = proc_status(process.pid), cpu_seconds(process.pid)
         loop_cpu_before = cpu_seconds(process.pid, process.pid)
@@ -691,6 +694,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="profile the server (cProfile, every thread) and count its database calls, "
         "queries and template renders; write server.prof and counts.json to DIR",
+    )
+    parser.add_argument(
+        "--counts-only",
+        action="store_true",
+        help="with --profile: only the counts and queue waits, no cProfile (its cost "
+        "overloads the server at 200 conversations)",
     )
     parser.add_argument(
         "--tiny",

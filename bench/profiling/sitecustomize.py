@@ -46,17 +46,22 @@ if OUT:
         import sys
 
         sys.setprofile(None)
-        if not _on.is_set():
+        if not _on.is_set() or COUNTS_ONLY:
             return
         profile = cProfile.Profile(time.thread_time)  # CPU, not waiting
         with _lock:
             _profiles.append(profile)
         profile.enable()
 
+    # Only the counts (no cProfile, whose cost slows a loaded server into another regime).
+    COUNTS_ONLY = os.environ.get("BENCH_PROFILE_COUNTS_ONLY") == "1"
+
     def _start(*_: object) -> None:
         if _on.is_set():
             return
         _on.set()
+        if COUNTS_ONLY:
+            return
         threading.setprofile(_profile_this_thread)
         _profile_this_thread()
 
