@@ -14,6 +14,7 @@ is logged on ``chat.sockets`` with its reason, and the page says what it means
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -164,6 +165,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _tokens_at: float = 0.0
     _dropped: int = 0
     _flood_notice_at: float = 0.0
+    _recheck: asyncio.Task[None] | None = None
 
     def _take_token(self) -> bool:
         """Return True if a frame may be handled now (a token bucket per socket)."""
@@ -252,6 +254,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return bool(interrupted)
 
     async def disconnect(self, code: int) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(
                 group_name(self.conversation_id), self.channel_name
@@ -354,14 +358,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
         cancel_local(int(message["run_id"]))
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
-        """Relay a fragment published to the conversation's group."""
+        """Relay a fragment published to the conversation's group.
+
+        Every :data:`SESSION_RECHECK_S` the socket's session is checked again, beside the
+        relay rather than before it: the check is an ORM call, and under load a fragment
+        that waited for it waited in the ORM thread's queue (up to its p95 of about
+        0.5 s at 200 conversations; bench/load.py --counts-only). A session that ended is
+        closed as the check returns, so a socket that only listens still goes within
+        :data:`SESSION_RECHECK_S` and that wait; it may be sent the fragments of that wait.
+        """
         if self.conversation_id is None:
             return
-        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
-        if due and await self._session_ended():
-            await self._close_ended_session()
-            return
         await self.send(text_data=message["html"])
+        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
+        if due and self._recheck is None:
+            self._session_checked_at = time.monotonic()
+            self._recheck = asyncio.get_running_loop().create_task(self._recheck_session())
+
+    async def _recheck_session(self) -> None:
+        """Close the socket if its session has ended (see :meth:`run_fragment`)."""
+        try:
+            if self.conversation_id is not None and await self._session_ended():
+                await self._close_ended_session()
+        finally:
+            self._recheck = None
 
 
 class NotFoundConsumer(AsyncWebsocketConsumer):
