@@ -99,10 +99,12 @@ class ModelTurn:
         ``<think>`` markup split however the chunks fall) are :class:`ReasoningDelta`
         events instead. The chunks are merged with ``+`` (LangChain's chunk merging), so
         tool calls split over chunks come out whole; usage is :func:`response_usage` of
-        the chunks, never their sum. The turn's deadline (``timeout_s``) is checked only
-        while waiting for the model, never while the caller handles a yielded delta:
-        firing inside the caller (writing a row) would cancel that instead and end the run
-        as cancelled, not timed out (found under load).
+        the chunks, never their sum. The turn's deadline (``timeout_s``) counts only the
+        time spent waiting for the model, never the time the caller spends handling a
+        yielded delta: firing inside the caller (writing a row) would cancel that instead
+        and end the run as cancelled, not timed out, and a deadline fixed when the turn
+        began charged the server's own queue to the model (runs of the local demo model
+        "did not answer within 120 seconds" under load; both found by bench/load.py).
 
         The turn is timed from here (:class:`agents.timing.Stopwatch`): the finishing
         event carries its start, finish, duration and time to first token.
@@ -110,7 +112,7 @@ class ModelTurn:
         watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
-        deadline = Deadline(asyncio.get_running_loop().time() + self.timeout_s)
+        deadline = Deadline(self.timeout_s)
         chunks = aiter(bound.astream(history))
         try:
             while True:

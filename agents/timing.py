@@ -7,7 +7,8 @@ come. The duration is read from the monotonic clock (a wall clock may jump) and 
 finish is the start plus that duration, so ``finished_at - started_at`` is exactly
 ``duration_ms`` milliseconds wherever the two are compared.
 
-A model turn's time limit is a :class:`Deadline`: it cancels only a wait for the model.
+A model turn's time limit is a :class:`Deadline`: a budget spent only while waiting for
+the model, which cancels only such a wait.
 """
 
 from __future__ import annotations
@@ -59,50 +60,73 @@ class Stopwatch:
 
 
 class Deadline:
-    """A deadline that cancels the current task only while it :meth:`wait`s.
+    """A model turn's time budget, spent only while the task :meth:`wait`s for the model.
 
-    One timer for a whole model turn, instead of an ``asyncio.timeout_at`` around each
-    chunk's wait (a timer set and cancelled per chunk: about 9 µs each, three per
-    tool-call turn, ``bench/loop.py``). When the time comes while the task waits, the
-    wait is cancelled and raises ``TimeoutError`` (as ``asyncio.Timeout`` does, telling
-    its own cancellation from another by the task's cancel count); when it comes while the
-    task is elsewhere (the caller handling a yielded delta), nothing is cancelled there
-    and the next :meth:`wait` raises ``TimeoutError`` at once. Call :meth:`cancel` when
-    done. ``when`` is in the event loop's clock (``loop.time()``).
+    ``budget_s`` seconds of waiting in all, however the waits are spread: the time the
+    caller spends between waits (handling a yielded delta, writing a row, queueing behind
+    other runs for the database thread) is never charged, so a loaded server cannot turn
+    its own queue into a model time-out (runs of the local demo model "did not answer
+    within 120 seconds" under load, bench/load.py). When the budget runs out during a
+    wait, the wait is cancelled and raises ``TimeoutError`` (as ``asyncio.Timeout`` does,
+    telling its own cancellation from another by the task's cancel count), and so does
+    every later :meth:`wait`. Call :meth:`cancel` when done.
+
+    One timer, set by the first wait for when the budget would end, instead of an
+    ``asyncio.timeout`` around each chunk's wait (a timer set and cancelled per chunk:
+    about 9 µs each, ``bench/loop.py``). When it comes due outside a wait it is dropped
+    (the next wait sets a new one); when it comes due during a later wait, early because
+    time passed outside the waits in between, it is set again for what is left.
     """
 
-    def __init__(self, when: float) -> None:
+    def __init__(self, budget_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._waiting = False
+        self._left = budget_s  # seconds of waiting left, as of the end of the last wait
+        self._since: float | None = None  # the loop's time the current wait began
+        self._handle: asyncio.TimerHandle | None = None
         self._cancelled_task = False
         self.expired = False
-        self._handle = asyncio.get_running_loop().call_at(when, self._on_time)
 
     def _on_time(self) -> None:
+        self._handle = None
+        if self._since is None:
+            return  # not waiting: no budget was spent since the timer was set
+        now = self._loop.time()
+        left = self._left - (now - self._since)
+        if left > 0:
+            self._handle = self._loop.call_at(now + left, self._on_time)
+            return
         self.expired = True
-        if self._waiting and self._task is not None:
+        if self._task is not None:
             self._cancelled_task = True
             self._task.cancel()
 
     async def wait(self, awaitable: Awaitable[T]) -> T:
-        """Return what ``awaitable`` gives; raise ``TimeoutError`` if the deadline passed
+        """Return what ``awaitable`` gives; raise ``TimeoutError`` if the budget ran out
         before or while it waited."""
-        if self.expired:
+        if self.expired or self._left <= 0:
+            self.expired = True
             if inspect.iscoroutine(awaitable):
                 awaitable.close()  # never awaited: no "was never awaited" warning
             raise TimeoutError
         task = self._task
         cancelling = task.cancelling() if task is not None else 0
-        self._waiting = True
+        self._since = now = self._loop.time()
+        if self._handle is None:
+            self._handle = self._loop.call_at(now + self._left, self._on_time)
         try:
             return await awaitable
         except asyncio.CancelledError:
             if self._cancelled_task and task is not None and task.uncancel() <= cancelling:
+                self._cancelled_task = False
                 raise TimeoutError from None
             raise
         finally:
-            self._waiting = False
+            self._left -= self._loop.time() - self._since
+            self._since = None
 
     def cancel(self) -> None:
         """Stop the timer."""
-        self._handle.cancel()
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

@@ -107,18 +107,30 @@ def open_files_limit(pid: int) -> int:
     return int(line.split()[3])
 
 
-def cpu_seconds(pid: int) -> float:
-    """Return the user + system CPU time of process ``pid`` in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """Return the user + system CPU time of process ``pid`` (or its thread ``tid``) in s."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
-def daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """Migrate, start Daphne on a free port, yield (process, port); always stop it."""
+def daphne(
+    env: dict[str, str], log: Path, *, profile_dir: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Migrate, start Daphne on a free port, yield (process, port); always stop it.
+
+    With ``profile_dir``, Daphne loads ``bench/profiling/sitecustomize.py``, which
+    profiles and counts its work from the SIGUSR1 :func:`measure` sends until it exits,
+    and writes ``server.prof`` and ``counts.json`` there.
+    """
     manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
     subprocess.run(manage, cwd=ROOT, env=env, check=True)
+    if profile_dir is not None:
+        path = [str(ROOT / "bench" / "profiling"), env.get("PYTHONPATH", "")]
+        env = {**env, "BENCH_PROFILE_DIR": str(profile_dir),
+               "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
     with serve(env, timeout_s=30, log=log) as started:
         yield started
 
@@ -466,15 +478,47 @@ def report(figures: dict[str, Any]) -> str:
         f"Daphne threads     {mem['threads_before']} before, {mem['threads_peak']} at peak; "
         f"open files {mem['fds_before']} before, {mem['fds_peak']} at peak "
         f"(limit {mem['fds_limit']})",
-        f"CPU seconds        Daphne {mem['cpu_s']:.1f}, this client {figures['client_cpu_s']:.1f}",
+        f"CPU seconds        Daphne {mem['cpu_s']:.1f} (event loop thread "
+        f"{mem['cpu_event_loop_s']:.1f}, other threads "
+        f"{mem['cpu_s'] - mem['cpu_event_loop_s']:.1f}), this client "
+        f"{figures['client_cpu_s']:.1f}",
+        f"CPU per run        {mem['cpu_per_run_ms']:.0f} ms (Daphne CPU / runs completed)",
+        "load average       {:.2f} {:.2f} {:.2f} (1, 5, 15 min, at the end)".format(
+            *figures["load_average"]
+        ),
         f"server log         {len(figures['log_problems'])} lines matching errors",
     ]
     lines += [f"  {line}" for line in figures["log_problems"][:5]]
+    if figures["profile"] is not None:
+        lines += profile_lines(figures["profile"], figures["runs"]["completed"])
+        if Path(figures["profile_dir"], "server.prof").exists():
+            lines.append(f"profile            {figures['profile_dir']}/server.prof (pstats)")
     for failure in figures["failures"][:10]:
         lines.append(f"not succeeded: {failure}")
     lines += [f"lost: {example}" for example in figures["lost_examples"]]
     lines.append(figures["verdict"])
     return "\n".join(lines)
+
+
+def profile_lines(counts: dict[str, Any], runs: int) -> list[str]:
+    """Return the counts of ``bench/profiling/sitecustomize.py``, per run, as lines."""
+    per = max(1, runs)
+    wait, run = counts["queue_wait_ms"], counts["run_ms"]
+    lines = [
+        f"database_sync_to_async {counts['database_sync_to_async_total']:,} calls "
+        f"({counts['database_sync_to_async_total'] / per:.1f} per run); queue wait p50 "
+        f"{_ms(wait['p50'])} ms, p95 {_ms(wait['p95'])} ms; run p50 {run['p50'] or 0:.1f} ms, "
+        f"thread busy {run['sum'] / 1000:.1f} s",
+        f"queries            {counts['queries_total']:,} ({counts['queries_total'] / per:.1f} "
+        f"per run); connections opened "
+        f"{counts.get('connections', {}).get('opened', 0):,}",
+        f"template renders   {counts['templates_total']:,} "
+        f"({counts['templates_total'] / per:.1f} per run)",
+    ]
+    for key in ("database_sync_to_async", "templates", "queries"):
+        top = list(counts.get(key, {}).items())[:8]
+        lines += [f"  {key}: {name} {n / per:.2f}/run" for name, n in top]
+    return lines
 
 
 def _summary(values: list[float]) -> dict[str, Any]:
@@ -506,8 +550,14 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     questions = examples()
     clients = [Client(i, questions[i % len(questions)]) for i in range(args.conversations)]
     log = workdir / "daphne.log"
-    with daphne(env, log) as (process, port):
+    profile_dir = Path(args.profile).resolve() if args.profile else None
+    if args.counts_only:
+        env["BENCH_PROFILE_COUNTS_ONLY"] = "1"
+    with daphne(env, log, profile_dir=profile_dir) as (process, port):
         before, cpu_before = proc_status(process.pid), cpu_seconds(process.pid)
+        loop_cpu_before = cpu_seconds(process.pid, process.pid)
+        if profile_dir is not None:
+            process.send_signal(signal.SIGUSR1)  # start profiling (bench/profiling/)
         say(f"Daphne {process.pid} on port {port}; {args.conversations} conversations...")
         began = time.time()
         base = f"http://127.0.0.1:{port}"
@@ -519,7 +569,12 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if all(c.done for c in clients):
             ended = max(c.done for c in clients)
         after, cpu_after = proc_status(process.pid), cpu_seconds(process.pid)
+        loop_cpu = cpu_seconds(process.pid, process.pid) - loop_cpu_before
         fds_limit = open_files_limit(process.pid)
+        load_average = os.getloadavg()
+    counts = None
+    if profile_dir is not None and (profile_dir / "counts.json").exists():
+        counts = json.loads((profile_dir / "counts.json").read_text())
     conversation_ids = [c.conversation_id for c in clients if c.conversation_id is not None]
     runs, steps = read_rows(database_url, conversation_ids) if conversation_ids else ([], [])
     result = check(clients, runs, steps)
@@ -590,7 +645,14 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "fds_peak": peaks.get("fds", 0),
             "fds_limit": fds_limit,
             "cpu_s": cpu_after - cpu_before,
+            # The main thread runs the event loop (Twisted's asyncio reactor); the others
+            # are the ORM's shared thread and the HTTP requests' threads.
+            "cpu_event_loop_s": loop_cpu,
+            "cpu_per_run_ms": (cpu_after - cpu_before) * 1000 / max(1, completed),
         },
+        "load_average": load_average,
+        "profile": counts,
+        "profile_dir": str(profile_dir) if profile_dir else None,
         "client_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
         "failures": failures,
         "log_problems": log_problems[:50],
@@ -628,9 +690,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", help="use the Redis channel layer (REDIS_URL)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="profile the server (cProfile, every thread) and count its database calls, "
+        "queries and template renders; write server.prof and counts.json to DIR",
+    )
+    parser.add_argument(
+        "--counts-only",
+        action="store_true",
+        help="with --profile: only the counts and queue waits, no cProfile (its cost "
+        "overloads the server at 200 conversations)",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="3 conversations started over 0.5 s, for CI: checks the bench still runs",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print JSON (the table goes to standard error)"
     )
     args = parser.parse_args(argv)
+    if args.tiny:
+        args.conversations, args.ramp_s = 3, 0.5
     if args.conversations < 1:
         parser.error("--conversations must be at least 1")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.

@@ -14,6 +14,7 @@ is logged on ``chat.sockets`` with its reason, and the page says what it means
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -27,6 +28,7 @@ from chat import fragments, reaper, store
 from chat.live import (
     CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
+    Addressed,
     GroupPublisher,
     group_name,
     interrupt_stale_runs,
@@ -123,6 +125,27 @@ def parse_frame(
         raise FrameError(str(exc)) from None
 
 
+def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | None:
+    """Return the conversation's id if the scope's user (or guest) owns it, else None.
+
+    Sync, one ORM call for the owner and the conversation (two hops before).
+    """
+    owner = store.Owner.of(user, session)
+    conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
+    return None if conversation is None else conversation.pk
+
+
+def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
+    """Return what a page that just joined its group may have missed (sync, one ORM call).
+
+    The runs of a dead process, marked interrupted and rendered for every tab
+    (:func:`chat.live.interrupt_stale_runs`), then the running runs and the latest one
+    (:func:`chat.fragments.runs_caught_up`) for this socket.
+    """
+    interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
+    return interrupted, fragments.runs_caught_up(conversation_id=conversation_id)
+
+
 def _accept_message(*, conversation_id: int, content: str) -> tuple[int, str]:
     """Store the message and its run; return the run's id and the fragment that shows it.
 
@@ -142,6 +165,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _tokens_at: float = 0.0
     _dropped: int = 0
     _flood_notice_at: float = 0.0
+    _recheck: asyncio.Task[None] | None = None
 
     def _take_token(self) -> bool:
         """Return True if a frame may be handled now (a token bucket per socket)."""
@@ -177,14 +201,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.close(code=CLOSE_SESSION_ENDED)
 
     async def connect(self) -> None:
-        owner = await database_sync_to_async(store.Owner.of)(
-            self.scope.get("user"), self.scope.get("session")
-        )
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        conversation = await database_sync_to_async(store.conversation_get)(
-            owner=owner, conversation_id=conversation_id
+        found = await database_sync_to_async(_find_conversation)(
+            self.scope.get("user"), self.scope.get("session"), conversation_id
         )
-        if conversation is None:
+        if found is None:
             code, reason = await self._refusal(conversation_id)
             log_refusal(self.scope, code, reason)
             # Accept, then close with our code: a refused handshake looks like a network
@@ -192,16 +213,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=code)
             return
-        self.conversation_id = conversation.pk
-        await self.channel_layer.group_add(group_name(conversation.pk), self.channel_name)
+        self.conversation_id = found
+        await self.channel_layer.group_add(group_name(found), self.channel_name)
         await self.accept()
         reaper.ensure_started()
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
-        await self._interrupt_stale_runs()
-        caught_up = await database_sync_to_async(fragments.runs_caught_up)(
-            conversation_id=conversation.pk
-        )
+        interrupted, caught_up = await database_sync_to_async(_catch_up)(conversation_id=found)
+        await publish_each(self.channel_layer, interrupted)
         for html in caught_up:
             await self.send(text_data=html)
 
@@ -235,6 +254,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return bool(interrupted)
 
     async def disconnect(self, code: int) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(
                 group_name(self.conversation_id), self.channel_name
@@ -337,14 +358,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
         cancel_local(int(message["run_id"]))
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
-        """Relay a fragment published to the conversation's group."""
+        """Relay a fragment published to the conversation's group.
+
+        Every :data:`SESSION_RECHECK_S` the socket's session is checked again, beside the
+        relay rather than before it: the check is an ORM call, and under load a fragment
+        that waited for it waited in the ORM thread's queue (up to its p95 of about
+        0.5 s at 200 conversations; bench/load.py --counts-only). A session that ended is
+        closed as the check returns, so a socket that only listens still goes within
+        :data:`SESSION_RECHECK_S` and that wait; it may be sent the fragments of that wait.
+        """
         if self.conversation_id is None:
             return
-        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
-        if due and await self._session_ended():
-            await self._close_ended_session()
-            return
         await self.send(text_data=message["html"])
+        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
+        if due and self._recheck is None:
+            self._session_checked_at = time.monotonic()
+            self._recheck = asyncio.get_running_loop().create_task(self._recheck_session())
+
+    async def _recheck_session(self) -> None:
+        """Close the socket if its session has ended (see :meth:`run_fragment`)."""
+        try:
+            if self.conversation_id is not None and await self._session_ended():
+                await self._close_ended_session()
+        finally:
+            self._recheck = None
 
 
 class NotFoundConsumer(AsyncWebsocketConsumer):

@@ -31,11 +31,19 @@ from agents.events import (
     ToolCallStarted,
 )
 from chat import fragments, store
-from chat.models import AgentRun, RunStatus, StepKind
+from chat.models import AgentRun, AgentStep, RunStatus, StepKind
 
-# How often (seconds) a streaming model turn's text (and reasoning) is saved and re-sent
-# whole.
+# How often (seconds) a streaming model turn's text (and reasoning) is re-sent whole, so a
+# page that is behind (opened mid-stream) catches up within a second.
 TEXT_SYNC_INTERVAL_S = 0.75
+# How often (seconds) that whole text is also saved, from the first re-send of a turn on:
+# a page loaded mid-stream is drawn from the row, up to this much behind, and the next
+# re-send brings it up to date. Saving at every re-send was the largest count of ORM calls
+# a run made under load: the re-sends follow the clock, so a run that a loaded server
+# slowed down made more of them, slowing it further (38 saves a run at 100 conversations
+# under the profiler; docs/benchmarks.md, "Where a run's CPU goes"). A process that dies
+# mid-stream loses at most this much of the turn's text.
+TEXT_SAVE_INTERVAL_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,18 @@ class RunRecorder:
         self.run_id = run.pk
         self.conversation_id = run.conversation_id
         self.iteration = 0
+        # The run row and every step row this recorder wrote, in ordinal order: the
+        # recorder is their only writer while the run goes, so it inserts and updates
+        # them without reading them back, and draws the timeline from them (no query).
+        self._run = run
+        self._steps: dict[int, AgentStep] = {}
+        # The tool-call events the last model turn announced, as (events seen, events
+        # that follow each other at once, all of them); see :meth:`_redraws_timeline`.
+        self._batch: list[int] = [0, 0, 0]
         self._turn_step_ids: dict[int, int] = {}
         self._turn_text: dict[int, list[str]] = {}
         self._last_sync: dict[int, float] = {}
+        self._last_save: dict[int, float] = {}
         self._utf16_length: dict[int, int] = {}
         self._turn_reasoning: dict[int, list[str]] = {}
         self._reasoning_utf16_length: dict[int, int] = {}
@@ -150,12 +167,44 @@ class RunRecorder:
 
     async def _in_db(self, write: Callable[[Any], Update], event: Event) -> Update:
         """Run ``write(event)`` (rows and fragment) in the ORM's thread, adding the run's
-        timeline redrawn (:func:`_with_timeline`)."""
+        timeline redrawn (:func:`_with_timeline`) when :meth:`_redraws_timeline` says."""
 
         def write_and_draw(event: Event) -> Update:
-            return self._with_timeline(write(event))
+            update = write(event)
+            return self._with_timeline(update) if self._redraws_timeline(event) else update
 
         return await database_sync_to_async(write_and_draw)(event)
+
+    def _redraws_timeline(self, event: Event) -> bool:
+        """Return whether recording ``event`` sends the run's timeline again.
+
+        The timeline shows every step's start and end, but a redraw that another follows
+        at once (without waiting for a tool or the model) is never seen: it is skipped.
+        A model turn's end is followed at once by its tool calls' starts or the run's end;
+        a turn's calls start one after the other (a call that cannot run, a format
+        error, also ends at once), and the last call to end is followed at once by the
+        next turn's start (or the run's end). So a run of one turn calling three tools
+        and an answer redraws it 6 times, not 11: at each turn's start, once its calls
+        have all started, at each call's end but the last, and at the run's end (a run
+        that did not succeed is sent whole, timeline included). Half the timeline's
+        renders, the largest share of a run's CPU after the rows themselves
+        (bench/load.py --profile). Should the counts ever disagree with the events, the
+        next redraw puts the timeline right.
+        """
+        match event:
+            case ModelTurnFinished():
+                broken = len(event.invalid_tool_calls)
+                at_once = 2 * broken + len(event.tool_calls)
+                self._batch = [0, at_once, 2 * broken + 2 * len(event.tool_calls)]
+                return False
+            case ToolCallStarted() | ToolCallFinished():
+                self._batch[0] += 1
+                seen, at_once, total = self._batch
+                if seen > total:
+                    return True
+                return seen == at_once or (at_once < seen < total)
+            case _:
+                return True
 
     def _with_timeline(self, update: Update) -> Update:
         """Return ``update`` with the run's timeline redrawn from the rows just written.
@@ -163,20 +212,38 @@ class RunRecorder:
         A step began or ended, or the run ended: a step's bar appears, stops growing or
         takes its measured start. Not per streamed token. A run that did not succeed is
         sent whole (:func:`chat.fragments.run_ended`), timeline included.
+
+        Drawn from the rows this recorder holds (the run's end: from the run
+        :func:`chat.store.run_finish` loaded with its steps), not read again: the redraw
+        after every step event read the run and all its steps, two queries growing with
+        the run (bench/load.py --profile).
         """
-        if update.run is not None and update.run.status != RunStatus.SUCCEEDED:
-            return update
-        run = store.run_with_steps(run_id=self.run_id)
-        html = fragments.timeline_replaced(run, list(run.steps.all()))
+        if update.run is not None:
+            if update.run.status != RunStatus.SUCCEEDED:
+                return update
+            run, steps = update.run, list(update.run.steps.all())
+        else:
+            run, steps = self._run, list(self._steps.values())
+        html = fragments.timeline_replaced(run, steps)
         return replace(update, html=update.html + html)
+
+    def _step_start(self, **fields: Any) -> AgentStep:
+        """Insert the run's next step (its ordinal counted here) and keep its row."""
+        step = store.step_start(
+            run_id=self.run_id, run=self._run, ordinal=len(self._steps) + 1, **fields
+        )
+        self._steps[step.pk] = step
+        return step
+
+    def _step_finish(self, step_id: int, **fields: Any) -> AgentStep:
+        """Update a kept step row with its outcome (one UPDATE, no read)."""
+        return store.step_finish(step_id=step_id, step=self._steps.get(step_id), **fields)
 
     # Each method below runs in the ORM's thread: write, then render from the rows.
 
     def _turn_started(self, event: ModelTurnStarted) -> Update:
-        step = store.step_start(
-            run_id=self.run_id, kind=StepKind.MODEL_TURN, iteration=event.iteration,
-            started_at=event.at,
-        )  # fmt: skip
+        step = self._step_start(kind=StepKind.MODEL_TURN, iteration=event.iteration,
+                                started_at=event.at)  # fmt: skip
         self.iteration = event.iteration
         self._turn_step_ids[event.iteration] = step.pk
         self._turn_text[event.iteration] = []
@@ -200,11 +267,22 @@ class RunRecorder:
                                 streamed=delta)  # fmt: skip
         self._last_sync[event.iteration] = now
         text, reasoning = self._so_far(event.iteration)
-        await database_sync_to_async(store.step_save_text)(
-            step_id=step_id, text=text, reasoning=reasoning
-        )
+        await self._save_text(event.iteration, step_id, text, reasoning, now=now)
         snapshot = StreamedText(step_id, text, whole=True)
         return self._update(event, html=fragments.text_replaced(step_id, text), streamed=snapshot)
+
+    async def _save_text(
+        self, iteration: int, step_id: int, text: str, reasoning: str, *, now: float,
+        force: bool = False,
+    ) -> None:  # fmt: skip
+        """Save a streaming turn's text and reasoning so far at its first whole re-send,
+        then every :data:`TEXT_SAVE_INTERVAL_S` (``force``: now)."""
+        last = self._last_save.get(iteration)
+        if force or last is None or now - last >= TEXT_SAVE_INTERVAL_S:
+            self._last_save[iteration] = now
+            await database_sync_to_async(store.step_save_text)(
+                step_id=step_id, text=text, reasoning=reasoning
+            )
 
     async def _reasoning_delta(self, event: ReasoningDelta) -> Update:
         """Keep reasoning as text is kept: sent as deltas, saved on the same timer.
@@ -229,9 +307,8 @@ class RunRecorder:
             return self._update(event, html=html, streamed=delta)
         self._last_sync[event.iteration] = now
         text, reasoning = self._so_far(event.iteration)
-        await database_sync_to_async(store.step_save_text)(
-            step_id=step_id, text=text, reasoning=reasoning
-        )
+        await self._save_text(event.iteration, step_id, text, reasoning, now=now,
+                              force=event.moved)  # fmt: skip
         html = fragments.reasoning_replaced(step_id, reasoning)
         if event.moved:
             # Not a snapshot a publisher may fold: it replaces the reply's text as well.
@@ -249,8 +326,8 @@ class RunRecorder:
         self._finished_turns.add(event.iteration)
         usage = event.usage or {}
         streamed = "".join(self._turn_text.get(event.iteration, []))
-        step = store.step_finish(
-            step_id=self._turn_step_ids[event.iteration],
+        step = self._step_finish(
+            self._turn_step_ids[event.iteration],
             started_at=event.started_at,
             finished_at=event.at,
             first_token_ms=event.first_token_ms,
@@ -268,17 +345,17 @@ class RunRecorder:
         return self._update(event, html=fragments.step_replaced(step))
 
     def _call_started(self, event: ToolCallStarted) -> Update:
-        step = store.step_start(
-            run_id=self.run_id, kind=StepKind.TOOL_CALL, iteration=event.iteration,
-            started_at=event.at, tool_name=event.name, tool_call_id=event.tool_call_id,
-            arguments=event.args, text=event.log,
+        step = self._step_start(
+            kind=StepKind.TOOL_CALL, iteration=event.iteration, started_at=event.at,
+            tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
+            text=event.log,
         )  # fmt: skip
         self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
         return self._update(event, html=fragments.step_appended(step))
 
     def _call_finished(self, event: ToolCallFinished) -> Update:
-        step = store.step_finish(
-            step_id=self._call_step_ids[(event.iteration, event.tool_call_id)],
+        step = self._step_finish(
+            self._call_step_ids[(event.iteration, event.tool_call_id)],
             started_at=event.started_at,
             finished_at=event.at,
             status=event.status,

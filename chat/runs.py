@@ -351,10 +351,8 @@ async def _heartbeat(run_id: int, task: asyncio.Task[object] | None) -> None:
     while True:
         await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
         try:
-            await database_sync_to_async(store.run_heartbeat)(run_id=run_id, at=utcnow())
-            if task is not None and await database_sync_to_async(store.run_cancel_requested)(
-                run_id=run_id
-            ):
+            stop = await database_sync_to_async(store.run_beat)(run_id=run_id, at=utcnow())
+            if task is not None and stop:
                 if not task.cancelling():
                     task.cancel()
                 return

@@ -70,6 +70,14 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Keep each thread's connection (seconds; 0 closes it after every call): with 0,
+    # every database_sync_to_async call opened the file, ran the PRAGMAs and closed it
+    # (one connection per call, about a quarter of a run's CPU; bench/load.py --profile).
+    # The cost: a thread that served a page keeps its 3 descriptors (file, WAL, shared
+    # memory) until it ends. PostgreSQL keeps 0: its pool reuses connections, and Django
+    # refuses a pool with persistent connections.
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 600, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # The server, `manage.py ask` and a second process may write at once: take the write
     # lock when a transaction starts (no failing lock upgrade), wait up to 20 s for it,
     # and let readers go on while someone writes (WAL).

@@ -159,6 +159,14 @@ def run_cancel_requested(*, run_id: int) -> bool:
     return AgentRun.objects.filter(pk=run_id, cancel_requested_at__isnull=False).exists()
 
 
+def run_beat(*, run_id: int, at: datetime) -> bool:
+    """Record the run's heartbeat at ``at`` (:func:`run_heartbeat`) and return whether
+    someone asked for it to stop (:func:`run_cancel_requested`): one call for both, so a
+    beat costs the ORM's thread one hop, not two."""
+    run_heartbeat(run_id=run_id, at=at)
+    return run_cancel_requested(run_id=run_id)
+
+
 def run_finish(
     *,
     run_id: int,
@@ -229,13 +237,28 @@ def step_start(
     tool_call_id: str = "",
     arguments: Any = None,
     text: str = "",
+    run: AgentRun | None = None,
+    ordinal: int | None = None,
 ) -> AgentStep:
     """Insert a running step with the next ordinal of its run; return it (with its run).
 
     Values are stored as :func:`chat.store.rows.fitted` makes them: NUL characters
     replaced, a tool name or call id longer than its column cut (also in
     :func:`step_finish`, :func:`step_save_text` and :func:`run_finish`).
+
+    A caller that is the run's only writer of steps and counts them (the recorder) passes
+    the ``run`` row it holds and the ``ordinal``: the step is then one INSERT, without
+    the locked read of the run and of the last ordinal (a second step with that ordinal
+    raises ``IntegrityError``: the unique ``(run, ordinal)`` constraint).
     """
+    if run is not None and ordinal is not None:
+        if run.pk != run_id:
+            raise ValueError(f"run {run.pk} given for run_id {run_id}")
+        return AgentStep.objects.create(
+            run=run, ordinal=ordinal, iteration=iteration, kind=kind, started_at=started_at,
+            **fitted(AgentStep, tool_name=tool_name, tool_call_id=tool_call_id,
+                     arguments=arguments, text=text),
+        )  # fmt: skip
     with transaction.atomic():
         # Lock the run row so concurrent writers cannot take the same ordinal.
         run = AgentRun.objects.select_for_update().get(pk=run_id)
@@ -252,7 +275,12 @@ def step_start(
 
 
 def step_finish(
-    *, step_id: int, finished_at: datetime, started_at: datetime | None = None, **fields: Any
+    *,
+    step_id: int,
+    finished_at: datetime,
+    started_at: datetime | None = None,
+    step: AgentStep | None = None,
+    **fields: Any,
 ) -> AgentStep:
     """Update a step with its outcome (``status``, ``result``, ``error_type``...); return
     it with its run.
@@ -262,17 +290,26 @@ def step_finish(
     (:mod:`agents.timing`), a little after the row was written. ``duration_ms`` is always
     ``finished_at - started_at`` in whole milliseconds, never passed in (``TypeError``),
     so the two can never disagree.
+
+    ``step``, the row :func:`step_start` returned (the recorder keeps it), saves reading
+    it again: the step is then one UPDATE of the columns that changed, and ``step`` itself
+    comes back updated. Only the step's own writer may pass it (``step_save_text`` does
+    not touch the columns written here).
     """
     if "duration_ms" in fields:
         raise TypeError("duration_ms is finished_at - started_at: pass the instants")
-    step = AgentStep.objects.select_related("run").get(pk=step_id)
-    for name, value in fitted(AgentStep, **fields).items():
+    if step is None:
+        step = AgentStep.objects.select_related("run").get(pk=step_id)
+    elif step.pk != step_id:
+        raise ValueError(f"step {step.pk} given for step_id {step_id}")
+    values = fitted(AgentStep, **fields)
+    for name, value in values.items():
         setattr(step, name, value)
     if started_at is not None:
         step.started_at = started_at
     step.finished_at = max(finished_at, step.started_at)
     step.duration_ms = whole_ms(step.finished_at - step.started_at)
-    step.save()
+    step.save(update_fields=[*values, "started_at", "finished_at", "duration_ms"])
     return step
 
 

@@ -162,27 +162,49 @@ async def test_cancelling_a_run_while_it_waits_for_the_model_is_a_cancel_not_a_t
         await task
 
 
-async def test_a_deadline_that_passed_while_the_caller_worked_stops_the_next_wait_only():
-    deadline = Deadline(asyncio.get_running_loop().time())  # due at once
-    await asyncio.sleep(0)  # the caller's own work: not cancelled
-    await asyncio.sleep(0)
-    assert deadline.expired
+async def test_a_deadline_charges_only_the_waits_never_the_caller_s_time_between_them():
+    deadline = Deadline(0.01)
 
     async def answer() -> str:
-        return "late"
+        return "on time"
 
-    with pytest.raises(TimeoutError):
+    assert await deadline.wait(answer()) == "on time"
+    await asyncio.sleep(0.05)  # the caller's own work, five budgets long: not charged
+    assert not deadline.expired
+    assert await deadline.wait(answer()) == "on time"
+    with pytest.raises(TimeoutError):  # a wait that never ends spends the budget
+        await deadline.wait(asyncio.Event().wait())
+    assert deadline.expired
+    with pytest.raises(TimeoutError):  # and every later wait fails at once
         await deadline.wait(answer())
     deadline.cancel()
 
 
 async def test_a_deadline_that_comes_during_a_wait_raises_time_out_and_leaves_the_task_usable():
-    deadline = Deadline(asyncio.get_running_loop().time() + 0.01)
+    deadline = Deadline(0.01)
     with pytest.raises(TimeoutError):
         await deadline.wait(asyncio.Event().wait())
     deadline.cancel()
     assert asyncio.current_task().cancelling() == 0
     await asyncio.sleep(0)  # no cancellation left over for the next await
+
+
+async def test_a_deadline_is_not_fooled_by_its_timer_coming_due_between_waits():
+    """The timer is set for the first wait's budget; time spent outside the waits moves
+    the true end later, and the timer, due during a later wait, is set again."""
+    deadline = Deadline(0.05)
+
+    async def answer() -> str:
+        return "on time"
+
+    await deadline.wait(answer())
+    await asyncio.sleep(0.1)  # the first timer comes due here, outside any wait
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(TimeoutError):
+        await deadline.wait(asyncio.Event().wait())
+    # the whole budget was still there for this wait (a lower bound: never a premise on speed)
+    assert asyncio.get_running_loop().time() - started >= 0.05 - 0.005
+    deadline.cancel()
 
 
 def test_the_merged_message_keeps_the_provider_s_id_and_drops_only_chunk_fields():

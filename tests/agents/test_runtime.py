@@ -432,8 +432,9 @@ async def test_a_huge_result_is_stored_up_to_the_cap_with_a_note():
 
 async def test_the_model_time_limit_never_fires_inside_the_caller():
     """Found under load: the deadline fired while the caller wrote a delta's row, which
-    cancelled the write and ended the run as cancelled instead of timed out."""
-    model = ScriptedChatModel(script=[AIMessage("one two three four")])
+    cancelled the write and ended the run as cancelled instead of timed out. The model's
+    own pauses (0.15 s before each of 4 pieces) still run past its 0.3 s."""
+    model = ScriptedChatModel(script=[AIMessage("one two three four")], delay_s=0.15)
     events = []
     async for event in run(model, [add], [HumanMessage("q")],
                            limits=RunLimits(model_timeout_s=0.3)):  # fmt: skip
@@ -442,6 +443,19 @@ async def test_the_model_time_limit_never_fires_inside_the_caller():
             await asyncio.sleep(0.15)  # not interrupted: no CancelledError here
     assert events[-1].status is RunStatus.FAILED
     assert events[-1].error == MODEL_STILL_WRITING.format(seconds=0.3)
+
+
+async def test_the_time_the_caller_takes_is_not_charged_to_the_model():
+    """The deadline counts only waiting for the model: a caller slower than the whole
+    deadline (our own queue under load) does not end the turn as timed out."""
+    model = ScriptedChatModel(script=[AIMessage("one two three four")])
+    events = []
+    async for event in run(model, [add], [HumanMessage("q")],
+                           limits=RunLimits(model_timeout_s=0.3)):  # fmt: skip
+        events.append(event)
+        if isinstance(event, TextDelta):
+            await asyncio.sleep(0.15)  # 4 pieces: 0.6 s in the caller, twice the deadline
+    assert events[-1].status is RunStatus.SUCCEEDED
 
 
 async def test_reasoning_is_streamed_as_its_own_events_before_the_text_and_kept_on_the_turn():

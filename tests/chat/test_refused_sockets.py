@@ -234,3 +234,33 @@ async def test_a_flood_is_logged_once_when_the_socket_is_closed(
 
     [record] = refusals(caplog)
     assert record.close_code == 4429 and record.reason == "3 frames dropped for sending too fast"
+
+
+async def test_a_listening_socket_whose_session_ended_is_closed_at_its_next_recheck(
+    client, consumer_clock, caplog
+):
+    from channels.layers import get_channel_layer
+
+    from chat.consumers import SESSION_RECHECK_S
+    from chat.live import FRAGMENT_MESSAGE_TYPE, group_name
+
+    await sync_to_async(client.get)("/", follow=True)
+    conversation = await database_sync_to_async(Conversation.objects.get)()
+    socket = communicator(
+        f"/ws/chat/{conversation.pk}/", session_id=client.cookies["sessionid"].value
+    )
+    connected, _ = await socket.connect()
+    assert connected
+    await sync_to_async(client.session.flush)()  # logged out elsewhere; the socket listens
+
+    consumer_clock.advance(SESSION_RECHECK_S + 1)
+    layer = get_channel_layer()
+    fragment = {"type": FRAGMENT_MESSAGE_TYPE, "html": '<div id="x">late</div>'}
+    await layer.group_send(group_name(conversation.pk), fragment)
+
+    # The relay does not wait for the check; the check then closes the socket.
+    assert await socket.receive_from() == '<div id="x">late</div>'
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 4401}
+    await socket.disconnect()
+    [record] = refusals(caplog)
+    assert record.close_code == 4401 and "while the socket was open" in record.reason
