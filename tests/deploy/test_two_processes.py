@@ -114,6 +114,7 @@ class Tab:
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def read(self, ws) -> None:
+        """Keep every frame of ``ws`` until it closes (or the test cancels the reading)."""
         async for frame in ws:
             self.frames.append(frame)
             self.arrived.set()
@@ -133,6 +134,13 @@ class Tab:
             return await asyncio.wait_for(seen(), WAIT_S)
         except TimeoutError:
             raise AssertionError(f"no frame showed {what} in {WAIT_S:g} s") from None
+
+
+async def stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, whatever they ended with."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def open_socket(server: Server, conversation_id: int, cookie: str):
@@ -172,11 +180,12 @@ def test_a_run_started_on_one_process_streams_to_a_tab_on_the_other(two_servers,
             open_socket(b, conversation_id, cookie) as ws_b,
         ):
             readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            await ws_b.send(json.dumps({"content": question}))
-            await tab_a.wait_for(FINAL, "the run's final status line on A")
-            await tab_b.wait_for(FINAL, "the run's final status line on B")
-            for reader in readers:
-                reader.cancel()
+            try:
+                await ws_b.send(json.dumps({"content": question}))
+                await tab_a.wait_for(FINAL, "the run's final status line on A")
+                await tab_b.wait_for(FINAL, "the run's final status line on B")
+            finally:
+                await stop(readers)
         return tab_a
 
     tab_a = asyncio.run(converse())
@@ -218,13 +227,14 @@ def test_stop_on_one_process_cancels_the_run_the_other_process_runs(two_servers,
             open_socket(b, conversation_id, cookie) as ws_b,
         ):
             readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
-            await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
-            await ws_a.send(json.dumps({"type": "cancel"}))
-            final = await tab_a.wait_for(FINAL, "the run's end on A")
-            await tab_b.wait_for(FINAL, "the run's end on B")
-            for reader in readers:
-                reader.cancel()
+            try:
+                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
+                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+                await ws_a.send(json.dumps({"type": "cancel"}))
+                final = await tab_a.wait_for(FINAL, "the run's end on A")
+                await tab_b.wait_for(FINAL, "the run's end on B")
+            finally:
+                await stop(readers)
         return final.group(2)
 
     assert asyncio.run(converse()) == "cancelled"
