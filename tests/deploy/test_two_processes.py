@@ -13,6 +13,8 @@ import html
 import json
 import os
 import re
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -24,13 +26,14 @@ from django.db import connection
 
 from agents.demo.scenarios import EXAMPLES
 from chat.models import AgentRun
-from chat.runs import STOPPED
+from chat.runs import CANCELLED, STOPPED
 from scripts.serving import daphne
 from tests.deploy.shared import shared_urls, with_database_name
 from tests.timing import WAIT_S
 
 CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
 STEP_RE = re.compile(r'id="step-(\d+)"[^>]*?\sdata-status="(\w+)"')
+RUN_RE = re.compile(r'<section class="run" id="run-(\d+)"')
 STATUS_RE = re.compile(r'id="run-(\d+)-status" data-status="(\w+)"')
 DELTA_RE = re.compile(r'hx-swap-oob="beforeend:#step-(\d+)-text"')
 MESSAGES_RE = re.compile(r'<div id="messages" class="messages">(.*?)<div id="chat-error"', re.S)
@@ -42,10 +45,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @dataclass(frozen=True)
 class Server:
-    """One Daphne process of the pair: its base URL and its log."""
+    """One Daphne process of the pair: its base URL, its log and its process."""
 
     url: str
     log: Path
+    process: subprocess.Popen[bytes] = field(compare=False, repr=False)
 
     @property
     def ws(self) -> str:
@@ -76,10 +80,8 @@ def two_servers(tmp_path) -> Iterator[Callable[..., tuple[Server, Server]]]:
         servers = []
         for name in ("a", "b"):
             log = tmp_path / f"daphne-{name}.log"
-            _process, port = stack.enter_context(
-                daphne({**env, **extra}, timeout_s=WAIT_S, log=log)
-            )
-            servers.append(Server(url=f"http://127.0.0.1:{port}", log=log))
+            process, port = stack.enter_context(daphne({**env, **extra}, timeout_s=WAIT_S, log=log))
+            servers.append(Server(url=f"http://127.0.0.1:{port}", log=log, process=process))
         return servers[0], servers[1]
 
     with stack:
@@ -241,3 +243,43 @@ def test_stop_on_one_process_cancels_the_run_the_other_process_runs(two_servers,
     run = AgentRun.objects.get(conversation_id=conversation_id)
     assert run.status == "cancelled"
     assert run.error == STOPPED
+
+
+def test_a_restart_of_the_process_running_a_run_ends_it_at_once_in_the_other_tabs(
+    two_servers, logs_on_failure
+):
+    # No grace: B cancels its run as it stops. Heartbeats too rare for the stale-run sweep
+    # to be what ends it (that takes AGENT_STALE_AFTER_S: docs/deploy.md).
+    a, b = two_servers(
+        DEMO_TOOL_DELAY_MS="600000", AGENT_TOOL_TIMEOUT_S="900", AGENT_HEARTBEAT_S="3600",
+        AGENT_STALE_AFTER_S="10800", AGENT_SHUTDOWN_GRACE_S="0",
+    )  # fmt: skip
+    logs_on_failure += [a, b]
+    conversation_id, cookie = new_conversation(a)
+
+    async def converse() -> tuple[str, list[str]]:
+        tab_a, tab_b = Tab(), Tab()
+        async with (
+            open_socket(a, conversation_id, cookie) as ws_a,
+            open_socket(b, conversation_id, cookie) as ws_b,
+        ):
+            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
+            try:
+                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
+                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+                b.process.send_signal(signal.SIGTERM)
+                final = await tab_a.wait_for(FINAL, "the run's end on A")
+                await asyncio.to_thread(b.process.wait, WAIT_S)
+                await ws_a.send(json.dumps({"content": "What time is it?"}))
+                another_run = re.compile(rf'<section class="run" id="run-(?!{final.group(1)}")')
+                await tab_a.wait_for(another_run, "the next message accepted on A")
+            finally:
+                await stop(readers)
+        return final.group(2), RUN_RE.findall("".join(tab_a.frames))
+
+    status, runs_seen = asyncio.run(converse())
+    assert status == "cancelled"
+    assert b.process.returncode == 0  # stopped, not killed
+    first = AgentRun.objects.filter(conversation_id=conversation_id).order_by("pk").first()
+    assert first.status == "cancelled" and first.error == CANCELLED
+    assert len(set(runs_seen)) == 2
