@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: install install-dev install-bench migrate run test test-fast lint format browser-deps \
-	screenshot install-real run-local test-real bench bench-tiny
+	screenshot install-real run-local test-real bench bench-tiny deploy-deps
 
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 
@@ -71,6 +71,11 @@ test-real: install-dev install-real
 
 browser-deps:
 	scripts/ensure-chromium.sh
+
+# nginx, for the check of the example site in deploy/ (tests/deploy/test_config_files.py);
+# CI's PostgreSQL + Redis pass needs it (docs/deploy.md).
+deploy-deps:
+	scripts/ensure-nginx.sh
 
 test: install-dev browser-deps
 	$(PY) -m pytest

@@ -20,7 +20,6 @@ request) and loses the inline ``<think>`` markup.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any

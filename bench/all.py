@@ -51,6 +51,8 @@ BENCHMARKS = (
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("growth", "growth.py", (), ("--tiny",)),
+    # Two server processes on Redis (127.0.0.1:6379/9 unless --redis-url says otherwise).
+    Benchmark("restart", "restart.py", (), ("--tiny",)),
 )
 
 

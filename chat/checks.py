@@ -1,4 +1,7 @@
-"""System checks of the agent's configuration, run at start-up.
+"""System checks of the agent's configuration and of a deployment, run at start-up.
+
+``chat.E001``/``E002``: a model that cannot be built. ``chat.W001``: a database several
+processes can share with a channel layer that each process keeps to itself.
 
 ``manage.py`` runs them before ``migrate``, ``ask`` and the other commands; Daphne runs
 no checks, so ``project/asgi.py`` calls :func:`require_agent_checks` before serving; the
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
@@ -25,8 +29,22 @@ from chat.runs import configured_models
 from project.agent_models import ConfiguredModel
 
 TAG = "agents"
+DEPLOYMENT_TAG = "deployment"
 UNKNOWN_PROVIDER_ID = "chat.E001"
 MISSING_SETTINGS_ID = "chat.E002"
+LOCAL_LAYER_ID = "chat.W001"
+
+IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
+SQLITE_ENGINE = "django.db.backends.sqlite3"
+LOCAL_LAYER = (
+    "The database ({engine}) can be shared by several server processes, but the channel "
+    "layer is in-memory ({backend}): each process would deliver only its own runs' events, "
+    "and a tab connected to another process would see nothing of them until reloaded."
+)
+LOCAL_LAYER_HINT = (
+    "Set REDIS_URL (e.g. redis://127.0.0.1:6379/0) so every process shares the channel "
+    "layer, or run a single process (docs/deploy.md)."
+)
 
 
 # Per failure: its id and what to do about it, for the primary model and for a model of
@@ -99,6 +117,27 @@ def check_agent_model(
         hint = primary_hint if model.is_primary else file_hint
         errors.append(checks.Error(message, hint=hint, id=check_id))
     return errors
+
+
+@checks.register(DEPLOYMENT_TAG)
+def check_shared_channel_layer(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Return a warning when the database is shared but the channel layer is per process.
+
+    Any backend but SQLite (PostgreSQL, say) is taken for shared: several Daphne
+    processes on it each see every conversation, yet with Channels' in-memory layer a
+    group exists only in the process that holds it, so a run's fragments reach the tabs of
+    its own process only, silently. ``chat.W001``; the hint names ``REDIS_URL``. A
+    warning, not an error: one process on PostgreSQL is a valid set-up. Registered when
+    this module is imported (``chat.apps`` imports it in ``ready``).
+    """
+    engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
+    backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
+    if engine == SQLITE_ENGINE or backend != IN_MEMORY_LAYER:
+        return []
+    message = LOCAL_LAYER.format(engine=engine, backend=backend)
+    return [checks.Warning(message, hint=LOCAL_LAYER_HINT, id=LOCAL_LAYER_ID)]
 
 
 def require_agent_checks() -> None:

@@ -21,6 +21,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.security import SameOriginValidator  # noqa: E402
+from chat.shutdown import install as install_graceful_shutdown  # noqa: E402
+
+# On SIGTERM, stop accepting, let runs finish up to AGENT_SHUTDOWN_GRACE_S, end the rest.
+install_graceful_shutdown()
 
 application = ProtocolTypeRouter(
     {

@@ -1,0 +1,106 @@
+"""A stopping server process (chat/shutdown.py) lets its runs finish for a while, then
+ends the rest as cancelled at once instead of leaving them to the stale-run sweep. The
+whole stop, with Daphne and SIGTERM, is in tests/deploy/test_two_processes.py."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+from channels.db import database_sync_to_async
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+
+from chat import shutdown
+from chat.models import AgentRun, Conversation
+from chat.runs import CANCELLED, create_run, running_tasks, start_run
+from tests.fakes import tool_call
+from tests.timing import WAIT_S
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STARTED: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def endless_lookup(town: str) -> str:
+    """Look a town up, forever."""
+    STARTED["event"].set()
+    await asyncio.Event().wait()  # answers only by being cancelled
+    return town
+
+
+@database_sync_to_async
+def start(content: str) -> int:
+    from django.contrib.auth.models import User
+
+    user = User.objects.create_user("alice", password="pw")
+    conversation = Conversation.objects.create(owner=user)
+    return create_run(conversation_id=conversation.pk, content=content).pk
+
+
+@database_sync_to_async
+def stored(run_id: int) -> AgentRun:
+    return AgentRun.objects.get(pk=run_id)
+
+
+async def test_a_run_still_going_after_the_grace_is_cancelled_and_recorded_at_once(
+    scripted_model, monkeypatch
+):
+    STARTED["event"] = asyncio.Event()
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [endless_lookup])
+    scripted_model.script = [
+        AIMessage("Looking.", tool_calls=[tool_call("endless_lookup", {"town": "Suzhou"}, "c1")]),
+        AIMessage("never reached"),
+    ]
+    run_id = await start("Suzhou?")
+    start_run(run_id, listeners=[])
+    await asyncio.wait_for(STARTED["event"].wait(), WAIT_S)
+
+    assert await shutdown.finish_runs(grace_s=0) == (0, 1)
+
+    assert running_tasks() == set()
+    run = await stored(run_id)
+    assert run.status == "cancelled"
+    assert run.error == CANCELLED  # "the server stopped it", not "at your request"
+
+
+async def test_a_run_that_ends_within_the_grace_is_let_finish(scripted_model):
+    scripted_model.script = [AIMessage("Hello.")]
+    run_id = await start("Hi")
+    start_run(run_id, listeners=[])
+
+    assert await shutdown.finish_runs(grace_s=WAIT_S) == (1, 0)
+
+    assert (await stored(run_id)).status == "succeeded"
+
+
+async def test_with_no_run_going_the_stop_does_not_wait():
+    assert await shutdown.finish_runs(grace_s=3600) == (0, 0)
+
+
+class FakeReactor:
+    """Records the triggers added, as Twisted's reactor would run them at shutdown."""
+
+    def __init__(self) -> None:
+        self.triggers: list[tuple[str, str]] = []
+
+    def addSystemEventTrigger(self, phase: str, event: str, callable, *args) -> None:
+        self.triggers.append((phase, event))
+
+
+def test_install_registers_a_before_shutdown_trigger_only_under_a_reactor(settings, monkeypatch):
+    reactor = FakeReactor()
+    monkeypatch.setitem(sys.modules, "twisted.internet.reactor", reactor)
+    settings.AGENT_GRACEFUL_SHUTDOWN = True
+    assert shutdown.install() is True
+    assert reactor.triggers == [("before", "shutdown")]
+
+    settings.AGENT_GRACEFUL_SHUTDOWN = False
+    assert shutdown.install() is False
+    assert len(reactor.triggers) == 1
+
+    settings.AGENT_GRACEFUL_SHUTDOWN = True
+    monkeypatch.delitem(sys.modules, "twisted.internet.reactor")
+    assert shutdown.install() is False  # manage.py, the tests: no Daphne, nothing to do

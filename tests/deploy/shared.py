@@ -1,0 +1,45 @@
+"""What the deployment tests need: the shared database and Redis, or a skip that says why.
+
+Set ``REDIS_URL`` and a PostgreSQL ``DATABASE_URL`` to run them (CI's "Suite on
+PostgreSQL + Redis" pass does). ``REQUIRE_SHARED_DEPLOYMENT=1`` turns every skip of this
+package into a failure, so that pass cannot go green having proven nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+REQUIRE = "REQUIRE_SHARED_DEPLOYMENT"
+
+
+def required() -> bool:
+    """Return whether a skip of the deployment tests must fail instead."""
+    return os.environ.get(REQUIRE, "") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason``, or fail with it when ``REQUIRE_SHARED_DEPLOYMENT=1``."""
+    if required():
+        pytest.fail(f"{reason} ({REQUIRE}=1: this test must run here)", pytrace=False)
+    pytest.skip(reason)
+
+
+def shared_urls() -> tuple[str, str]:
+    """Return ``(DATABASE_URL, REDIS_URL)`` of a shared deployment, or skip (or fail)."""
+    database_url = os.environ.get("DATABASE_URL", "")
+    redis_url = os.environ.get("REDIS_URL", "")
+    if not redis_url or not database_url.startswith(("postgres://", "postgresql://")):
+        skip_or_fail(
+            "needs REDIS_URL and a PostgreSQL DATABASE_URL (several processes share them); "
+            "see tests/deploy/shared.py"
+        )
+    return database_url, redis_url
+
+
+def with_database_name(database_url: str, name: str) -> str:
+    """Return ``database_url`` naming database ``name`` (pytest-django's ``test_...``)."""
+    parts = urlsplit(database_url)
+    return urlunsplit(parts._replace(path=f"/{name}"))

@@ -1,0 +1,281 @@
+"""Two Daphne processes on one PostgreSQL database and one Redis channel layer.
+
+A run started through process B is seen, event by event, by a socket on process A; a
+reload on either shows the same history; Stop pressed on A stops the run B runs. Each
+test starts both servers on pytest-django's test database (``django_db(transaction=True)``:
+what anyone writes is committed, so all see it, and it is flushed afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connection
+
+from agents.demo.scenarios import EXAMPLES
+from chat.models import AgentRun
+from chat.runs import CANCELLED, STOPPED
+from scripts.serving import daphne
+from tests.deploy.shared import shared_urls, with_database_name
+from tests.timing import WAIT_S
+
+CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
+STEP_RE = re.compile(r'id="step-(\d+)"[^>]*?\sdata-status="(\w+)"')
+RUN_RE = re.compile(r'<section class="run" id="run-(\d+)"')
+STATUS_RE = re.compile(r'id="run-(\d+)-status" data-status="(\w+)"')
+DELTA_RE = re.compile(r'hx-swap-oob="beforeend:#step-(\d+)-text"')
+MESSAGES_RE = re.compile(r'<div id="messages" class="messages">(.*?)<div id="chat-error"', re.S)
+
+# The servers must see the test's rows and the test theirs: real commits. (A fixture that
+# asked for ``transactional_db`` itself, without this mark, got the real database.)
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@dataclass(frozen=True)
+class Server:
+    """One Daphne process of the pair: its base URL, its log and its process."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen[bytes] = field(compare=False, repr=False)
+
+    @property
+    def ws(self) -> str:
+        return self.url.replace("http", "ws", 1)
+
+
+@pytest.fixture
+def two_servers(tmp_path) -> Iterator[Callable[..., tuple[Server, Server]]]:
+    """Return ``start(**env)``: two Daphne processes sharing the test database and Redis.
+
+    Both run the offline demo model; ``env`` adds to their environment. They are stopped
+    before the test database is flushed, and their logs printed (shown on failure).
+    """
+    database_url, redis_url = shared_urls()
+    env = {
+        **os.environ,
+        "DATABASE_URL": with_database_name(database_url, connection.settings_dict["NAME"]),
+        "REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DEMO_TOKEN_DELAY_MS": "5",
+        "DEMO_TOOL_DELAY_MS": "50",
+        "CHAT_RUNS_PER_MINUTE": "0",
+    }
+    env.pop("OPENAI_API_KEY", None)
+    stack = ExitStack()
+
+    def start(**extra: str) -> tuple[Server, Server]:
+        servers = []
+        for name in ("a", "b"):
+            log = tmp_path / f"daphne-{name}.log"
+            process, port = stack.enter_context(daphne({**env, **extra}, timeout_s=WAIT_S, log=log))
+            servers.append(Server(url=f"http://127.0.0.1:{port}", log=log, process=process))
+        return servers[0], servers[1]
+
+    with stack:
+        yield start
+    # Printed once the servers have stopped, whole: pytest shows it when the test fails.
+    for log in sorted(tmp_path.glob("daphne-*.log")):
+        print(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def new_conversation(server: Server) -> tuple[int, str]:
+    """Get a guest session as a browser does (``GET /``, the cookie check); return the new
+    conversation's id and the ``Cookie`` header that goes with it."""
+    with httpx.Client(follow_redirects=True, timeout=WAIT_S) as http:
+        page = http.get(f"{server.url}/")
+        match = CONVERSATION_RE.search(page.url.path)
+        assert page.status_code == 200 and match, (page.status_code, page.url)
+        cookie = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
+    return int(match.group(1)), cookie
+
+
+def history(server: Server, conversation_id: int, cookie: str) -> str:
+    """Return the ``#messages`` part of the conversation's page as ``server`` renders it."""
+    page = httpx.get(f"{server.url}/c/{conversation_id}/", headers={"Cookie": cookie},
+                     timeout=WAIT_S)  # fmt: skip
+    assert page.status_code == 200, page.status_code
+    [messages] = MESSAGES_RE.findall(page.text)
+    return messages
+
+
+@dataclass
+class Tab:
+    """A socket of the conversation, as a page holds it: every frame it received."""
+
+    frames: list[str] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def read(self, ws) -> None:
+        """Keep every frame of ``ws`` until it closes (or the test cancels the reading)."""
+        async for frame in ws:
+            self.frames.append(frame)
+            self.arrived.set()
+
+    async def wait_for(self, pattern: re.Pattern[str], what: str) -> re.Match[str]:
+        """Return the first match of ``pattern`` in the frames, waiting for new frames."""
+
+        async def seen() -> re.Match[str]:
+            while True:
+                for frame in self.frames:
+                    if match := pattern.search(frame):
+                        return match
+                self.arrived.clear()
+                await self.arrived.wait()
+
+        try:
+            return await asyncio.wait_for(seen(), WAIT_S)
+        except TimeoutError:
+            raise AssertionError(f"no frame showed {what} in {WAIT_S:g} s") from None
+
+
+async def stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, whatever they ended with."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def open_socket(server: Server, conversation_id: int, cookie: str):
+    """Open the conversation's socket on ``server`` with the session and the page's Origin."""
+    from websockets.asyncio.client import connect
+
+    return connect(
+        f"{server.ws}/ws/chat/{conversation_id}/", origin=server.url,
+        additional_headers={"Cookie": cookie}, ping_interval=None, open_timeout=WAIT_S,
+        max_size=None,
+    )  # fmt: skip
+
+
+RUNNING_TOOL_CALL = re.compile(r'data-kind="tool_call"[^>]*data-status="running"')
+FINAL = re.compile(r'id="run-(\d+)-status" data-status="(?!running)(\w+)"')
+
+
+def test_a_run_started_on_one_process_streams_to_a_tab_on_the_other(two_servers):
+    a, b = two_servers()
+    conversation_id, cookie = new_conversation(a)
+    question = EXAMPLES[0]
+
+    async def converse() -> Tab:
+        tab_a, tab_b = Tab(), Tab()
+        async with (
+            open_socket(a, conversation_id, cookie) as ws_a,
+            open_socket(b, conversation_id, cookie) as ws_b,
+        ):
+            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
+            try:
+                await ws_b.send(json.dumps({"content": question}))
+                await tab_a.wait_for(FINAL, "the run's final status line on A")
+                await tab_b.wait_for(FINAL, "the run's final status line on B")
+            finally:
+                await stop(readers)
+        return tab_a
+
+    tab_a = asyncio.run(converse())
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    steps = list(run.steps.order_by("ordinal"))
+    assert run.status == "succeeded", run.error
+    assert len(steps) >= 3  # a model turn, its tool calls, the answer
+    received = "".join(tab_a.frames)
+    assert f'id="run-{run.pk}"' in received  # the user's message and the empty run
+    seen = {}
+    for step_id, status in STEP_RE.findall(received):
+        seen.setdefault(int(step_id), set()).add(status)
+    for step in steps:
+        assert seen.get(step.pk, set()) >= {"running", step.status}, (step.pk, seen)
+    assert {int(step_id) for step_id in DELTA_RE.findall(received)} & {s.pk for s in steps}
+    assert STATUS_RE.findall(received)[-1] == (str(run.pk), "succeeded")
+
+    page_a, page_b = history(a, conversation_id, cookie), history(b, conversation_id, cookie)
+    assert page_a == page_b
+    assert html.escape(question) in page_a
+    for step in steps:
+        assert f'id="step-{step.pk}"' in page_a
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="about 1 run in 10 on a loaded machine, B's run task, once cancelled, never "
+    "records its end (docs/deploy.md, 'A cancelled run that never ends')",
+)
+def test_stop_on_one_process_cancels_the_run_the_other_process_runs(two_servers):
+    # Tool calls that take long enough to press Stop during them. The stop reaches B's
+    # task through the conversation's group (Redis) or at B's next heartbeat (2 s here):
+    # both are the contract (docs/architecture.md, "The websocket's contract"). The stale
+    # cut-off stays far away: the run is never taken for dead.
+    a, b = two_servers(
+        DEMO_TOOL_DELAY_MS="600000", AGENT_TOOL_TIMEOUT_S="900", AGENT_HEARTBEAT_S="2",
+        AGENT_STALE_AFTER_S="10800",
+    )  # fmt: skip
+    conversation_id, cookie = new_conversation(a)
+
+    async def converse() -> str:
+        tab_a, tab_b = Tab(), Tab()
+        async with (
+            open_socket(a, conversation_id, cookie) as ws_a,
+            open_socket(b, conversation_id, cookie) as ws_b,
+        ):
+            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
+            try:
+                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
+                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+                await ws_a.send(json.dumps({"type": "cancel"}))
+                final = await tab_a.wait_for(FINAL, "the run's end on A")
+                await tab_b.wait_for(FINAL, "the run's end on B")
+            finally:
+                await stop(readers)
+        return final.group(2)
+
+    assert asyncio.run(converse()) == "cancelled"
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    assert run.status == "cancelled"
+    assert run.error == STOPPED
+
+
+def test_a_restart_of_the_process_running_a_run_ends_it_at_once_in_the_other_tabs(two_servers):
+    # No grace: B cancels its run as it stops. Heartbeats too rare for the stale-run sweep
+    # to be what ends it (that takes AGENT_STALE_AFTER_S: docs/deploy.md).
+    a, b = two_servers(
+        DEMO_TOOL_DELAY_MS="600000", AGENT_TOOL_TIMEOUT_S="900", AGENT_HEARTBEAT_S="3600",
+        AGENT_STALE_AFTER_S="10800", AGENT_SHUTDOWN_GRACE_S="0",
+    )  # fmt: skip
+    conversation_id, cookie = new_conversation(a)
+
+    async def converse() -> tuple[str, list[str]]:
+        tab_a, tab_b = Tab(), Tab()
+        async with (
+            open_socket(a, conversation_id, cookie) as ws_a,
+            open_socket(b, conversation_id, cookie) as ws_b,
+        ):
+            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
+            try:
+                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
+                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+                b.process.send_signal(signal.SIGTERM)
+                final = await tab_a.wait_for(FINAL, "the run's end on A")
+                await asyncio.to_thread(b.process.wait, WAIT_S)
+                await ws_a.send(json.dumps({"content": "What time is it?"}))
+                another_run = re.compile(rf'<section class="run" id="run-(?!{final.group(1)}")')
+                await tab_a.wait_for(another_run, "the next message accepted on A")
+            finally:
+                await stop(readers)
+        return final.group(2), RUN_RE.findall("".join(tab_a.frames))
+
+    status, runs_seen = asyncio.run(converse())
+    assert status == "cancelled"
+    assert b.process.returncode == 0  # stopped, not killed
+    first = AgentRun.objects.filter(conversation_id=conversation_id).order_by("pk").first()
+    assert first.status == "cancelled" and first.error == CANCELLED
+    assert len(set(runs_seen)) == 2
