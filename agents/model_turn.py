@@ -122,7 +122,10 @@ class ModelTurn:
                     merged = chunk
                 elif not _adds_nothing(merged, chunk):
                     merged = merged + chunk
-                if self.first_token_ms is None and _carries_output(chunk):
+                text, thought = _text_and_reasoning(chunk)
+                if self.first_token_ms is None and (
+                    text or thought or getattr(chunk, "tool_call_chunks", None)
+                ):
                     self.first_token_ms = watch.elapsed_ms()
                 # Kept per chunk: merging concatenates a repeated one ("lengthlength").
                 reason = (getattr(chunk, "response_metadata", None) or {}).get("finish_reason")
@@ -130,14 +133,15 @@ class ModelTurn:
                     self.finish_reason = reason
                 if getattr(chunk, "usage_metadata", None):
                     usages.append(dict(chunk.usage_metadata))
-                thought = strict_json.scrub(reasoning_of_chunk(chunk))
                 if thought:
+                    thought = strict_json.scrub(thought)
                     self._field_reasoning.append(thought)
                     yield ReasoningDelta(iteration=self.iteration, text=thought)
-                # A plain str (.text is a callable str subclass), storable (no lone
-                # surrogates, which a provider's JSON can carry as "\ud83d").
-                for event in self._pieces(self._splitter.feed(strict_json.scrub(str(chunk.text)))):
-                    yield event
+                if text:  # an empty piece changes nothing in the splitter
+                    # Storable: no lone surrogates, which a provider's JSON can carry
+                    # as "\ud83d".
+                    for event in self._pieces(self._splitter.feed(strict_json.scrub(text))):
+                        yield event
             for event in self._pieces(self._splitter.finish()):
                 yield event
         except Exception as exc:
@@ -372,12 +376,19 @@ def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
     return not new_id or new_id == old_id or bool(old_id and not old_id.startswith("lc_"))
 
 
-def _carries_output(chunk: BaseMessage) -> bool:
-    """Return True if a streamed chunk brings text, reasoning or a piece of a tool call
-    (not only a role, usage or a finish reason): the turn's first token."""
-    return bool(
-        str(chunk.text) or reasoning_of_chunk(chunk) or getattr(chunk, "tool_call_chunks", None)
-    )
+def _text_and_reasoning(chunk: BaseMessage) -> tuple[str, str]:
+    """Return a streamed chunk's text (a plain ``str``) and the reasoning it carries
+    outside its text (:func:`agents.reasoning.reasoning_of_chunk`), read once per chunk.
+
+    Plain-string content, the usual chunk, is its own text and holds no reasoning
+    blocks: only the ``reasoning_content`` field is looked at (``.text`` would build a
+    ``TextAccessor``, a callable ``str`` subclass, for every chunk).
+    """
+    content = chunk.content
+    if type(content) is str:
+        field = chunk.additional_kwargs.get("reasoning_content")
+        return content, field if isinstance(field, str) else ""
+    return str(chunk.text), reasoning_of_chunk(chunk)
 
 
 def call_dict(action: ToolAgentAction) -> dict[str, Any]:
