@@ -79,7 +79,7 @@ def approximate_tokens(message: BaseMessage) -> int:
     if isinstance(reasoning, str) and reasoning:
         text += reasoning
         tokens += math.ceil(len(reasoning) / 4)
-    wide = len(_WIDE.findall(text))
+    wide = 0 if text.isascii() else len(_WIDE.findall(text))
     return tokens + math.ceil(wide * 3 / 4)
 
 

@@ -173,6 +173,8 @@ class ModelTurn:
     def reasoning(self) -> str:
         """Return the turn's reasoning so far: the field's, then the inline markup's."""
         # Field pieces are one text streamed in parts; inline markup is a second source.
+        if not self._field_reasoning and not self._splitter.reasoning:
+            return ""
         return join_reasoning(["".join(self._field_reasoning), self._splitter.reasoning])
 
     def _timing(self, watch: Stopwatch) -> dict[str, Any]:
@@ -209,8 +211,11 @@ class ModelTurn:
         shown = message
         if isinstance(parsed, list) and parsed and isinstance(parsed[0].message_log[0], AIMessage):
             shown = parsed[0].message_log[0]
+        content = shown.content
         common: dict[str, Any] = {
-            "iteration": self.iteration, "text": str(shown.text), "usage": self.usage,
+            "iteration": self.iteration,
+            "text": content if type(content) is str else str(shown.text),
+            "usage": self.usage,
             "raw": received.model_dump(mode="json"), "reasoning": self.reasoning,
             **self._timing(watch),
         }  # fmt: skip
@@ -255,7 +260,8 @@ def merged_message(
 
     The message is built once, as ``message_chunk_to_message`` would build it but with
     these fields in place (building it and then copying it with new fields was one of
-    the loop's costs per turn, ``bench/loop.py``).
+    the loop's costs per turn, ``bench/loop.py``), and without validating again what
+    the chunks' validation and the parse here already checked (``model_construct``).
     """
     fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
     content = fields["content"]
@@ -281,7 +287,7 @@ def merged_message(
             else:
                 calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
         fields["tool_calls"], fields["invalid_tool_calls"] = calls, invalid
-    return AIMessage(**fields)
+    return AIMessage.model_construct(**fields)
 
 
 # What an AIMessageChunk has that an AIMessage has not (message_chunk_to_message's list).
