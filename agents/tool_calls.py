@@ -273,10 +273,8 @@ class ToolCallBatch:
         limits = self.limits
         observation = clip(outcome.result, limits.max_observation_chars)
         result = clip(outcome.result, max(limits.max_result_chars, limits.max_observation_chars))
-        # Built without validation: every field is already a plain str of its type (what
-        # ToolMessage's validation would coerce into, ``bench/loop.py``).
-        self.observations[call["id"]] = ToolMessage.model_construct(
-            content=observation, tool_call_id=str(call["id"]), name=call["name"],
+        self.observations[call["id"]] = ToolMessage(
+            content=observation, tool_call_id=call["id"], name=call["name"],
             status=outcome.status.value,
         )  # fmt: skip
         return ToolCallFinished(
