@@ -33,6 +33,7 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolMessage,
     trim_messages,
 )
 from langchain_core.messages.utils import count_tokens_approximately
@@ -71,16 +72,33 @@ def approximate_tokens(message: BaseMessage) -> int:
     for each CJK character (counted one token each, not a quarter) and the reasoning sent
     back in ``additional_kwargs["reasoning_content"]``.
     """
-    tokens = count_tokens_approximately([message])
-    text = str(message.content) if isinstance(message.content, str) else repr(message.content)
-    if isinstance(message, AIMessage) and message.tool_calls:
-        text += repr(message.tool_calls)
+    content = message.content
+    calls = (
+        repr(message.tool_calls) if isinstance(message, AIMessage) and message.tool_calls else ""
+    )
+    role = _ROLES.get(type(message))
+    if role is not None and type(content) is str:
+        # count_tokens_approximately([message])'s arithmetic for the usual message (plain
+        # text, a role of its own), without its conversion of the list and with the tool
+        # calls' repr made once for both counts (the loop counts every message it adds).
+        chars = len(content) + len(calls) + len(role) + len(message.name or "")
+        if isinstance(message, ToolMessage):
+            chars += len(message.tool_call_id)
+        tokens = math.ceil(chars / 4) + 3
+    else:
+        tokens = count_tokens_approximately([message])
+    text = (content if isinstance(content, str) else repr(content)) + calls
     reasoning = message.additional_kwargs.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
         text += reasoning
         tokens += math.ceil(len(reasoning) / 4)
-    wide = len(_WIDE.findall(text))
+    wide = 0 if text.isascii() else len(_WIDE.findall(text))
     return tokens + math.ceil(wide * 3 / 4)
+
+
+# The roles count_tokens_approximately gives these classes (exactly these: a subclass,
+# or a SystemMessage that may carry another role, is counted by the function itself).
+_ROLES: dict[type, str] = {AIMessage: "assistant", HumanMessage: "user", ToolMessage: "tool"}
 
 
 def tools_tokens(tools: Sequence[BaseTool]) -> int:

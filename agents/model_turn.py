@@ -123,7 +123,10 @@ class ModelTurn:
                     merged = chunk
                 elif not _adds_nothing(merged, chunk):
                     merged = merged + chunk
-                if self.first_token_ms is None and _carries_output(chunk):
+                text, thought = _text_and_reasoning(chunk)
+                if self.first_token_ms is None and (
+                    text or thought or getattr(chunk, "tool_call_chunks", None)
+                ):
                     self.first_token_ms = watch.elapsed_ms()
                 # Kept per chunk: merging concatenates a repeated one ("lengthlength").
                 reason = (getattr(chunk, "response_metadata", None) or {}).get("finish_reason")
@@ -131,14 +134,15 @@ class ModelTurn:
                     self.finish_reason = reason
                 if getattr(chunk, "usage_metadata", None):
                     usages.append(dict(chunk.usage_metadata))
-                thought = strict_json.scrub(reasoning_of_chunk(chunk))
                 if thought:
+                    thought = strict_json.scrub(thought)
                     self._field_reasoning.append(thought)
                     yield ReasoningDelta(iteration=self.iteration, text=thought)
-                # A plain str (.text is a callable str subclass), storable (no lone
-                # surrogates, which a provider's JSON can carry as "\ud83d").
-                for event in self._pieces(self._splitter.feed(strict_json.scrub(str(chunk.text)))):
-                    yield event
+                if text:  # an empty piece changes nothing in the splitter
+                    # Storable: no lone surrogates, which a provider's JSON can carry
+                    # as "\ud83d".
+                    for event in self._pieces(self._splitter.feed(strict_json.scrub(text))):
+                        yield event
             for event in self._pieces(self._splitter.finish()):
                 yield event
         except Exception as exc:
@@ -170,6 +174,8 @@ class ModelTurn:
     def reasoning(self) -> str:
         """Return the turn's reasoning so far: the field's, then the inline markup's."""
         # Field pieces are one text streamed in parts; inline markup is a second source.
+        if not self._field_reasoning and not self._splitter.reasoning:
+            return ""
         return join_reasoning(["".join(self._field_reasoning), self._splitter.reasoning])
 
     def _timing(self, watch: Stopwatch) -> dict[str, Any]:
@@ -206,8 +212,11 @@ class ModelTurn:
         shown = message
         if isinstance(parsed, list) and parsed and isinstance(parsed[0].message_log[0], AIMessage):
             shown = parsed[0].message_log[0]
+        content = shown.content
         common: dict[str, Any] = {
-            "iteration": self.iteration, "text": str(shown.text), "usage": self.usage,
+            "iteration": self.iteration,
+            "text": content if type(content) is str else str(shown.text),
+            "usage": self.usage,
             "raw": received.model_dump(mode="json"), "reasoning": self.reasoning,
             **self._timing(watch),
         }  # fmt: skip
@@ -252,7 +261,8 @@ def merged_message(
 
     The message is built once, as ``message_chunk_to_message`` would build it but with
     these fields in place (building it and then copying it with new fields was one of
-    the loop's costs per turn, ``bench/loop.py``).
+    the loop's costs per turn, ``bench/loop.py``), and without validating again what
+    the chunks' validation and the parse here already checked (``model_construct``).
     """
     fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
     content = fields["content"]
@@ -278,7 +288,7 @@ def merged_message(
             else:
                 calls.append(tool_call(name=name, args=args, id=chunk.get("id")))
         fields["tool_calls"], fields["invalid_tool_calls"] = calls, invalid
-    return AIMessage(**fields)
+    return AIMessage.model_construct(**fields)
 
 
 # What an AIMessageChunk has that an AIMessage has not (message_chunk_to_message's list).
@@ -373,12 +383,19 @@ def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
     return not new_id or new_id == old_id or bool(old_id and not old_id.startswith("lc_"))
 
 
-def _carries_output(chunk: BaseMessage) -> bool:
-    """Return True if a streamed chunk brings text, reasoning or a piece of a tool call
-    (not only a role, usage or a finish reason): the turn's first token."""
-    return bool(
-        str(chunk.text) or reasoning_of_chunk(chunk) or getattr(chunk, "tool_call_chunks", None)
-    )
+def _text_and_reasoning(chunk: BaseMessage) -> tuple[str, str]:
+    """Return a streamed chunk's text (a plain ``str``) and the reasoning it carries
+    outside its text (:func:`agents.reasoning.reasoning_of_chunk`), read once per chunk.
+
+    Plain-string content, the usual chunk, is its own text and holds no reasoning
+    blocks: only the ``reasoning_content`` field is looked at (``.text`` would build a
+    ``TextAccessor``, a callable ``str`` subclass, for every chunk).
+    """
+    content = chunk.content
+    if type(content) is str:
+        field = chunk.additional_kwargs.get("reasoning_content")
+        return content, field if isinstance(field, str) else ""
+    return str(chunk.text), reasoning_of_chunk(chunk)
 
 
 def call_dict(action: ToolAgentAction) -> dict[str, Any]:

@@ -218,6 +218,8 @@ def split_think(text: str) -> tuple[str, str]:
     The same rules as :class:`ThinkSplitter`; a reply without markup comes back as
     ``("", text)`` unchanged.
     """
+    if "<" not in text:  # every tag starts with "<": no markup, nothing to split
+        return "", text
     splitter = ThinkSplitter()
     splitter.feed(text)
     splitter.finish()

@@ -26,7 +26,7 @@ from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
 from agents.strategies.base import TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
-from agents.tool_calls import ToolCallBatch, ToolLimits
+from agents.tool_calls import ToolCallBatch, ToolLimits, ToolTimer
 
 # Why a run ended without an answer, stored on the run and shown to the user.
 EMPTY_ANSWER = "The model returned neither text nor tool calls."
@@ -165,51 +165,57 @@ async def run(
     tool_limits = limits.tools
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
-    for iteration in range(1, limits.max_iterations + 1):
-        if context is None:
-            history = [*prompt, *scratchpad]
-        else:
-            try:
-                history = context.fit(prompt, scratchpad, extra_tokens=schemas,
-                                      scratchpad_tokens=scratchpad_tokens)  # fmt: skip
-            except ContextOverflow as exc:
-                yield RunFinished(
-                    status=RunStatus.FAILED, output="", iterations=iteration - 1,
-                    error=str(exc), usage=usage_total,
-                )  # fmt: skip
-                return
-        yield ModelTurnStarted(iteration=iteration)
-        turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
-        async for event in turn.stream(bindings.for_turn(iteration), _prompt_value(history)):
-            yield event
-        _add_usage(usage_total, turn.usage)
-        if turn.failure:
-            yield RunFinished(
-                status=RunStatus.FAILED, output="", iterations=iteration, error=turn.failure,
-                usage=usage_total,
-            )  # fmt: skip
-            return
-        if turn.finish is not None:
-            if not turn.answer.strip():
-                yield RunFinished(
-                    status=RunStatus.FAILED, output="", iterations=iteration,
-                    error=EMPTY_ANSWER, usage=usage_total,
-                )  # fmt: skip
+    # One timer for the run's lone tool calls, set again only when it falls due.
+    timer = ToolTimer()
+    try:
+        for iteration in range(1, limits.max_iterations + 1):
+            if context is None:
+                history = [*prompt, *scratchpad]
             else:
+                try:
+                    history = context.fit(prompt, scratchpad, extra_tokens=schemas,
+                                          scratchpad_tokens=scratchpad_tokens)  # fmt: skip
+                except ContextOverflow as exc:
+                    yield RunFinished(
+                        status=RunStatus.FAILED, output="", iterations=iteration - 1,
+                        error=str(exc), usage=usage_total,
+                    )  # fmt: skip
+                    return
+            yield ModelTurnStarted(iteration=iteration)
+            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
+            async for event in turn.stream(bindings.for_turn(iteration), _prompt_value(history)):
+                yield event
+            _add_usage(usage_total, turn.usage)
+            if turn.failure:
                 yield RunFinished(
-                    status=RunStatus.SUCCEEDED, output=turn.answer, iterations=iteration,
+                    status=RunStatus.FAILED, output="", iterations=iteration, error=turn.failure,
                     usage=usage_total,
                 )  # fmt: skip
-            return
-        batch = ToolCallBatch(turn.actions, by_name, iteration=iteration, limits=tool_limits)
-        async for event in batch.run():
-            yield event
-        new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
-        scratchpad.extend(new)
-        if context is not None:
-            scratchpad_tokens += context.total(new)
+                return
+            if turn.finish is not None:
+                if not turn.answer.strip():
+                    yield RunFinished(
+                        status=RunStatus.FAILED, output="", iterations=iteration,
+                        error=EMPTY_ANSWER, usage=usage_total,
+                    )  # fmt: skip
+                else:
+                    yield RunFinished(
+                        status=RunStatus.SUCCEEDED, output=turn.answer, iterations=iteration,
+                        usage=usage_total,
+                    )  # fmt: skip
+                return
+            batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
+                                  limits=tool_limits, timer=timer)  # fmt: skip
+            async for event in batch.run():
+                yield event
+            new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
+            scratchpad.extend(new)
+            if context is not None:
+                scratchpad_tokens += context.total(new)
 
-    yield RunFinished(
-        status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
-        error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
-    )  # fmt: skip
+        yield RunFinished(
+            status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
+            error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
+        )  # fmt: skip
+    finally:
+        timer.close()

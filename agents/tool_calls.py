@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
@@ -34,6 +34,8 @@ SCHEMA_MISMATCH = (
 TOOL_RAISED = "Error: tool {name!r} failed: {error}"
 TOOL_TIMED_OUT = "Error: tool {name!r} did not finish within {seconds:g} seconds."
 CLIPPED_NOTE = "\n[clipped: showing the first {shown:,} of {total:,} characters]"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ def clip(text: str, limit: int) -> str:
     return text[:limit] + CLIPPED_NOTE.format(shown=limit, total=len(text))
 
 
+# json.dumps with options builds an encoder per call; one is kept instead.
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _to_text(output: Any) -> str:
     """Return tool output as text: strings as they are, anything else as JSON."""
     if isinstance(output, ToolMessage):
@@ -84,9 +90,68 @@ def _to_text(output: Any) -> str:
     if isinstance(output, str):
         return output
     try:
-        return json.dumps(output, ensure_ascii=False, default=str)
+        return _JSON.encode(output)
     except (TypeError, ValueError):
         return str(output)
+
+
+class ToolTimer:
+    """Time-outs for the tool calls one task awaits in turn, with one timer at a time.
+
+    ``asyncio.timeout`` sets a timer and cancels it around every call (about 5 µs a
+    call, ``bench/loop.py``), though most calls end long before their time-out. Here the
+    timer set for one call is left in place for the next: when it fires before the call
+    then running is due, it is set again for that call's time-out; when no call is
+    running, it lapses. A call that overruns its time-out is cancelled and :meth:`run`
+    raises ``TimeoutError``, as ``asyncio.timeout`` does (telling its own cancellation
+    from another by the task's cancel count). Only for calls awaited one at a time in
+    one task (the run's); call :meth:`close` when the run ends.
+    """
+
+    def __init__(self) -> None:
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled_task = False
+
+    async def run(self, awaitable: Awaitable[T], timeout_s: float) -> T:
+        """Return what ``awaitable`` gives; raise ``TimeoutError`` after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        self._due = due = loop.time() + timeout_s
+        handle = self._handle
+        if handle is None or handle.when() > due:
+            if handle is not None:
+                handle.cancel()
+            self._handle = loop.call_at(due, self._on_time)
+        cancelling = task.cancelling() if task is not None else 0
+        self._task, self._cancelled_task = task, False
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._cancelled_task and task is not None and task.uncancel() <= cancelling:
+                raise TimeoutError from None
+            raise
+        finally:
+            self._task = None
+
+    def _on_time(self) -> None:
+        self._handle = None
+        task = self._task
+        if task is None:  # no call running: the next one sets its own timer
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._due:  # set for an earlier call: wait for this one's time
+            self._handle = loop.call_at(self._due, self._on_time)
+            return
+        self._cancelled_task = True
+        task.cancel()
+
+    def close(self) -> None:
+        """Stop the timer."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def tool_error_type(exc: BaseException) -> str:
@@ -104,17 +169,21 @@ def tool_error_type(exc: BaseException) -> str:
 
 
 async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
-                     timeout_s: float) -> _Outcome:  # fmt: skip
+                     timeout_s: float, timer: ToolTimer | None = None) -> _Outcome:  # fmt: skip
     """Run one tool call; an unknown name, a schema failure, an exception or a time-out
     comes back as an error outcome. ``asyncio.CancelledError`` propagates, so a
-    cancelled run stops its tools."""
+    cancelled run stops its tools. ``timer``: the run's :class:`ToolTimer`, for a call
+    awaited in the run's task (else an ``asyncio.timeout`` of its own)."""
     name = call["name"]
     if tool is None:
         message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(names)))
         return _Outcome(StepStatus.ERROR, message, f"UnknownTool: {name}", "UnknownTool")
     try:
-        async with asyncio.timeout(timeout_s):
-            output = await tool.ainvoke(call["args"])
+        if timer is not None:
+            output = await timer.run(tool.ainvoke(call["args"]), timeout_s)
+        else:
+            async with asyncio.timeout(timeout_s):
+                output = await tool.ainvoke(call["args"])
     except TimeoutError:
         message = TOOL_TIMED_OUT.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
@@ -139,13 +208,15 @@ class ToolCallBatch:
     """
 
     def __init__(self, actions: Sequence[ToolAgentAction], tools: Mapping[str, BaseTool], *,
-                 iteration: int, limits: ToolLimits) -> None:  # fmt: skip
+                 iteration: int, limits: ToolLimits,
+                 timer: ToolTimer | None = None) -> None:  # fmt: skip
         # Calls that cannot run (a format error) are reported first; the rest run.
         self.broken = [action for action in actions if action.error]
         self.runnable = [action for action in actions if not action.error]
         self.tools = tools
         self.iteration = iteration
         self.limits = limits
+        self.timer = timer  # for a lone call awaited in place (see ToolTimer)
         self.observations: dict[str, ToolMessage] = {}
 
     async def run(self) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
@@ -163,7 +234,7 @@ class ToolCallBatch:
         if len(self.runnable) == 1:
             # The usual turn makes one call: awaited here, without a task to schedule and
             # gather (a cancelled run still cancels it: the await is in the run's task).
-            yield self._finished(*await self._timed(call_dict(self.runnable[0])))
+            yield self._finished(*await self._timed(call_dict(self.runnable[0]), self.timer))
             return
         tasks = [asyncio.ensure_future(self._timed(call_dict(a))) for a in self.runnable]
         try:
@@ -184,14 +255,15 @@ class ToolCallBatch:
             args=action.tool_input, log=action.log,
         )  # fmt: skip
 
-    async def _timed(self, call: dict[str, Any]) -> tuple[dict[str, Any], _Outcome, _Timing]:
+    async def _timed(self, call: dict[str, Any], timer: ToolTimer | None = None
+                     ) -> tuple[dict[str, Any], _Outcome, _Timing]:  # fmt: skip
         # Timed around the tool itself, not when its events are recorded: the recorder
         # writes rows between the events, and a finish stamped then came up to 100 ms
         # late (a card said 431 ms of a step stored 541 ms apart).
         watch = Stopwatch()
         outcome = await _call_tool(
             self.tools.get(call["name"]), call, names=self.tools.keys(),
-            timeout_s=self.limits.timeout_s,
+            timeout_s=self.limits.timeout_s, timer=timer,
         )  # fmt: skip
         finished_at, duration_ms = watch.stop()
         return call, outcome, _Timing(watch.started_at, finished_at, duration_ms)

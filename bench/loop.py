@@ -38,6 +38,7 @@ answered wrong.
     .venv/bin/python bench/loop.py --tiny            # seconds (CI)
     .venv/bin/python bench/loop.py --json > loop.json
     .venv/bin/python bench/loop.py --profile ours:200 # cProfile of one runner at N=200
+    .venv/bin/python bench/loop.py --split --runners ours,bare  # where the time goes
 """
 
 from __future__ import annotations
@@ -573,6 +574,86 @@ def profile(bench: Bench, target: str, out: Path | None) -> None:
     stats.sort_stats("tottime").print_stats(25)
 
 
+class Split:
+    """CPU time of the thread spent inside the model's ``astream`` and the tools'
+    ``ainvoke``, by wrapping ``RunnableBinding.astream`` and ``StructuredTool.ainvoke``
+    (every runner calls the bound model and the tools through them); the rest is the
+    loop's own. Each wrapper reads the clock twice (a system call, under 1 µs), the same
+    number of times per step for every runner."""
+
+    def __init__(self) -> None:
+        self.model_ns = self.tool_ns = 0
+
+    def install(self) -> None:
+        """Wrap the two methods (for the rest of the process)."""
+        from langchain_core.runnables.base import RunnableBinding
+
+        clock, split = time.thread_time_ns, self
+        astream, ainvoke = RunnableBinding.astream, StructuredTool.ainvoke
+
+        def timed_astream(binding: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            chunks = astream(binding, *args, **kwargs)
+
+            async def gen() -> AsyncIterator[Any]:
+                while True:
+                    start = clock()
+                    try:
+                        chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        split.model_ns += clock() - start
+                        return
+                    split.model_ns += clock() - start
+                    yield chunk
+
+            return gen()
+
+        async def timed_ainvoke(tool: Any, *args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return await ainvoke(tool, *args, **kwargs)
+            finally:
+                split.tool_ns += clock() - start
+
+        RunnableBinding.astream = timed_astream  # type: ignore[method-assign]
+        StructuredTool.ainvoke = timed_ainvoke  # type: ignore[method-assign]
+
+
+async def measure_split(bench: Bench, sizes: list[int], repeats: int, min_steps: int
+                        ) -> list[dict[str, Any]]:  # fmt: skip
+    """Return a row per size and runner: CPU µs per step in the model's ``astream``, in
+    the tools and in the loop itself (medians over interleaved rounds)."""
+    split = Split()
+    split.install()
+    for spec in bench.specs:
+        await bench.once(spec, 2)
+    rows = []
+    for steps in sizes:
+        runs = max(1, math.ceil(min_steps / steps))
+        parts: dict[str, list[tuple[float, float, float]]] = {}
+        for round_ in range(repeats):
+            shift = round_ % len(bench.specs)
+            for spec in bench.specs[shift:] + bench.specs[:shift]:
+                gc.collect()
+                split.model_ns = split.tool_ns = 0
+                start = time.thread_time_ns()
+                for _ in range(runs):
+                    await bench.once(spec, steps)
+                total = time.thread_time_ns() - start
+                per = runs * steps * 1000
+                own = total - split.model_ns - split.tool_ns
+                parts.setdefault(spec.name, []).append(
+                    (split.model_ns / per, split.tool_ns / per, own / per)
+                )
+        for name, got in parts.items():
+            rows.append({
+                "steps": steps, "runner": name,
+                "model_astream_us": round(statistics.median(g[0] for g in got), 1),
+                "tools_us": round(statistics.median(g[1] for g in got), 1),
+                "loop_own_us": round(statistics.median(g[2] for g in got), 1),
+            })  # fmt: skip
+    return rows
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Return the command line's options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -584,6 +665,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     parser.add_argument("--profile", metavar="RUNNER:N", help="print a cProfile and exit")
     parser.add_argument("--profile-out", type=Path, help="also dump the profile's stats here")
+    parser.add_argument(
+        "--split", action="store_true",
+        help="print CPU µs per step inside the model's astream, the tools and the loop",
+    )  # fmt: skip
     parser.add_argument(
         "--against", metavar="COMMIT", help="also run agents/ as at COMMIT, interleaved"
     )
@@ -617,6 +702,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile(bench, args.profile, args.profile_out)
         return 0
     sizes = [int(x) for x in args.sizes.split(",")]
+    if args.split:
+        rows = asyncio.run(measure_split(bench, sizes, args.repeats, args.min_steps))
+        print("| N | runner | in astream µs/step | in tools µs/step | loop's own µs/step |")
+        print("|---:|---|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['steps']} | {r['runner']} | {r['model_astream_us']:,.0f} | "
+                  f"{r['tools_us']:,.0f} | {r['loop_own_us']:,.0f} |")  # fmt: skip
+        print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
     load_before = os.getloadavg()
     started = time.perf_counter()
     samples = asyncio.run(measure(bench, sizes, args.repeats, args.min_steps))

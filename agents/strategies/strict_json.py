@@ -69,7 +69,10 @@ def raw_decode(text: str, start: int = 0) -> tuple[Any, int]:
         raise JSONArgumentError(str(exc)) from None
     except RecursionError:
         raise JSONArgumentError("it is nested too deeply") from None
-    _check_strings(value)
+    # A decoded string holds a lone surrogate only from a \u escape or from one in the
+    # text itself: without either, the walk through every string is skipped.
+    if "\\u" in text or SURROGATE.search(text):
+        _check_strings(value)
     return value, end
 
 

@@ -186,3 +186,31 @@ def test_counts_are_kept_per_message_object():
     message = ToolMessage("r", tool_call_id="c")
     assert window.total([message, message]) == 20
     assert calls == [message]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        AIMessage("Hello there", name="helper"),
+        AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": "二十"}, "call_1")]),
+        AIMessage(
+            "ok",
+            tool_calls=[tool_call("echo", {"text": "x" * 37}, "c2")],
+            additional_kwargs={"reasoning_content": "思考 a bit"},
+        ),
+        AIMessage([{"type": "text", "text": "blocks"}]),
+        HumanMessage("What is 2+2? 你好"),
+        HumanMessage("named", name="alice"),
+        ToolMessage("1001", tool_call_id="call_1", name="add"),
+        ToolMessage("", tool_call_id="call_123456789"),
+        SystemMessage("You are careful."),
+        SystemMessage("be brief", additional_kwargs={"__openai_role__": "developer"}),
+    ],
+)
+def test_a_message_counts_what_count_tokens_approximately_and_the_extras_give(message):
+    content = message.content if isinstance(message.content, str) else repr(message.content)
+    calls = repr(message.tool_calls) if getattr(message, "tool_calls", None) else ""
+    reasoning = message.additional_kwargs.get("reasoning_content", "")
+    wide = sum(1 for ch in content + calls + reasoning if "\u4e00" <= ch <= "\u9fff")
+    expected = count_tokens_approximately([message]) + -(-len(reasoning) // 4) + -(-wide * 3 // 4)
+    assert approximate_tokens(message) == expected

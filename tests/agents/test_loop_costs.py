@@ -26,6 +26,7 @@ from agents.strategies.react import format_react, format_react_final
 from agents.strategies.structured_chat import format_structured, format_structured_final
 from agents.strategies.xml import format_xml, format_xml_final
 from agents.timing import Deadline
+from agents.tool_calls import ToolTimer
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.timing import WAIT_S
 
@@ -234,3 +235,54 @@ async def test_the_closing_chunk_is_left_out_without_changing_the_turn_s_message
         raw_id = next(e for e in events if type(e).__name__ == "ModelTurnFinished").raw["id"]
         assert raw_id == given_id or (given_id is None and raw_id.startswith("lc_run-"))
         assert events[-1].output == "Done"
+
+
+async def test_a_tool_timer_left_set_by_a_longer_call_still_times_out_a_shorter_one():
+    timer = ToolTimer()
+
+    async def quick() -> str:
+        return "done"
+
+    assert await timer.run(quick(), WAIT_S) == "done"  # leaves its timer set
+    with pytest.raises(TimeoutError):
+        await timer.run(asyncio.Event().wait(), 0.01)
+    assert asyncio.current_task().cancelling() == 0
+    assert await timer.run(quick(), WAIT_S) == "done"  # the task is usable
+    timer.close()
+
+
+async def test_a_tool_timer_due_for_an_earlier_call_waits_for_the_running_call_s_time_out():
+    timer = ToolTimer()
+
+    async def quick() -> str:
+        return "done"
+
+    await timer.run(quick(), 0.01)  # the timer stays set for 10 ms from now
+    await asyncio.sleep(0.02)  # it fired with no call running, and lapsed
+    gate = asyncio.Event()
+
+    async def slow() -> str:
+        await asyncio.sleep(0.03)  # past the first call's due time, long before its own
+        gate.set()
+        return "slow"
+
+    assert await timer.run(quick(), 0.01) == "done"
+    assert await timer.run(slow(), WAIT_S) == "slow"
+    assert gate.is_set()
+    timer.close()
+
+
+async def test_cancelling_a_task_waiting_on_a_tool_timer_is_a_cancel_not_a_time_out():
+    timer = ToolTimer()
+    started = asyncio.Event()
+
+    async def hang() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(timer.run(hang(), WAIT_S))
+    await asyncio.wait_for(started.wait(), timeout=WAIT_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    timer.close()
