@@ -92,25 +92,37 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
-if REDIS_URL:
+# Which channels-redis layer carries the groups: "core" (RedisChannelLayer: a queue per
+# process in Redis, drained one message at a time) or "pubsub" (RedisPubSubChannelLayer:
+# Redis PUBLISH/SUBSCRIBE, at-most-once; docs/configuration.md says what that means).
+REDIS_CHANNEL_LAYER = env_choice("REDIS_CHANNEL_LAYER", "core", ("core", "pubsub"))
+# redis-py's default socket_timeout (5 s) equals channels-redis' blocking read (BRPOP, 5 s),
+# so an idle socket's read would time out and kill it. redis-py caps a pool at 100
+# connections and the core layer holds one per command in flight: 200 sockets joining at
+# once hit the cap.
+_REDIS_HOST = {
+    "address": REDIS_URL,
+    "socket_timeout": 30,
+    "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000, minimum=1),
+}
+if REDIS_URL and REDIS_CHANNEL_LAYER == "pubsub":
+    CHANNEL_LAYERS = {
+        # Takes only hosts, prefix, serializer and encryption options: no capacity or
+        # expiry (each socket's queue in the process is unbounded; nothing waits in Redis).
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [_REDIS_HOST]},
+        }
+    }
+elif REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read
-            # (BRPOP, 5 s), so an idle socket's read would time out and kill it.
             # The capacity is per process: channels-redis keeps one queue for all the
             # sockets of a process, so 200 sockets streaming at once overflowed 1,500
             # (fragments dropped without a word; bench/load.py).
             "CONFIG": {
-                # redis-py caps a pool at 100 connections and channels-redis holds one
-                # per command in flight: 200 sockets joining at once hit the cap.
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_timeout": 30,
-                        "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000, minimum=1),
-                    }
-                ],
+                "hosts": [_REDIS_HOST],
                 "capacity": env_int("REDIS_CHANNEL_CAPACITY", 20_000, minimum=100),
             },
         }
