@@ -7,6 +7,7 @@ awaited through the fake layer's own events.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from agents.events import ReasoningDelta, TextDelta
 from chat import fragments
 from chat.live import FRAGMENT_MESSAGE_TYPE, GroupPublisher, group_name
 from chat.recorder import StreamedText, Update
+from tests.timing import WAIT_S
 
 STEP = 7
 
@@ -242,3 +244,82 @@ async def test_an_update_with_no_fragment_sends_nothing(layer, publisher):
     await publisher.drain()
 
     assert layer.attempted == []
+
+
+# --- the configured layer over Redis (CI's PostgreSQL + Redis pass sets REDIS_URL) ---------
+
+redis_only = pytest.mark.skipif(
+    not os.environ.get("REDIS_URL"), reason="the Redis channel layer is tested in CI's second pass"
+)
+
+
+async def _subscribed(group: str, *, at_least: int = 1) -> None:
+    """Wait until Redis counts ``at_least`` subscribers of ``group``'s pub/sub channel.
+
+    SUBSCRIBE goes over the layer's listening connection and PUBLISH over another, so a
+    message published right after ``group_add`` returned could reach Redis first.
+    """
+    from redis import asyncio as aioredis
+
+    channel = f"asgi__group__{group}"
+    client = aioredis.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        async with asyncio.timeout(WAIT_S):
+            while (await client.pubsub_numsub(channel))[0][1] < at_least:
+                await asyncio.sleep(0.01)  # polling Redis' own count, not a timing premise
+    finally:
+        await client.aclose()
+
+
+@redis_only
+def test_on_redis_the_configured_layer_is_pub_sub_unless_core_is_asked_for():
+    from channels.layers import get_channel_layer
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    pubsub = os.environ.get("REDIS_CHANNEL_LAYER", "pubsub") == "pubsub"
+    assert isinstance(get_channel_layer(), RedisPubSubChannelLayer) is pubsub
+
+
+@redis_only
+@pytest.mark.django_db(transaction=True)
+async def test_on_redis_a_published_fragment_reaches_a_subscribed_socket():
+    from channels.layers import get_channel_layer
+
+    from tests.chat.test_consumer import connect, make_conversation
+
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    assert (await communicator.connect())[0]
+    await _subscribed(group_name(conversation.pk))
+
+    await GroupPublisher(get_channel_layer(), conversation.pk)(plain("<div id='hello'></div>"))
+
+    assert await communicator.receive_from() == "<div id='hello'></div>"
+    await communicator.disconnect()
+
+
+@redis_only
+@pytest.mark.django_db(transaction=True)
+async def test_on_redis_a_late_joiner_gets_what_it_missed_from_the_catch_up(scripted_model):
+    """Pub/sub is at-most-once: what no socket listened to is gone, the rows are not."""
+    from channels.db import database_sync_to_async
+    from channels.layers import get_channel_layer
+    from langchain_core.messages import AIMessage
+
+    from chat.runs import create_run, execute_run
+    from tests.chat.test_consumer import connect, make_conversation
+
+    scripted_model.script = [AIMessage("Published to nobody.")]
+    user, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="hi")
+    publisher = GroupPublisher(get_channel_layer(), conversation.pk)
+    await execute_run(run.pk, listeners=[publisher])  # no socket subscribed: all dropped
+
+    communicator = await connect(conversation.pk, user)
+    assert (await communicator.connect())[0]
+    caught_up = await communicator.receive_from()
+
+    assert f'id="run-{run.pk}"' in caught_up
+    assert "Published to nobody." in caught_up
+    assert 'data-status="succeeded"' in caught_up
+    await communicator.disconnect()
