@@ -88,6 +88,7 @@ class Side:
 
     def summary(self) -> dict[str, Any]:
         latencies = sorted(ms for turn in self.turns for ms in turn.latencies_ms)
+        firsts = sorted(turn.latencies_ms[0] for turn in self.turns if turn.latencies_ms)
         frames = [turn.frames for turn in self.turns]
         return {
             "turns": len(self.turns),
@@ -95,6 +96,8 @@ class Side:
             "p50_ms": percentile(latencies, 50),
             "p95_ms": percentile(latencies, 95),
             "max_ms": latencies[-1] if latencies else None,
+            "first_p50_ms": percentile(firsts, 50),  # a turn's first chunk: time to first token
+            "first_p95_ms": percentile(firsts, 95),
             "frames_per_turn": sum(frames) / len(frames) if frames else None,
         }
 
@@ -286,8 +289,11 @@ def _line(result: dict[str, Any]) -> str:
     parts = [f"{result['layer']:>12} C={result['concurrency']:<3}"]
     for side in ("ours", "bare"):
         s = result[side]
-        parts.append(f"{side} p50/p95/max {_ms(s['p50_ms'])}/{_ms(s['p95_ms'])}/"
-                     f"{_ms(s['max_ms'])} ms, {s['frames_per_turn']:.1f} frames/turn")  # fmt: skip
+        parts.append(
+            f"{side} p50/p95/max {_ms(s['p50_ms'])}/{_ms(s['p95_ms'])}/{_ms(s['max_ms'])} ms, "
+            f"first p50/p95 {_ms(s['first_p50_ms'])}/{_ms(s['first_p95_ms'])} ms, "
+            f"{s['frames_per_turn']:.1f} frames/turn"
+        )
     ratio = result["ratio_p95"]
     verdict = (
         "" if ratio is None else ("  (target met)" if ratio <= TARGET_P95_RATIO else "  (MISSED)")
