@@ -85,6 +85,8 @@ class Side:
     """The turns of one side (``ours`` or ``bare``) at one layer and concurrency."""
 
     turns: list[Turn] = field(default_factory=list)
+    server_cpu_s: float = 0.0  # Daphne's CPU time during this side's rounds
+    client_cpu_s: float = 0.0  # this process's CPU time during them (the websocket clients)
 
     def summary(self) -> dict[str, Any]:
         latencies = sorted(ms for turn in self.turns for ms in turn.latencies_ms)
@@ -99,6 +101,12 @@ class Side:
             "first_p50_ms": percentile(firsts, 50),  # a turn's first chunk: time to first token
             "first_p95_ms": percentile(firsts, 95),
             "frames_per_turn": sum(frames) / len(frames) if frames else None,
+            "server_cpu_ms_per_chunk": 1000 * self.server_cpu_s / len(latencies)
+            if latencies
+            else None,
+            "client_cpu_ms_per_chunk": 1000 * self.client_cpu_s / len(latencies)
+            if latencies
+            else None,
         }
 
 
@@ -211,8 +219,20 @@ async def turn_bare(ws: Any, chunks: int) -> Turn:
     return read_bare(frames, chunks)
 
 
-async def measure(base: str, args: argparse.Namespace, concurrency: int) -> dict[str, Side]:
-    """Play ``args.rounds`` rounds of ``concurrency`` turns a side, alternating which first."""
+def cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU time of process ``pid`` in seconds (``/proc``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    base: str, args: argparse.Namespace, concurrency: int, server_pid: int
+) -> dict[str, Side]:
+    """Play ``args.rounds`` rounds of ``concurrency`` turns a side, alternating which first.
+
+    Each side is also charged the server's and this process's CPU time of its rounds.
+    """
     sockets = {
         "ours": [await open_ours(base, args.timeout_s) for _ in range(concurrency)],
         "bare": [await open_bare(base, args.timeout_s) for _ in range(concurrency)],
@@ -223,13 +243,15 @@ async def measure(base: str, args: argparse.Namespace, concurrency: int) -> dict
         for round_ in range(args.rounds):
             for side in ("ours", "bare") if round_ % 2 == 0 else ("bare", "ours"):
                 turns = [play[side](ws, args.chunks) for ws in sockets[side]]
+                server_cpu, client_cpu = cpu_seconds(server_pid), time.process_time()
                 try:
                     done = await asyncio.wait_for(asyncio.gather(*turns), args.timeout_s)
                 except TimeoutError:
-                    raise BenchBroke(
-                        f"{side}: a turn did not end in {args.timeout_s:g} s"
-                    ) from None
+                    late = f"{side}: a turn did not end in {args.timeout_s:g} s"
+                    raise BenchBroke(late) from None
                 sides[side].turns += done
+                sides[side].server_cpu_s += cpu_seconds(server_pid) - server_cpu
+                sides[side].client_cpu_s += time.process_time() - client_cpu
     finally:
         for ws in sockets["ours"] + sockets["bare"]:
             await ws.close()
@@ -254,12 +276,13 @@ def run_layer(layer: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         subprocess.run(manage, cwd=ROOT, env=env, check=True)
         application = "bench.stream_asgi:application"
         with serve(env, timeout_s=60, log=work / "daphne.log", application=application) as (
-            _process,
+            process,
             port,
         ):
             for concurrency in args.concurrency:
                 load_before = os.getloadavg()
-                sides = asyncio.run(measure(f"http://127.0.0.1:{port}", args, concurrency))
+                base = f"http://127.0.0.1:{port}"
+                sides = asyncio.run(measure(base, args, concurrency, process.pid))
                 ours, bare = sides["ours"].summary(), sides["bare"].summary()
                 results.append({
                     "layer": layer, "concurrency": concurrency, "chunks": args.chunks,
@@ -292,7 +315,8 @@ def _line(result: dict[str, Any]) -> str:
         parts.append(
             f"{side} p50/p95/max {_ms(s['p50_ms'])}/{_ms(s['p95_ms'])}/{_ms(s['max_ms'])} ms, "
             f"first p50/p95 {_ms(s['first_p50_ms'])}/{_ms(s['first_p95_ms'])} ms, "
-            f"{s['frames_per_turn']:.1f} frames/turn"
+            f"{s['frames_per_turn']:.1f} frames/turn, server CPU "
+            f"{s['server_cpu_ms_per_chunk']:.2f} ms/chunk"
         )
     ratio = result["ratio_p95"]
     verdict = (
