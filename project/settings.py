@@ -95,8 +95,8 @@ REDIS_URL = env_str("REDIS_URL")
 # Which channels-redis layer carries the groups: "pubsub" (RedisPubSubChannelLayer: Redis
 # PUBLISH/SUBSCRIBE, at-most-once; docs/configuration.md says what that means for a tab)
 # or "core" (RedisChannelLayer: a queue per process in Redis, drained one message at a
-# time). bench/stream.py, 20 conversations: chunk-to-frame p95 54 ms on pub/sub, 3.0 s on
-# core (a bare consumer: 16 ms and 476 ms).
+# time). bench/stream.py, 20 conversations: chunk-to-frame p95 35 ms on pub/sub, 2.6 s on
+# core (a bare consumer: 6.5 ms and 253 ms; docs/benchmarks.md, "Streaming latency").
 REDIS_CHANNEL_LAYER = env_choice("REDIS_CHANNEL_LAYER", "pubsub", ("pubsub", "core"))
 # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read (BRPOP, 5 s),
 # so an idle socket's read would time out and kill it. redis-py caps a pool at 100
