@@ -351,7 +351,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if due and (self._session_recheck is None or self._session_recheck.done()):
             # Checked beside the relay, not before it: the query waits in the one database
             # thread behind every run's writes, and every fragment of the socket waited
-            # with it (bench/stream.py, 60 conversations: chunk p95 1.48 s, 68 ms without).
+            # with it (bench/stream.py, 60 conversations: chunk p95 113-357 ms, 43-58 ms
+            # beside).
             self._session_checked_at = time.monotonic()
             self._session_recheck = asyncio.get_running_loop().create_task(self._recheck_session())
         await self.send(text_data=message["html"])
