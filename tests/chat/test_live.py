@@ -257,9 +257,14 @@ async def _subscribed(group: str, *, at_least: int = 1) -> None:
     """Wait until Redis counts ``at_least`` subscribers of ``group``'s pub/sub channel.
 
     SUBSCRIBE goes over the layer's listening connection and PUBLISH over another, so a
-    message published right after ``group_add`` returned could reach Redis first.
+    message published right after ``group_add`` returned could reach Redis first. The core
+    layer (``REDIS_CHANNEL_LAYER=core``) keeps groups in sorted sets: nothing to wait for.
     """
+    from django.conf import settings
     from redis import asyncio as aioredis
+
+    if settings.REDIS_CHANNEL_LAYER != "pubsub":
+        return
 
     channel = f"asgi__group__{group}"
     client = aioredis.Redis.from_url(os.environ["REDIS_URL"])
