@@ -79,9 +79,10 @@ class GroupPublisher:
     repairs the page, which ignores a delta that does not start where its text ends); the
     updates after it still go.
 
-    ``flush_s`` (``CHAT_STREAM_FLUSH_MS`` / 1000 by default; 0 turns it off) is the least
-    time between two fragments of one element's text after its first: a cap on the rate
-    of text fragments for deployments that pay per message. Held text still goes early
+    ``flush_s`` (``CHAT_STREAM_FLUSH_MS`` / 1000 by default, 10 ms; 0 turns it off) is the
+    least time between two fragments of one element's text after its first: a cap on the
+    rate of text fragments, for the browser (which swaps each one) and for deployments
+    that pay per message. Held text still goes early
     when any other fragment queues behind it.
     """
 

@@ -211,11 +211,14 @@ AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=10
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.
 CHAT_RESULT_PREVIEW_CHARS = env_int("CHAT_RESULT_PREVIEW_CHARS", 20_000, minimum=100)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
-# Streamed text goes at once and is coalesced only while an earlier fragment is still being
-# sent (chat.live.GroupPublisher). This, when set, is the least time (ms) between two text
-# fragments of one element after its first: a cap on messages, at the cost of latency.
-# It used to be a 50 ms window that held every delta, the first too: 10x a bare consumer.
-CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 0.0, minimum=0.0)
+# Streamed text goes at once and is coalesced while an earlier fragment is still being
+# sent (chat.live.GroupPublisher). This is the least time (ms) between two text fragments
+# of one element after its first. 10 ms keeps a browser's main thread from swapping a
+# fragment per token of a fast model (a 3 ms/token demo made a sidebar menu miss its
+# click in tests/browser/test_sidebar.py); a model slower than 10 ms a token waits not at
+# all. It used to be a 50 ms window that held every delta, the first too: 10x a bare
+# consumer (bench/stream.py).
+CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 10.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
 # A running run's process writes a heartbeat this often; a run whose heartbeat is older
