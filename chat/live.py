@@ -95,7 +95,7 @@ class GroupPublisher:
         self._queue: deque[_Outgoing] = deque()
         self._sender: asyncio.Task[None] | None = None
         self._queued = asyncio.Event()  # set when the queue grows (ends a flush_s wait)
-        self._last_sent: dict[Element, float] = {}  # monotonic s of an element's last text
+        self._last_sent: dict[Element, float] = {}  # monotonic s its last text send began
 
     async def publish(self, html: str) -> None:
         """Send ``html`` to every socket of the group now (not queued behind held text)."""
@@ -153,6 +153,7 @@ class GroupPublisher:
                             await asyncio.wait_for(self._queued.wait(), wait)
                         continue
                 item = self._queue.popleft()
+                started = time.monotonic()  # the cap spaces sends' starts: a rate
                 try:
                     await self.publish(item.render())
                 except Exception as exc:
@@ -164,7 +165,7 @@ class GroupPublisher:
                     if item.sent is not None and not item.sent.done():
                         item.sent.set_result(None)
                 if item.element is not None:
-                    self._last_sent[item.element] = time.monotonic()
+                    self._last_sent[item.element] = started
         finally:
             # Cancelled (the loop is closing): no caller may wait forever for its fragment.
             for item in self._queue:
