@@ -51,6 +51,13 @@ BENCHMARKS = (
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("growth", "growth.py", (), ("--tiny",)),
+    # Our consumer against a bare one, on the in-memory layer and both Redis layers.
+    Benchmark(
+        "stream",
+        "stream.py",
+        ("--redis-url", "redis://127.0.0.1:6379/8", "--concurrency", "1,20,60"),
+        ("--tiny", "--redis-url", "redis://127.0.0.1:6379/8"),
+    ),
     # Two server processes on Redis (127.0.0.1:6379/9 unless --redis-url says otherwise).
     Benchmark("restart", "restart.py", (), ("--tiny",)),
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -37,6 +38,8 @@ from chat.live import (
 from chat.runs import cancel_local, create_run, start_run
 from chat.security import log_refusal
 from chat.validation import MessageError, clean_message
+
+logger = logging.getLogger(__name__)
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_SESSION_ENDED = 4401
@@ -380,6 +383,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             if self.conversation_id is not None and await self._session_ended():
                 await self._close_ended_session()
+        except Exception:
+            logger.exception("re-checking the session of a chat socket failed")
         finally:
             self._recheck = None
 

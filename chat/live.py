@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +17,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat import fragments, store
-from chat.recorder import Update
+from chat.recorder import StreamedText, Update
+
+logger = logging.getLogger(__name__)
 
 # The channel-layer messages a conversation's group carries (handled by chat.consumers).
 FRAGMENT_MESSAGE_TYPE = "run.fragment"  # {"html": ...}: relay to the page
@@ -22,20 +29,61 @@ DELETED_MESSAGE_TYPE = "conversation.deleted"  # close the socket (4404)
 Addressed = tuple[int, str]
 """A fragment and the conversation whose pages it is for: ``(conversation_id, html)``."""
 
+Element = tuple[int, str]
+"""A model turn's streamed element: ``(step_id, target)``, target ``text`` or ``reasoning``."""
+
 
 def group_name(conversation_id: int) -> str:
     """Return the channel-layer group of a conversation's sockets."""
     return f"conversation-{conversation_id}"
 
 
+@dataclass
+class _Outgoing:
+    """One fragment waiting for the line: a whole ``html`` fragment (with ``sent``, the
+    future its publisher's caller awaits), or text deltas of ``element`` held together
+    (``parts``, starting at ``offset``), which later deltas of that element may join."""
+
+    html: str = ""
+    sent: asyncio.Future[None] | None = None
+    element: Element | None = None
+    offset: int | None = None
+    parts: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        if self.element is None:
+            return self.html
+        step_id, target = self.element
+        return fragments.text_delta(step_id, "".join(self.parts), self.offset, target=target)
+
+
 class GroupPublisher:
     """A run listener that sends each update's fragment to the conversation's group.
 
-    Streamed text is coalesced: consecutive deltas of one model turn are held for up to
-    ``flush_s`` seconds (``CHAT_STREAM_FLUSH_MS``) and sent as one fragment, so a model
-    streaming a token every few milliseconds costs a message to every socket only every
-    ``flush_s``, not per token. Any other update sends the held text first, so fragments
-    keep their order; a whole-text snapshot replaces it (the snapshot holds that text).
+    Streamed text is coalesced adaptively, as Nagle's algorithm does for TCP segments
+    (RFC 896): a delta goes at once when nothing of this publisher is in flight, so the
+    first token of a turn reaches the page without waiting; deltas that arrive while a
+    ``group_send`` is still being awaited are held, joined per element (a turn's text or
+    its reasoning) and sent as one fragment as soon as the line is free. A model slower
+    than the channel layer therefore costs a fragment per token, as a bare consumer does,
+    and a loaded process (whose sends take longer) sends fewer, bigger fragments instead
+    of falling behind.
+
+    Fragments leave in the order the updates came: a delta of another element, or any
+    other update, queues behind what is held; a whole-text snapshot drops the held deltas
+    of its element (it holds their text). Each fragment's ``data-offset`` is its first
+    delta's. A call with a delta returns at once (the run never waits for the network on a
+    token); a call with any other fragment returns once that fragment (and so everything
+    before it) has been sent, and raises what ``group_send`` raised for it. A failing
+    ``group_send`` of held text is logged and dropped (the next whole-text snapshot
+    repairs the page, which ignores a delta that does not start where its text ends); the
+    updates after it still go.
+
+    ``flush_s`` (``CHAT_STREAM_FLUSH_MS`` / 1000 by default, 10 ms; 0 turns it off) is the
+    least time between two fragments of one element's text after its first: a cap on the
+    rate of text fragments, for the browser (which swaps each one) and for deployments
+    that pay per message. Held text still goes early
+    when any other fragment queues behind it.
     """
 
     def __init__(
@@ -44,55 +92,85 @@ class GroupPublisher:
         self.channel_layer = channel_layer
         self.group = group_name(conversation_id)
         self.flush_s = settings.CHAT_STREAM_FLUSH_MS / 1000 if flush_s is None else flush_s
-        # (step, target element, offset, parts)
-        self._held: tuple[int, str, int | None, list[str]] | None = None
-        self._flush_task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._queue: deque[_Outgoing] = deque()
+        self._sender: asyncio.Task[None] | None = None
+        self._queued = asyncio.Event()  # set when the queue grows (ends a flush_s wait)
+        self._last_sent: dict[Element, float] = {}  # monotonic s its last text send began
 
     async def publish(self, html: str) -> None:
-        """Send ``html`` to every socket of the group."""
+        """Send ``html`` to every socket of the group now (not queued behind held text)."""
         await self.channel_layer.group_send(
             self.group, {"type": FRAGMENT_MESSAGE_TYPE, "html": html}
         )
 
     async def __call__(self, update: Update) -> None:
-        async with self._lock:
-            streamed = update.streamed
-            key = (streamed.step_id, streamed.target) if streamed is not None else None
-            if streamed is not None and not streamed.whole and self.flush_s > 0:
-                if self._held is not None and self._held[:2] != key:
-                    await self._send_held()  # another element's text goes first
-                if self._held is None:
-                    self._held = (streamed.step_id, streamed.target, streamed.offset, [])
-                self._held[3].append(streamed.text)
-                self._schedule(self.flush_s)
-                return
-            if (
-                streamed is not None
-                and streamed.whole
-                and self._held is not None
-                and (self._held[:2] == key)
-            ):
-                self._held = None  # the snapshot holds that text
-            else:
-                await self._send_held()
-            if update.html:
-                await self.publish(update.html)
+        streamed = update.streamed
+        if streamed is not None and not streamed.whole:
+            self._hold(streamed)
+            return
+        if streamed is not None:  # a snapshot: the element's whole text so far
+            element = (streamed.step_id, streamed.target)
+            self._queue = deque(item for item in self._queue if item.element != element)
+        if not update.html:
+            return
+        sent = asyncio.get_running_loop().create_future()
+        # Retrieved here too, so a caller cancelled while waiting leaves no warning behind.
+        sent.add_done_callback(lambda future: future.cancelled() or future.exception())
+        self._enqueue(_Outgoing(html=update.html, sent=sent))
+        # Shielded: a run cancelled while waiting must not cancel the fragment itself.
+        await asyncio.shield(sent)
 
-    def _schedule(self, delay: float) -> None:
-        if self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush_later(delay))
+    async def drain(self) -> None:
+        """Return once everything queued so far has been sent (or failed)."""
+        while self._sender is not None and not self._sender.done():
+            await asyncio.shield(self._sender)
 
-    async def _flush_later(self, delay: float) -> None:
-        await asyncio.sleep(delay)
-        async with self._lock:
-            await self._send_held()
+    def _hold(self, streamed: StreamedText) -> None:
+        element = (streamed.step_id, streamed.target)
+        tail = self._queue[-1] if self._queue else None
+        if tail is not None and tail.element == element:
+            tail.parts.append(streamed.text)  # not sent yet: the line is busy
+            return
+        self._enqueue(_Outgoing(element=element, offset=streamed.offset, parts=[streamed.text]))
 
-    async def _send_held(self) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            step_id, target, offset, parts = held
-            await self.publish(fragments.text_delta(step_id, "".join(parts), offset, target=target))
+    def _enqueue(self, item: _Outgoing) -> None:
+        self._queue.append(item)
+        self._queued.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_queued())
+
+    async def _send_queued(self) -> None:
+        """Send the queue's fragments one at a time, in order, until it is empty."""
+        try:
+            while self._queue:
+                head = self._queue[0]
+                if head.element is not None and len(self._queue) == 1:
+                    wait = self._last_sent.get(head.element, -1e9) + self.flush_s
+                    wait -= time.monotonic()
+                    if wait > 0:  # held for the rate cap, unless something queues behind
+                        self._queued.clear()
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._queued.wait(), wait)
+                        continue
+                item = self._queue.popleft()
+                started = time.monotonic()  # the cap spaces sends' starts: a rate
+                try:
+                    await self.publish(item.render())
+                except Exception as exc:
+                    if item.sent is None:
+                        logger.exception("publishing streamed text to %s failed", self.group)
+                    elif not item.sent.done():
+                        item.sent.set_exception(exc)
+                else:
+                    if item.sent is not None and not item.sent.done():
+                        item.sent.set_result(None)
+                if item.element is not None:
+                    self._last_sent[item.element] = started
+        finally:
+            # Cancelled (the loop is closing): no caller may wait forever for its fragment.
+            for item in self._queue:
+                if item.sent is not None and not item.sent.done():
+                    item.sent.cancel()
 
 
 def interrupt_stale_runs(*, now: datetime, conversation_id: int | None = None) -> list[Addressed]:

@@ -100,25 +100,39 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
-if REDIS_URL:
+# Which channels-redis layer carries the groups: "pubsub" (RedisPubSubChannelLayer: Redis
+# PUBLISH/SUBSCRIBE, at-most-once; docs/configuration.md says what that means for a tab)
+# or "core" (RedisChannelLayer: a queue per process in Redis, drained one message at a
+# time). bench/stream.py, 20 conversations: chunk-to-frame p95 35 ms on pub/sub, 2.6 s on
+# core (a bare consumer: 6.5 ms and 253 ms; docs/benchmarks.md, "Streaming latency").
+REDIS_CHANNEL_LAYER = env_choice("REDIS_CHANNEL_LAYER", "pubsub", ("pubsub", "core"))
+# redis-py's default socket_timeout (5 s) equals channels-redis' blocking read (BRPOP, 5 s),
+# so an idle socket's read would time out and kill it. redis-py caps a pool at 100
+# connections and the core layer holds one per command in flight: 200 sockets joining at
+# once hit the cap.
+_REDIS_HOST = {
+    "address": REDIS_URL,
+    "socket_timeout": 30,
+    "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000, minimum=1),
+}
+if REDIS_URL and REDIS_CHANNEL_LAYER == "pubsub":
+    CHANNEL_LAYERS = {
+        # Takes only hosts, prefix, serializer and encryption options: no capacity or
+        # expiry (each socket's queue in the process is unbounded; nothing waits in Redis).
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [_REDIS_HOST]},
+        }
+    }
+elif REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read
-            # (BRPOP, 5 s), so an idle socket's read would time out and kill it.
             # The capacity is per process: channels-redis keeps one queue for all the
             # sockets of a process, so 200 sockets streaming at once overflowed 1,500
             # (fragments dropped without a word; bench/load.py).
             "CONFIG": {
-                # redis-py caps a pool at 100 connections and channels-redis holds one
-                # per command in flight: 200 sockets joining at once hit the cap.
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_timeout": 30,
-                        "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000, minimum=1),
-                    }
-                ],
+                "hosts": [_REDIS_HOST],
                 "capacity": env_int("REDIS_CHANNEL_CAPACITY", 20_000, minimum=100),
             },
         }
@@ -211,9 +225,14 @@ CHAT_PAGE_EXCHANGES = env_int("CHAT_PAGE_EXCHANGES", 20, minimum=1)
 # 200 steps whole was 445 KiB). A running run shows all of them.
 CHAT_RUN_STEPS_SHOWN = env_int("CHAT_RUN_STEPS_SHOWN", 30, minimum=1)
 CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
-# Streamed text is sent to the page at most this often (ms): consecutive deltas in between
-# go as one fragment. 0 sends every delta on its own.
-CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 50.0, minimum=0.0)
+# Streamed text goes at once and is coalesced while an earlier fragment is still being
+# sent (chat.live.GroupPublisher). This is the least time (ms) between two text fragments
+# of one element after its first. 10 ms keeps a browser's main thread from swapping a
+# fragment per token of a fast model (a 3 ms/token demo made a sidebar menu miss its
+# click in tests/browser/test_sidebar.py); a model slower than 10 ms a token waits not at
+# all. It used to be a 50 ms window that held every delta, the first too: 10x a bare
+# consumer (bench/stream.py).
+CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 10.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
 # A running run's process writes a heartbeat this often; a run whose heartbeat is older

@@ -50,18 +50,24 @@ def wait_listening(process: subprocess.Popen[bytes], port: int, *, timeout_s: fl
 
 @contextmanager
 def daphne(
-    env: dict[str, str], *, timeout_s: float, log: Path | None = None
+    env: dict[str, str],
+    *,
+    timeout_s: float,
+    log: Path | None = None,
+    application: str = "project.asgi:application",
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """Serve the app as ``make run`` does, on a free port; yield ``(process, port)``.
 
     ``env`` is the server's whole environment (its ``DATABASE_URL``, migrated by the
-    caller). Its output goes to ``log`` (else nowhere). Raises ``ServerDidNotStart``, with
-    the log's end when there is one, if it does not listen within ``timeout_s`` seconds.
+    caller); ``application`` the ASGI application (``bench/stream.py`` serves the app
+    wrapped with a bench-only route). Its output goes to ``log`` (else nowhere). Raises
+    ``ServerDidNotStart``, with the log's end when there is one, if it does not listen
+    within ``timeout_s`` seconds.
     The server is always stopped on the way out (killed if it ignores SIGTERM for 10 s).
     """
     port = free_port()
     command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-               "project.asgi:application"]  # fmt: skip
+               application]  # fmt: skip
     out = log.open("wb") if log is not None else subprocess.DEVNULL
     try:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -444,6 +444,31 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
     assert not await database_sync_to_async(AgentRun.objects.exists)()
 
 
+async def test_a_listening_socket_whose_session_ended_is_closed_without_holding_fragments(
+    client, monkeypatch
+):
+    """The re-check runs beside the relay: a fragment never waits for the session query."""
+    from channels.layers import get_channel_layer
+
+    from chat.live import GroupPublisher
+
+    monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 0.0)  # due on every fragment
+    await sync_to_async(client.get)("/", follow=True)
+    conversation = await database_sync_to_async(Conversation.objects.get)()
+    session_id = client.cookies["sessionid"].value
+    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", b"http://127.0.0.1:8000")
+    communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
+    connected, _ = await communicator.connect()
+    assert connected
+
+    await sync_to_async(client.session.flush)()  # what logout does
+    await GroupPublisher(get_channel_layer(), conversation.pk).publish("<div id='x'></div>")
+
+    assert await communicator.receive_from() == "<div id='x'></div>"
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+    await communicator.disconnect()
+
+
 async def test_a_flood_of_frames_is_dropped_with_a_notice_then_closed(
     scripted_model, consumer_clock
 ):

@@ -240,7 +240,8 @@ async def test_the_publisher_coalesces_text_and_reasoning_each_into_its_own_elem
     layer = InMemoryChannelLayer()
     channel = await layer.new_channel()
     await layer.group_add(group_name(1), channel)
-    # A flush far off: only another element's delta or a plain fragment sends what is held.
+    # A rate cap far off: only another element's delta or a plain fragment sends what is
+    # held; "m." joins "Hm" because no call yields before the publisher's sender runs.
     publisher = GroupPublisher(layer, 1, flush_s=3600)
 
     def delta(text: str, offset: int, target: str) -> Update:
@@ -260,4 +261,3 @@ async def test_the_publisher_coalesces_text_and_reasoning_each_into_its_own_elem
         fragments.text_delta(7, "Sun", 0),
         "<div id='x'></div>",
     ]
-    publisher._flush_task.cancel()
