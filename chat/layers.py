@@ -17,15 +17,27 @@ bench/load.py, more at 200; docs/benchmarks.md, "Where a run's CPU goes").
   message may linger up to ``clean_interval`` past its expiry before its channel leaves
   its groups, instead of until the next message of the process.
 
+It also sends a group's message without a task per channel, and copies a message of
+flat values (a fragment) without ``deepcopy``: 75 µs a relayed message (send and
+receive) at 200 sockets with Channels' layer, 17 µs with the sweep throttled, 5 µs with
+both (the microbenchmark in docs/benchmarks.md, "Where a run's CPU goes").
+
 Configured in ``project/settings.py`` (the in-memory branch of ``CHANNEL_LAYERS``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from copy import deepcopy
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
+
+# Value types a message may hold that no receiver can change: copied shallowly.
+FLAT = frozenset({str, int, float, bool, type(None)})
 
 
 class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
@@ -76,6 +88,41 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         self._next_clean = now + self.clean_interval
         self.full_cleans += 1
         super()._clean_expired()
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        """Put ``message`` on ``channel`` (Channels' ``send``): a copy the receiver may
+        change. Raises ``ChannelFull`` when the channel holds ``capacity`` messages.
+
+        A message whose values are all strings, numbers, booleans or None (a fragment:
+        ``{"type": ..., "html": ...}``) is copied shallowly, which is as good as
+        Channels' ``deepcopy`` for immutable values and a fifth of its cost.
+        """
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        assert "__asgi_channel__" not in message
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
+        flat = all(type(value) in FLAT for value in message.values())
+        copied = dict(message) if flat else deepcopy(message)
+        try:
+            queue.put_nowait((time.time() + self.expiry, copied))
+        except asyncio.QueueFull:
+            raise ChannelFull(channel) from None
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to every channel of ``group`` (Channels' ``group_send``); a
+        full channel misses it, as there.
+
+        Channels starts a task per channel and waits for them all; a send here never
+        waits (``put_nowait``), so the channels are sent to one after the other.
+        """
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, {})):
+            with contextlib.suppress(ChannelFull):
+                await self.send(channel, message)
 
     async def flush(self) -> None:
         """Drop every channel and group, and let the next call walk again."""

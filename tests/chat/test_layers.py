@@ -136,6 +136,37 @@ async def test_many_messages_within_an_interval_walk_the_channels_once(
     assert len(walks) == 2 and layer.full_cleans == 2
 
 
+async def test_a_full_channel_misses_a_group_message_and_the_others_get_it(
+    clock: FakeClock,
+) -> None:
+    layer = InMemoryChannelLayer(capacity=1)
+    await layer.group_add("conversation-1", "sock.full")
+    await layer.group_add("conversation-1", "sock.free")
+    await layer.send("sock.full", {"type": "first"})
+    await layer.group_send("conversation-1", {"type": "second"})
+    assert await receive_now(layer, "sock.full") == {"type": "first"}
+    assert await receive_now(layer, "sock.full") is None
+    assert await receive_now(layer, "sock.free") == {"type": "second"}
+
+
+async def test_a_receiver_that_changes_its_message_changes_no_one_elses(clock: FakeClock) -> None:
+    layer = InMemoryChannelLayer()
+    await layer.group_add("conversation-1", "sock.a")
+    await layer.group_add("conversation-1", "sock.b")
+    flat = {"type": "run.fragment", "html": "<div>"}
+    nested = {"type": "m", "data": {"ids": [1, 2]}}
+    await layer.group_send("conversation-1", flat)
+    await layer.group_send("conversation-1", nested)
+    first = await receive_now(layer, "sock.a")
+    first["html"] = "changed"
+    second = await receive_now(layer, "sock.a")
+    second["data"]["ids"].append(3)
+    assert flat == {"type": "run.fragment", "html": "<div>"}
+    assert nested == {"type": "m", "data": {"ids": [1, 2]}}
+    assert await receive_now(layer, "sock.b") == {"type": "run.fragment", "html": "<div>"}
+    assert await receive_now(layer, "sock.b") == {"type": "m", "data": {"ids": [1, 2]}}
+
+
 def test_a_negative_interval_is_refused() -> None:
     with pytest.raises(ValueError, match="clean_interval"):
         InMemoryChannelLayer(clean_interval=-1)
