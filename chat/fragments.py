@@ -190,9 +190,9 @@ def timeline_replaced(run: AgentRun, steps: list[AgentStep]) -> str:
     keeps it open (``chat/_timeline.html``; :mod:`chat.timeline`)."""
     from django.utils import timezone
 
+    from chat.templatetags.timeline_tags import timeline_body
     from chat.timeline import timeline_of
 
-    context = {"timeline": timeline_of(run, steps, now=timezone.now()), "oob": True}
-    return _render("chat/_timeline_summary.html", context) + _render(
-        "chat/_timeline_body.html", context
-    )
+    timeline = timeline_of(run, steps, now=timezone.now())
+    context = {"timeline": timeline, "oob": True}
+    return _render("chat/_timeline_summary.html", context) + timeline_body(timeline, oob=True)
