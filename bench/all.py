@@ -51,6 +51,7 @@ BENCHMARKS = (
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("layer", "layer.py", (), ("--tiny",)),
+    Benchmark("page", "page.py", (), ("--tiny",)),
     Benchmark("growth", "growth.py", (), ("--tiny",)),
 )
 
