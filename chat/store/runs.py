@@ -202,7 +202,8 @@ def run_finish(
         run.iterations = iterations
         run.finished_at = finished_at
         run.duration_ms = max(0, whole_ms(finished_at - run.started_at))
-        steps = list(run.steps.order_by("ordinal"))
+        loaded = run.steps.order_by("ordinal")
+        steps = list(loaded)  # kept in ``loaded``'s result cache too
         # Steps still going are closed with a short reason; the run's line says the rest.
         closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
         for step in steps:
@@ -226,8 +227,10 @@ def run_finish(
             )
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
         run.conversation.updated_at = finished_at
-    # What runs_loaded's prefetch would have set: the steps, in order, as just saved.
-    run._prefetched_objects_cache = {"steps": steps}
+    # What runs_loaded's prefetch would have set (Django's prefetch_one_level): the
+    # evaluated queryset of the steps, in order, as just saved.
+    loaded._prefetch_done = True
+    run._prefetched_objects_cache = {"steps": loaded}
     run.conversation_usage = conversation_usage(conversation_id=run.conversation_id)
     return run
 

@@ -66,3 +66,12 @@ def test_the_ended_run_comes_back_with_its_steps_closed_and_renders_without_a_qu
     assert AgentStep.objects.get(pk=steps[-1].pk).status == StepStatus.ERROR
     assert f'id="run-{run.pk}"' in html and "Cancelled before this step finished." in html
     assert ended.conversation_usage is not None
+
+
+def test_the_ended_runs_steps_are_a_queryset_as_a_prefetch_leaves_them():
+    run = _run_with_every_kind_of_call()
+    ended = store.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED, output="done", error="",
+                             iterations=1, usage={}, finished_at=timezone.now())  # fmt: skip
+    with no_queries():
+        assert len(ended.steps.all()) == 6 and ended.steps.all()[0].ordinal == 1
+    assert ended.steps.filter(kind="model_turn").get().ordinal == 1  # a query, as after a prefetch
