@@ -50,6 +50,8 @@ BENCHMARKS = (
     # The server's profiler (bench/profiling/) must not rot either; its full use is by hand.
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
+    Benchmark("layer", "layer.py", (), ("--tiny",)),
+    Benchmark("page", "page.py", (), ("--tiny",)),
     Benchmark("growth", "growth.py", (), ("--tiny",)),
     # Our consumer against a bare one, on the in-memory layer and both Redis layers.
     Benchmark(

@@ -518,6 +518,13 @@ def profile_lines(counts: dict[str, Any], runs: int) -> list[str]:
     for key in ("database_sync_to_async", "templates", "queries"):
         top = list(counts.get(key, {}).items())[:8]
         lines += [f"  {key}: {name} {n / per:.2f}/run" for name, n in top]
+    # CPU of each template's renders (includes counted in their includer too).
+    renders, cpu = counts.get("templates", {}), counts.get("template_cpu_ms", {})
+    lines += [
+        f"  template CPU: {name} {ms / per:.2f} ms/run, {ms / max(1, renders.get(name, 1)):.2f} "
+        f"ms a render"
+        for name, ms in list(cpu.items())[:8]
+    ]
     return lines
 
 

@@ -149,14 +149,27 @@ def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
     return interrupted, fragments.runs_caught_up(conversation_id=conversation_id)
 
 
-def _accept_message(*, conversation_id: int, content: str) -> tuple[int, str]:
-    """Store the message and its run; return the run's id and the fragment that shows it.
+# What a message can meet instead of a run: the page is told (see ChatConsumer.receive).
+REFUSALS = (store.ConversationGone, store.RunAlreadyGoing, store.RateLimited)
 
-    Sync, one ORM call: rendered where the rows were loaded. Raises what
-    :func:`chat.runs.create_run` raises (the owner's run limit applies).
+
+def _accept_message(
+    *, conversation_id: int, content: str
+) -> tuple[list[Addressed], tuple[int, str] | Exception]:
+    """Sweep the conversation's stale runs, then store the message and its run.
+
+    Return the swept runs' fragments (:func:`chat.live.interrupt_stale_runs`) and either
+    the run's id with the fragment that shows it, or the refusal :func:`chat.runs.create_run`
+    raised (one of :data:`REFUSALS`): the fragments of a sweep must reach the page even
+    when the message is refused. Sync, one ORM call where this was two (the sweep, then
+    the message), each a wait in the ORM thread's queue before the run starts.
     """
-    run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
-    return run.pk, fragments.run_started(run) + fragments.error("")
+    interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
+    try:
+        run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
+    except REFUSALS as exc:
+        return interrupted, exc
+    return interrupted, (run.pk, fragments.run_started(run) + fragments.error(""))
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -292,21 +305,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if isinstance(content, StopRequest):
             await self._cancel_run()
             return
-        await self._interrupt_stale_runs()
-        try:
-            run_id, html = await database_sync_to_async(_accept_message)(
-                conversation_id=self.conversation_id, content=content
-            )
-        except store.ConversationGone:
+        interrupted, accepted = await database_sync_to_async(_accept_message)(
+            conversation_id=self.conversation_id, content=content
+        )
+        await publish_each(self.channel_layer, interrupted)
+        if isinstance(accepted, store.ConversationGone):
             await self._close_deleted()
             return
-        except store.RunAlreadyGoing:
+        if isinstance(accepted, store.RunAlreadyGoing):
             await self.send(text_data=fragments.error(RUN_GOING))
             return
-        except store.RateLimited as exc:
-            message = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
+        if isinstance(accepted, store.RateLimited):
+            message = RATE_LIMITED.format(limit=accepted.limit, seconds=accepted.retry_after_s)
             await self.send(text_data=fragments.error(message))
             return
+        assert not isinstance(accepted, Exception)
+        run_id, html = accepted
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(html)
         start_run(run_id, listeners=[publisher])

@@ -268,6 +268,17 @@ async def _notify(listeners: Sequence[Listener], update: Update) -> None:
             logger.exception("run %s: listener %r failed", update.run_id, listener)
 
 
+def _run_with_history(*, run_id: int) -> tuple[AgentRun, list[Exchange]]:
+    """Return the run and the exchanges before its message (sync): one ORM call, not two,
+    for a run's start (each call waits in the ORM thread's queue)."""
+    run_row = store.run_get(run_id=run_id)
+    exchanges = store.conversation_exchanges(
+        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
+        max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+    )  # fmt: skip
+    return run_row, exchanges
+
+
 async def execute_run(
     run_id: int,
     *,
@@ -282,12 +293,8 @@ async def execute_run(
     (then re-raises ``CancelledError``), a bug in the loop as ``failed`` with the error
     logged.
     """
-    run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
+    run_row, exchanges = await database_sync_to_async(_run_with_history)(run_id=run_id)
     recorder = RunRecorder(run_row)
-    exchanges = await database_sync_to_async(store.conversation_exchanges)(
-        conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
-        max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
-    )  # fmt: skip
     finished: AgentRun | None = None
 
     async def finish(status: RunStatus, error: str) -> AgentRun:

@@ -141,9 +141,11 @@ else:
     CHANNEL_LAYERS = {
         # A message older than `expiry` (default 60 s) is dropped and its socket removed
         # from the group: a tab of a slow, loaded process would then hear nothing more.
+        # chat.layers sweeps every channel for expired messages at most once a second
+        # (Channels' own layer swept them all at every message: quadratic in the sockets).
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
-            "CONFIG": {"capacity": 1500, "expiry": 300},
+            "BACKEND": "chat.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1500, "expiry": 300, "clean_interval": 1.0},
         }
     }
 

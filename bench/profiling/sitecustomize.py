@@ -10,7 +10,7 @@ shared thread and the HTTP request threads), and these are counted:
 - calls through ``database_sync_to_async`` (Channels' class), with their wait in the
   executor's queue and their run time (ms), by the function called;
 - SQL queries, by their first words, and database connections opened;
-- template renders, by template name.
+- template renders, by template name, with their CPU time (ms, includes included).
 
 At exit (the benchmark stops Daphne with SIGTERM) it writes ``DIR/server.prof`` (pstats,
 all threads merged) and ``DIR/counts.json``. The idea of counting the queue wait around
@@ -41,6 +41,7 @@ if OUT:
     _on = threading.Event()
     _counts: dict[str, Counter] = defaultdict(Counter)
     _times: dict[str, list[float]] = defaultdict(list)
+    _template_ms: Counter = Counter()
 
     def _profile_this_thread(*_: object) -> None:
         import sys
@@ -123,10 +124,19 @@ if OUT:
         original_render = Template.render
 
         def counted_render(self, context=None, request=None):  # type: ignore[no-untyped-def]
-            if _on.is_set():
+            if not _on.is_set():
+                return original_render(self, context, request)
+            name = self.origin.template_name
+            began = time.thread_time()
+            try:
+                return original_render(self, context, request)
+            finally:
+                # CPU of this render, its includes' renders included (they are counted
+                # under their own names too).
+                cpu_ms = (time.thread_time() - began) * 1000
                 with _lock:
-                    _counts["templates"][self.origin.template_name] += 1
-            return original_render(self, context, request)
+                    _counts["templates"][name] += 1
+                    _template_ms[name] += cpu_ms
 
         Template.render = counted_render  # type: ignore[method-assign]
 
@@ -153,6 +163,7 @@ if OUT:
             "database_sync_to_async_total": sum(_counts["database_sync_to_async"].values()),
             "queries_total": sum(_counts["queries"].values()),
             "templates_total": sum(_counts["templates"].values()),
+            "template_cpu_ms": {name: round(ms, 1) for name, ms in _template_ms.most_common()},
             "queue_wait_ms": {"p50": pct(waits, 50), "p95": pct(waits, 95), "max": pct(waits, 100)},
             "run_ms": {"p50": pct(runs, 50), "p95": pct(runs, 95), "sum": sum(runs)},
         }

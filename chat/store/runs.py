@@ -188,7 +188,11 @@ def run_finish(
     turns' tokens) with ``conversation_usage`` set for the page's header.
     """
     with transaction.atomic():
-        run = AgentRun.objects.select_for_update().get(pk=run_id)
+        # Loaded with what rendering the end reads (runs_loaded's joins; the steps below),
+        # so the run is not read again after: the end was about 11 statements, three of
+        # them reading back what this call had (bench/load.py --profile).
+        locked = AgentRun.objects.select_for_update(of=("self",))
+        run = locked.select_related("conversation", "user_message").get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:
             return _ended(run_id)
         output, error = storable(output), storable(error)
@@ -198,16 +202,21 @@ def run_finish(
         run.iterations = iterations
         run.finished_at = finished_at
         run.duration_ms = max(0, whole_ms(finished_at - run.started_at))
+        loaded = run.steps.order_by("ordinal")
+        steps = list(loaded)  # kept in ``loaded``'s result cache too
         # Steps still going are closed with a short reason; the run's line says the rest.
         closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
-        for step in run.steps.filter(status=StepStatus.RUNNING):
+        for step in steps:
+            step.run = run  # as runs_loaded's prefetch sets it: no query for it
+            if step.status != StepStatus.RUNNING:
+                continue
             # Each closed step's duration agrees with its instants, as a finished one's.
             step.status, step.error = StepStatus.ERROR, closed or f"run ended: {status}"
             step.finished_at = max(finished_at, step.started_at)
             step.duration_ms = whole_ms(step.finished_at - step.started_at)
             step.save(update_fields=["status", "error", "finished_at", "duration_ms"])
         usage_settle(run, usage)
-        count_tool_calls(run)
+        count_tool_calls(run, steps)
         run.save()
         if output:
             Message.objects.create(
@@ -217,7 +226,13 @@ def run_finish(
                 run=run,
             )
         Conversation.objects.filter(pk=run.conversation_id).update(updated_at=finished_at)
-    return _ended(run_id)
+        run.conversation.updated_at = finished_at
+    # What runs_loaded's prefetch would have set (Django's prefetch_one_level): the
+    # evaluated queryset of the steps, in order, as just saved.
+    loaded._prefetch_done = True
+    run._prefetched_objects_cache = {"steps": loaded}
+    run.conversation_usage = conversation_usage(conversation_id=run.conversation_id)
+    return run
 
 
 def _ended(run_id: int) -> AgentRun:

@@ -328,3 +328,20 @@ def test_the_csv_gives_each_model_turns_time_to_first_token_in_its_last_column()
     by_ordinal = {row["step_ordinal"]: row for row in rows[1:]}
     assert by_ordinal["1"]["step_first_token_ms"] == "240"
     assert all(row["step_first_token_ms"] == "" for key, row in by_ordinal.items() if key != "1")
+
+
+def test_the_bars_show_a_names_hidden_characters_and_escape_it_in_the_title():
+    run, steps = _travel_run()
+    steps[1].tool_name = 'evil\u202e"><b>'
+    html = fragments.timeline_replaced(run, steps)
+    assert "&lt;U+202E&gt;" in html  # the name shown with its marker
+    assert 'title="evil\u202e&quot;&gt;&lt;b&gt;: 400 ms, from 620 ms to 1.0 s"' in html
+    assert "<b>" not in html
+
+
+def test_a_timeline_without_steps_has_an_empty_body_with_its_axis_length():
+    timeline = timeline_of(_run(finished_ms=50), [], now=at(60))
+    html = render_to_string("chat/_timeline_body.html", {"timeline": timeline})
+    assert (
+        html.strip() == '<div class="tl-body" id="run-7-timeline-body" data-span-ms="50">\n</div>'
+    )
