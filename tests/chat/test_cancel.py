@@ -16,7 +16,16 @@ from chat import store
 from chat.consumers import NOTHING_TO_STOP
 from chat.live import group_name
 from chat.models import AgentRun
-from chat.runs import STOPPED, cancel_local, create_run, execute_run, running_tasks, start_run
+from chat.runs import (
+    CANCELLED,
+    STOPPED,
+    cancel_local,
+    create_run,
+    execute_run,
+    running_tasks,
+    start_run,
+)
+from chat.shutdown import finish_runs
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import (
     connect,
@@ -24,7 +33,7 @@ from tests.chat.test_consumer import (
     receive_until,
     receive_until_finished,
 )
-from tests.fakes import tool_call
+from tests.fakes import ScriptedChatModel, tool_call
 from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -282,3 +291,185 @@ async def test_a_message_that_says_cancel_is_a_message_not_a_stop(scripted_model
     assert "status-succeeded" in frames[-1] and NOTHING_TO_STOP not in "\n".join(frames)
     await wait_for_runs()
     await communicator.disconnect()
+
+
+# A cancel that something swallowed (a tool or a library catching CancelledError and going
+# on) left the task "cancelling" while it went on waiting, and nothing cancelled it again
+# (docs/deploy.md, "A cancelled run that never ends"). Each of these ended `running`.
+
+SWALLOWED: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def stubborn_lookup(town: str) -> str:
+    """Look a town up, ignoring a cancel."""
+    STARTED["event"].set()
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        SWALLOWED["event"].set()
+        return "ignored"
+    return f"{town}: done"
+
+
+@pytest.fixture
+def swallowing(monkeypatch, settings):
+    """A cancel still undelivered is not mistaken for a swallowed one by the time a second
+    cancel comes; no heartbeat unless a test turns it on."""
+    STARTED["event"] = asyncio.Event()
+    SWALLOWED["event"] = asyncio.Event()
+    monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 0.0)
+    settings.AGENT_HEARTBEAT_S = 3600
+
+
+class Ends:
+    """A run listener keeping each run-finished update."""
+
+    def __init__(self) -> None:
+        self.finished: list[str] = []
+
+    async def __call__(self, update) -> None:
+        if update.run is not None and update.event.__class__.__name__ == "RunFinished":
+            self.finished.append(update.run.status)
+
+
+async def next_message_succeeds(scripted_model, conversation_id: int) -> None:
+    scripted_model.script, scripted_model.gates = [AIMessage("Back again.")], {}
+    run = await database_sync_to_async(create_run)(conversation_id=conversation_id, content="q2")
+    start_run(run.pk, listeners=[])
+    await wait_for_runs()
+    assert (await run_state(run.pk))[0] == "succeeded"
+
+
+def gated_second_turn(scripted_model, first: AIMessage) -> None:
+    """Script a tool call, then a second turn that never answers (its second chunk waits)."""
+    scripted_model.script = [first, AIMessage("never reached at all")]
+    scripted_model.gates = {1: asyncio.Event()}
+
+
+async def test_a_tool_that_swallows_the_cancel_is_cancelled_again_by_the_heartbeat(
+    scripted_model, swallowing, monkeypatch, settings, caplog
+):
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [stubborn_lookup])
+    gated_second_turn(
+        scripted_model,
+        AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
+    )
+    settings.AGENT_HEARTBEAT_S = 0.05
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    ends = Ends()
+    start_run(run.pk, listeners=[ends])
+    await tool_started()
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=utcnow()
+    )
+    assert cancel_local(run.pk)
+    await asyncio.wait_for(SWALLOWED["event"].wait(), WAIT_S)  # the run went on, cancelling
+    await wait_for_runs()
+
+    status, error, steps = await run_state(run.pk)
+    assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
+    assert ends.finished == ["cancelled"]  # recorded once
+    assert "a cancel was swallowed; cancelling again" in caplog.text
+    assert f"run {run.pk}: still going" in caplog.text
+    await next_message_succeeds(scripted_model, conversation.pk)
+
+
+class SwallowingModel(ScriptedChatModel):
+    """A scripted model whose stream ignores the first cancel and goes on waiting."""
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        STARTED["event"].set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            SWALLOWED["event"].set()
+        await asyncio.Event().wait()  # answers only by being cancelled (again)
+        yield  # pragma: no cover (an async generator)
+
+
+async def test_a_second_stop_cancels_a_model_stream_that_swallowed_the_first(
+    swallowing, monkeypatch, caplog
+):
+    model = SwallowingModel(script=[AIMessage("unused")])
+    monkeypatch.setattr("chat.runs.get_model", lambda run=None: model)
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "q"}))
+    await tool_started()
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    await asyncio.wait_for(SWALLOWED["event"].wait(), WAIT_S)
+    assert running_tasks()  # the first Stop was swallowed: the run goes on
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    await receive_until_finished(communicator)
+    await wait_for_runs()
+
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    status, error, steps = await run_state(run.pk)
+    assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
+    assert "a cancel was swallowed; cancelling again" in caplog.text
+    scripted = ScriptedChatModel(script=[AIMessage("Back again.")])
+    monkeypatch.setattr("chat.runs.get_model", lambda run=None: scripted)
+    await communicator.send_to(text_data=json.dumps({"content": "again"}))
+    frames = await receive_until_finished(communicator)
+    assert "status-succeeded" in frames[-1]
+    await wait_for_runs()
+    await communicator.disconnect()
+
+
+async def test_the_graceful_stop_cancels_again_a_run_that_swallowed_its_cancel(
+    scripted_model, swallowing, monkeypatch
+):
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [stubborn_lookup])
+    monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 0.01)
+    monkeypatch.setattr("chat.shutdown.SWALLOWED_AFTER_S", 0.01)
+    gated_second_turn(
+        scripted_model,
+        AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
+    )
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    ends = Ends()
+    start_run(run.pk, listeners=[ends])
+    await tool_started()
+
+    assert await finish_runs(grace_s=0, record_s=WAIT_S) == (0, 1)
+
+    assert SWALLOWED["event"].is_set() and not running_tasks()
+    status, error, _ = await run_state(run.pk)
+    assert (status, error) == ("cancelled", CANCELLED)
+    assert ends.finished == ["cancelled"]
+
+
+async def test_a_cancel_during_its_recording_neither_cuts_it_nor_records_it_twice(
+    scripted_model, slow_tools, monkeypatch
+):
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 0.0)
+    recording, go_on = asyncio.Event(), asyncio.Event()
+    ends = Ends()
+
+    async def slow_to_hear_the_end(update) -> None:
+        await ends(update)
+        if ends.finished:
+            recording.set()
+            await go_on.wait()
+
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    task = start_run(run.pk, listeners=[slow_to_hear_the_end])
+    await tool_started()
+    assert cancel_local(run.pk)
+    await asyncio.wait_for(recording.wait(), WAIT_S)
+    assert cancel_local(run.pk)  # sends nothing: the end is being recorded
+    task.cancel()  # even a cancel from elsewhere does not cut the recording short
+    go_on.set()
+    await wait_for_runs()
+
+    status, _, steps = await run_state(run.pk)
+    assert status == "cancelled" and "running" not in steps
+    assert ends.finished == ["cancelled"]
