@@ -63,6 +63,9 @@ CLOSE_LOOP_TIMEOUT_S = 5.0
 SWALLOWED = (
     "run %s: still going %.1f s after its cancel (%s): a cancel was swallowed; cancelling again"
 )
+SWALLOWED_BELOW = (
+    "run %s: its cancel was swallowed below the agent loop or a listener; ending it as cancelled"
+)
 
 
 @dataclass(eq=False)
@@ -369,6 +372,14 @@ async def execute_run(
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
+            if local.cancelled_at is not None and this_task.cancelling():
+                # Stopped, yet no CancelledError came: something below swallowed it. The
+                # publisher's group_send does, in one race: redis-py awaits each write in
+                # asyncio.wait_for, which on Python 3.11 returns the result when the write
+                # finishes in the loop iteration the cancel arrives (CPython gh-86296,
+                # fixed in 3.12). Events still coming, the run would otherwise go on.
+                logger.warning(SWALLOWED_BELOW, run_id)
+                raise asyncio.CancelledError
     except asyncio.CancelledError:
         local.ending = True
 

@@ -341,21 +341,14 @@ async def next_message_succeeds(scripted_model, conversation_id: int) -> None:
     assert (await run_state(run.pk))[0] == "succeeded"
 
 
-def gated_second_turn(scripted_model, first: AIMessage) -> None:
-    """Script a tool call, then a second turn that never answers (its second chunk waits)."""
-    scripted_model.script = [first, AIMessage("never reached at all")]
-    scripted_model.gates = {1: asyncio.Event()}
-
-
-async def test_a_tool_that_swallows_the_cancel_is_cancelled_again_by_the_heartbeat(
-    scripted_model, swallowing, monkeypatch, settings, caplog
+async def test_a_tool_that_swallows_the_cancel_ends_the_run_at_its_next_event(
+    scripted_model, swallowing, monkeypatch, caplog
 ):
     monkeypatch.setattr("chat.runs.get_tools", lambda: [stubborn_lookup])
-    gated_second_turn(
-        scripted_model,
+    scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
-    )
-    settings.AGENT_HEARTBEAT_S = 0.05
+        AIMessage("never reached"),
+    ]
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
@@ -365,15 +358,54 @@ async def test_a_tool_that_swallows_the_cancel_is_cancelled_again_by_the_heartbe
         conversation_id=conversation.pk, at=utcnow()
     )
     assert cancel_local(run.pk)
-    await asyncio.wait_for(SWALLOWED["event"].wait(), WAIT_S)  # the run went on, cancelling
+    await wait_for_runs()
+
+    assert SWALLOWED["event"].is_set()  # the tool returned "ignored" and the loop went on
+    status, error, steps = await run_state(run.pk)
+    assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
+    assert ends.finished == ["cancelled"]  # recorded once
+    assert len(scripted_model.prompts) == 1  # the model was not asked again
+    assert f"run {run.pk}: its cancel was swallowed" in caplog.text
+    await next_message_succeeds(scripted_model, conversation.pk)
+
+
+async def test_a_cancel_that_wait_for_swallows_in_a_listener_still_ends_the_run(
+    scripted_model, slow_tools, monkeypatch
+):
+    """The cause of the cross-process Stop that never ended (docs/deploy.md): the run's
+    publisher awaits redis-py, whose writes go through ``asyncio.wait_for``; on Python
+    3.11 it returns the write's result, swallowing the cancel, when the write finishes in
+    the loop iteration the cancel arrives (CPython gh-86296)."""
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
+    ]
+    monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 3600.0)  # nothing cancels twice
+    sending: dict[str, asyncio.Future] = {}
+    waiting = asyncio.Event()
+
+    async def publisher(update) -> None:
+        if update.event.__class__.__name__ == "ModelTurnStarted":
+            sending["write"] = asyncio.get_running_loop().create_future()
+            waiting.set()
+            await asyncio.wait_for(sending["write"], 30)  # as redis-py's send_packed_command
+
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    ends = Ends()
+    start_run(run.pk, listeners=[publisher, ends])
+    await asyncio.wait_for(waiting.wait(), WAIT_S)
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=utcnow()
+    )
+    # The write finishes and Stop arrives in one step of the loop.
+    sending["write"].set_result(None)
+    assert cancel_local(run.pk)
     await wait_for_runs()
 
     status, error, steps = await run_state(run.pk)
     assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
-    assert ends.finished == ["cancelled"]  # recorded once
-    assert "a cancel was swallowed; cancelling again" in caplog.text
-    assert f"run {run.pk}: still going" in caplog.text
-    await next_message_succeeds(scripted_model, conversation.pk)
+    assert ends.finished == ["cancelled"]
+    assert not scripted_model.prompts  # stopped before its model turn
 
 
 class SwallowingModel(ScriptedChatModel):
@@ -389,11 +421,39 @@ class SwallowingModel(ScriptedChatModel):
         yield  # pragma: no cover (an async generator)
 
 
-async def test_a_second_stop_cancels_a_model_stream_that_swallowed_the_first(
-    swallowing, monkeypatch, caplog
-):
-    model = SwallowingModel(script=[AIMessage("unused")])
+@pytest.fixture
+def swallowing_model(monkeypatch) -> SwallowingModel:
+    model = SwallowingModel()
     monkeypatch.setattr("chat.runs.get_model", lambda run=None: model)
+    return model
+
+
+async def test_a_model_stream_that_swallows_the_cancel_is_cancelled_again_by_the_heartbeat(
+    swallowing, swallowing_model, settings, caplog
+):
+    settings.AGENT_HEARTBEAT_S = 0.05
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    ends = Ends()
+    start_run(run.pk, listeners=[ends])
+    await tool_started()
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=utcnow()
+    )
+    assert cancel_local(run.pk)
+    await wait_for_runs()
+
+    assert SWALLOWED["event"].is_set()
+    status, error, steps = await run_state(run.pk)
+    assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
+    assert ends.finished == ["cancelled"]  # recorded once
+    assert f"run {run.pk}: still going" in caplog.text
+    assert "a cancel was swallowed; cancelling again" in caplog.text
+
+
+async def test_a_second_stop_cancels_a_model_stream_that_swallowed_the_first(
+    swallowing, swallowing_model, monkeypatch, caplog
+):
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
@@ -420,15 +480,10 @@ async def test_a_second_stop_cancels_a_model_stream_that_swallowed_the_first(
 
 
 async def test_the_graceful_stop_cancels_again_a_run_that_swallowed_its_cancel(
-    scripted_model, swallowing, monkeypatch
+    swallowing, swallowing_model, monkeypatch
 ):
-    monkeypatch.setattr("chat.runs.get_tools", lambda: [stubborn_lookup])
     monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 0.01)
     monkeypatch.setattr("chat.shutdown.SWALLOWED_AFTER_S", 0.01)
-    gated_second_turn(
-        scripted_model,
-        AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
-    )
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
