@@ -528,3 +528,61 @@ async def test_a_cancel_during_its_recording_neither_cuts_it_nor_records_it_twic
     status, _, steps = await run_state(run.pk)
     assert status == "cancelled" and "running" not in steps
     assert ends.finished == ["cancelled"]
+
+
+TOOL_CANCELLED: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def quick_lookup(town: str) -> str:
+    """Look a town up at once."""
+    return f"{town}: quick"
+
+
+@tool
+async def endless_lookup(town: str) -> str:
+    """Look a town up, never finishing."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        TOOL_CANCELLED["event"].set()
+        raise
+    return town  # pragma: no cover
+
+
+async def test_a_cancel_between_events_cancels_the_batch_s_other_tool_calls_before_the_end(
+    scripted_model, monkeypatch
+):
+    """Cancelled while a listener handled the first finished call of a batch, the run
+    closes its agent loop: the batch's other calls are cancelled before its end is
+    recorded. (Without that they were cancelled only after it, when the dropped generator
+    was finalized.)"""
+    TOOL_CANCELLED["event"] = asyncio.Event()
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [quick_lookup, endless_lookup])
+    scripted_model.script = [
+        AIMessage("", tool_calls=[
+            tool_call("quick_lookup", {"town": "Suzhou"}, "c1"),
+            tool_call("endless_lookup", {"town": "Hangzhou"}, "c2"),
+        ]),
+    ]  # fmt: skip
+    in_listener = asyncio.Event()
+    seen_at_the_end: list[bool] = []
+
+    async def listener(update) -> None:
+        name = update.event.__class__.__name__
+        if name == "ToolCallFinished" and not in_listener.is_set():
+            in_listener.set()
+            await asyncio.Event().wait()  # a slow page: the cancel comes here
+        if name == "RunFinished":
+            seen_at_the_end.append(TOOL_CANCELLED["event"].is_set())
+
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    start_run(run.pk, listeners=[listener])
+    await asyncio.wait_for(in_listener.wait(), WAIT_S)
+    assert cancel_local(run.pk)
+    await wait_for_runs()
+
+    assert seen_at_the_end == [True]
+    status, _, steps = await run_state(run.pk)
+    assert status == "cancelled" and "running" not in steps
