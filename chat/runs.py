@@ -331,7 +331,10 @@ async def execute_run(
     Every event is recorded (:class:`chat.recorder.RunRecorder`) and then passed to each
     listener. The run always ends with a status: a cancelled task ends as ``cancelled``
     (then re-raises ``CancelledError``), a bug in the loop as ``failed`` with the error
-    logged.
+    logged. A run this process stopped whose ``CancelledError`` something below it
+    swallowed ends as cancelled at its next event, or is cancelled again
+    (:meth:`LocalRun.stop`); on the way out the agent loop is closed, so the tool calls
+    still running are cancelled before the end is recorded.
     """
     this_task = asyncio.current_task()
     assert this_task is not None
