@@ -451,14 +451,15 @@ async def _close_loop(run_id: int, events: AsyncGenerator[Event, None]) -> None:
 
 
 async def _heartbeat(run_id: int, local: LocalRun) -> None:
-    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled.
+    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled (or its run's
+    task is done).
 
     Each beat also looks for a stop request that did not reach this process over the
     channel layer (no tab of the conversation is connected here) and stops the run's
     task (:meth:`LocalRun.stop`). It goes on beating after a stop: a run still going a
     beat after its cancel swallowed it, and is cancelled again.
     """
-    while True:
+    while not local.task.done():  # even if its own cancel was swallowed
         await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
         try:
             stop = await database_sync_to_async(store.run_beat)(run_id=run_id, at=utcnow())
