@@ -8,9 +8,11 @@ does not stop the run, and every socket of the conversation's group sees its eve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -19,7 +21,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
 from agents.context import ContextWindow
-from agents.events import RunFinished, RunStatus, utcnow
+from agents.events import Event, RunFinished, RunStatus, utcnow
 from agents.history import Exchange, history_messages
 from agents.prompts import SYSTEM_PROMPT
 from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
@@ -36,6 +38,7 @@ from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
 logger = logging.getLogger(__name__)
 
 Listener = Callable[[Update], Awaitable[None]]
+T = TypeVar("T")
 
 CANCELLED = "The run was cancelled (the server stopped it)."
 STOPPED = "Stopped at your request. What the agent did until then is kept above."
@@ -48,9 +51,57 @@ NOT_CONFIGURED = (
     "ID --model KEY)."
 )
 
+# A cancel is delivered at the task's next step, within milliseconds. A run still going
+# this many seconds after this process cancelled it, and not recording its end, swallowed
+# the cancel (a tool or library that caught ``CancelledError`` and went on): it is
+# cancelled again, with a warning, by the next Stop, heartbeat or graceful stop.
+SWALLOWED_AFTER_S = 1.0
+
+# Seconds a cancelled run gives its agent loop to close (its pending tool calls are
+# cancelled in the loop's ``finally`` blocks) before recording its end anyway.
+CLOSE_LOOP_TIMEOUT_S = 5.0
+
+SWALLOWED = (
+    "run %s: still going %.1f s after its cancel (%s): a cancel was swallowed; cancelling again"
+)
+SWALLOWED_BELOW = (
+    "run %s: its cancel was swallowed below the agent loop or a listener; ending it as cancelled"
+)
+
+
+@dataclass(eq=False)
+class LocalRun:
+    """A run going on in this process: its task and where its cancel stands.
+
+    ``cancelled_at`` is the event loop's time (s) of this process's last cancel of it;
+    ``ending`` is true while it records its cancelled end, which another cancel would cut
+    short (so none is sent then).
+    """
+
+    run_id: int
+    task: asyncio.Task[AgentRun | None]
+    cancelled_at: float | None = None
+    ending: bool = False
+
+    def stop(self, reason: str) -> None:
+        """Cancel the task unless it is done or recording its end; cancel it again if a
+        cancel sent :data:`SWALLOWED_AFTER_S` or more ago was swallowed (logged)."""
+        task = self.task
+        if task.done() or self.ending:
+            return
+        now = task.get_loop().time()
+        if self.cancelled_at is not None:
+            waited = now - self.cancelled_at
+            if waited < SWALLOWED_AFTER_S:
+                return  # not delivered yet, or being handled
+            logger.warning(SWALLOWED, self.run_id, waited, reason)
+        self.cancelled_at = now
+        task.cancel()
+
+
 # Runs going on in this process, by run id; holding the tasks also keeps them from being
 # garbage-collected.
-_TASKS: dict[int, asyncio.Task[AgentRun | None]] = {}
+_RUNS: dict[int, LocalRun] = {}
 
 
 def model_config() -> ModelConfig:
@@ -291,11 +342,20 @@ async def execute_run(
     Every event is recorded (:class:`chat.recorder.RunRecorder`) and then passed to each
     listener. The run always ends with a status: a cancelled task ends as ``cancelled``
     (then re-raises ``CancelledError``), a bug in the loop as ``failed`` with the error
-    logged.
+    logged. A run this process stopped whose ``CancelledError`` something below it
+    swallowed ends as cancelled at its next event, or is cancelled again
+    (:meth:`LocalRun.stop`); on the way out the agent loop is closed, so the tool calls
+    still running are cancelled before the end is recorded.
     """
+    this_task = asyncio.current_task()
+    assert this_task is not None
+    local = _RUNS.get(run_id)
+    if local is None or local.task is not this_task:
+        local = LocalRun(run_id, this_task)  # not started by start_run: only its heartbeat stops it
     run_row, exchanges = await database_sync_to_async(_run_with_history)(run_id=run_id)
     recorder = RunRecorder(run_row)
     finished: AgentRun | None = None
+    events: AsyncGenerator[Event, None] | None = None
 
     async def finish(status: RunStatus, error: str) -> AgentRun:
         event = RunFinished(status=status, output="", iterations=recorder.iteration, error=error)
@@ -304,8 +364,7 @@ async def execute_run(
         assert update.run is not None
         return update.run
 
-    this_task = asyncio.current_task()
-    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, this_task))
+    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, local))
     try:
         try:
             model = model or get_model(run_row)
@@ -319,26 +378,32 @@ async def execute_run(
                      context=context)  # fmt: skip
         async for event in events:
             # A write that has started is let finish even if the run is cancelled
-            # meanwhile, so the cancel is recorded after it, never under it.
-            write = asyncio.ensure_future(recorder.record(event))
-            try:
-                update = await asyncio.shield(write)
-            except asyncio.CancelledError:
-                await asyncio.shield(write)
-                raise
+            # meanwhile (once or more), so the cancel is recorded after it, never under it.
+            update = await _through_cancels(asyncio.ensure_future(recorder.record(event)))
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
+            if local.cancelled_at is not None and this_task.cancelling():
+                # Stopped, yet no CancelledError came: something below swallowed it. The
+                # publisher's group_send does, in one race: redis-py awaits each write in
+                # asyncio.wait_for, which on Python 3.11 returns the result when the write
+                # finishes in the loop iteration the cancel arrives (CPython gh-86296,
+                # fixed in 3.12). Events still coming, the run would otherwise go on.
+                logger.warning(SWALLOWED_BELOW, run_id)
+                raise asyncio.CancelledError
     except asyncio.CancelledError:
+        local.ending = True
 
         async def record_cancel() -> AgentRun:
+            if events is not None:
+                await _close_loop(run_id, events)
             stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
             await recorder.flush_text()
             return await finish(RunStatus.CANCELLED, STOPPED if stopped else CANCELLED)
 
-        # Shielded as a whole: a second cancel (two tabs pressing Stop) must not leave
-        # the run recorded as running.
-        await asyncio.shield(record_cancel())
+        # Recorded whole even if cancelled again meanwhile (two tabs pressing Stop, a
+        # graceful stop): the run must not be left recorded as running.
+        await _through_cancels(asyncio.ensure_future(record_cancel()))
         raise
     except Exception as exc:
         logger.exception("run %s failed inside the loop", run_id)
@@ -349,39 +414,88 @@ async def execute_run(
     return finished
 
 
-async def _heartbeat(run_id: int, task: asyncio.Task[object] | None) -> None:
-    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled.
+async def _through_cancels(future: asyncio.Future[T]) -> T:
+    """Return ``future``'s result once it is done, however often this task is cancelled
+    meanwhile; then, if it was, raise ``CancelledError`` (the cancel is kept, not lost).
+
+    ``asyncio.shield`` alone lets a second cancel cut the await short. Its await is the
+    fast path (3-5 µs less per event than ``asyncio.wait``, which is used only once
+    cancelled); a failure of ``future`` after a cancel is logged, the cancel raised.
+    """
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if future.cancelled():
+            raise
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):  # raised below, once it is done
+            await asyncio.wait([future])
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("failed while the run was being cancelled", exc_info=future.exception())
+    raise asyncio.CancelledError
+
+
+async def _close_loop(run_id: int, events: AsyncGenerator[Event, None]) -> None:
+    """Close the agent loop's generator of a cancelled run, waiting up to
+    :data:`CLOSE_LOOP_TIMEOUT_S` seconds.
+
+    A cancel delivered inside the loop ran its ``finally`` blocks on the way out; one
+    delivered while the run wrote a row or notified a listener left the loop suspended at
+    a ``yield``, with the tool calls of a batch still running in tasks of their own. They
+    were cancelled only after the run's end was recorded, when the dropped generator was
+    finalized. Closed here, the loop drops its tool-call batch's generator, which the
+    event loop's async-generator hook closes at its next step (so before the database
+    hops of the recording end), cancelling those tasks.
+    """
+    closing = asyncio.ensure_future(events.aclose())
+    done, _ = await asyncio.wait([closing], timeout=CLOSE_LOOP_TIMEOUT_S)
+    if not done:
+        logger.warning("run %s: its agent loop did not close within %g s", run_id,
+                       CLOSE_LOOP_TIMEOUT_S)  # fmt: skip
+    elif closing.exception() is not None:
+        logger.error("run %s: closing its agent loop failed", run_id,
+                     exc_info=closing.exception())  # fmt: skip
+
+
+async def _heartbeat(run_id: int, local: LocalRun) -> None:
+    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled (or its run's
+    task is done).
 
     Each beat also looks for a stop request that did not reach this process over the
-    channel layer (no tab of the conversation is connected here) and cancels ``task``.
+    channel layer (no tab of the conversation is connected here) and stops the run's
+    task (:meth:`LocalRun.stop`). It goes on beating after a stop: a run still going a
+    beat after its cancel swallowed it, and is cancelled again.
     """
-    while True:
+    while not local.task.done():  # even if its own cancel was swallowed
         await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
         try:
             stop = await database_sync_to_async(store.run_beat)(run_id=run_id, at=utcnow())
-            if task is not None and stop:
-                if not task.cancelling():
-                    task.cancel()
-                return
         except Exception:
             logger.exception("run %s: heartbeat failed", run_id)
+            continue
+        if stop:
+            local.stop("its stop request, seen by its heartbeat")
 
 
 def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[AgentRun | None]:
     """Start :func:`execute_run` as a background task of this process; return the task."""
+    local: LocalRun
 
     async def guarded() -> AgentRun | None:
         try:
             return await execute_run(run_id, listeners=listeners)
         except asyncio.CancelledError:
+            if local.ending:
+                return None  # execute_run recorded the cancel
             # Cancelled before execute_run could record it (in its first database
             # calls): end the run here, or it would look running until it went stale.
-            await asyncio.shield(_finish_if_running(run_id, listeners))
+            local.ending = True
+            await _through_cancels(asyncio.ensure_future(_finish_if_running(run_id, listeners)))
             return None
 
     task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
-    _TASKS[run_id] = task
-    task.add_done_callback(lambda _: _TASKS.pop(run_id, None))
+    local = _RUNS[run_id] = LocalRun(run_id, task)
+    task.add_done_callback(lambda _: _RUNS.pop(run_id, None))
     return task
 
 
@@ -398,17 +512,24 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
 
 def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
     """Return the run tasks this process is running (a copy)."""
-    return set(_TASKS.values())
+    return {local.task for local in _RUNS.values()}
 
 
-def cancel_local(run_id: int) -> bool:
-    """Cancel run ``run_id`` if this process runs it; return whether it did.
+def running_runs() -> dict[int, asyncio.Task[AgentRun | None]]:
+    """Return the run tasks this process is running, by run id (a copy)."""
+    return {run_id: local.task for run_id, local in _RUNS.items()}
+
+
+def cancel_local(run_id: int, *, reason: str = "a Stop") -> bool:
+    """Cancel run ``run_id`` if this process runs it; return whether it does.
 
     The run ends as ``cancelled`` with its steps so far kept (see :func:`execute_run`).
+    A run already recording that end is left to it; one still going
+    :data:`SWALLOWED_AFTER_S` after an earlier cancel is cancelled again
+    (:meth:`LocalRun.stop`). ``reason`` is for the log.
     """
-    task = _TASKS.get(run_id)
-    if task is None or task.done():
+    local = _RUNS.get(run_id)
+    if local is None or local.task.done():
         return False
-    if not task.cancelling():  # a second cancel would interrupt the recording of the first
-        task.cancel()
+    local.stop(reason)
     return True

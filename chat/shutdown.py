@@ -27,12 +27,14 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.runs import running_tasks
+from chat.runs import SWALLOWED_AFTER_S, cancel_local, running_runs
 
 logger = logging.getLogger(__name__)
 
 # Seconds the cancelled runs get to record their end (a few database writes each).
 RECORD_TIMEOUT_S = 10.0
+
+STOPPING = "the server is stopping"
 
 
 def install() -> bool:
@@ -67,22 +69,27 @@ async def finish_runs(*, grace_s: float, record_s: float = RECORD_TIMEOUT_S) -> 
     """Wait up to ``grace_s`` seconds for this process's runs, then cancel the rest.
 
     Each cancelled run records its end as ``cancelled`` (see :func:`chat.runs.execute_run`);
-    this waits up to ``record_s`` seconds for those writes. Returns ``(finished,
-    cancelled)``: how many runs ended on their own within the grace, how many were cut.
+    this waits up to ``record_s`` seconds for those writes, cancelling again any run that
+    swallowed its cancel (:func:`chat.runs.cancel_local`, every
+    :data:`chat.runs.SWALLOWED_AFTER_S`). Returns ``(finished, cancelled)``: how many runs
+    ended on their own within the grace, how many were cut.
     """
-    tasks = running_tasks()
-    if not tasks:
+    runs = running_runs()
+    if not runs:
         return 0, 0
-    logger.info("stopping: waiting up to %g s for %d run(s)", grace_s, len(tasks))
+    logger.info("stopping: waiting up to %g s for %d run(s)", grace_s, len(runs))
     done: set[asyncio.Task[Any]] = set()
-    pending: set[asyncio.Task[Any]] = set(tasks)
+    pending: set[asyncio.Task[Any]] = set(runs.values())
     if grace_s > 0:
-        done, pending = await asyncio.wait(tasks, timeout=grace_s)
-    for task in pending:
-        if not task.cancelling():
-            task.cancel()
+        done, pending = await asyncio.wait(pending, timeout=grace_s)
+    cut = len(pending)
     if pending:
-        logger.warning("stopping: cancelled %d run(s) still going after %g s", len(pending),
-                       grace_s)  # fmt: skip
-        await asyncio.wait(pending, timeout=record_s)
-    return len(done), len(pending)
+        logger.warning("stopping: cancelling %d run(s) still going after %g s", cut, grace_s)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + record_s
+    while pending and (left := until - loop.time()) > 0:
+        for run_id, task in runs.items():
+            if task in pending:
+                cancel_local(run_id, reason=STOPPING)
+        _, pending = await asyncio.wait(pending, timeout=min(left, SWALLOWED_AFTER_S))
+    return len(done), cut
