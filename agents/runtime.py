@@ -11,6 +11,7 @@ the loop itself raise.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -183,8 +184,12 @@ async def run(
                     return
             yield ModelTurnStarted(iteration=iteration)
             turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
-            async for event in turn.stream(bindings.for_turn(iteration), _prompt_value(history)):
-                yield event
+            # Closed as they are left (aclosing), not when the garbage collector finds them:
+            # a cancelled run's pending tool calls are cancelled before its end is recorded.
+            stream = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
+            async with aclosing(stream) as turn_events:
+                async for event in turn_events:
+                    yield event
             _add_usage(usage_total, turn.usage)
             if turn.failure:
                 yield RunFinished(
@@ -206,8 +211,9 @@ async def run(
                 return
             batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
                                   limits=tool_limits, timer=timer)  # fmt: skip
-            async for event in batch.run():
-                yield event
+            async with aclosing(batch.run()) as call_events:
+                async for event in call_events:
+                    yield event
             new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
             scratchpad.extend(new)
             if context is not None:
