@@ -104,9 +104,7 @@ def conversation_earlier(request: HttpRequest, conversation_id: int) -> HttpResp
         return HttpResponseBadRequest(
             "before must be the id of a run", content_type="text/plain; charset=utf-8"
         )
-    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _yours_or_404(request, conversation_id)
     try:
         window = store.runs_window(
             conversation_id=conversation.pk,
@@ -132,9 +130,7 @@ def run_steps(request: HttpRequest, conversation_id: int, run_id: int) -> HttpRe
         return HttpResponseBadRequest(
             "before must be a step's ordinal", content_type="text/plain; charset=utf-8"
         )
-    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _yours_or_404(request, conversation_id)
     try:
         steps = store.run_steps_before(
             conversation_id=conversation.pk, run_id=run_id, before=before
@@ -151,15 +147,21 @@ def run_timeline(request: HttpRequest, conversation_id: int, run_id: int) -> Htt
 
     404 unless the conversation is yours and the run is one of its runs.
     """
-    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = _yours_or_404(request, conversation_id)
     try:
         run = store.run_with_steps_of(conversation_id=conversation.pk, run_id=run_id)
     except store.RunNotInConversation:
         raise Http404("No such run in this conversation.") from None
     timeline = timeline_of(run, list(run.steps.all()), now=timezone.now())
     return render(request, "chat/_timeline_body.html", {"timeline": timeline})
+
+
+def _yours_or_404(request: HttpRequest, conversation_id: int) -> Conversation:
+    """Return the conversation if it is the requester's; raise ``Http404`` otherwise."""
+    conversation = store.conversation_get(owner=_owner(request), conversation_id=conversation_id)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
 
 
 def _number(value: str) -> int | None:
