@@ -34,7 +34,7 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
-from chat.runs import cancel_local, create_run, start_run
+from chat.runs import cancel_local, create_run, end_unstarted_run, start_run
 from chat.security import log_refusal
 from chat.validation import MessageError, clean_message
 
@@ -154,6 +154,16 @@ def _accept_message(*, conversation_id: int, content: str) -> tuple[int, str]:
     """
     run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
     return run.pk, fragments.run_started(run) + fragments.error("")
+
+
+async def _end_unstarted(accepting: asyncio.Future[tuple[int, str]], listeners: list[Any]) -> None:
+    """End as cancelled the run ``accepting`` stored, if it stored one (its task never
+    started); see :func:`chat.runs.end_unstarted_run`."""
+    try:
+        run_id, _ = await accepting
+    except Exception:  # nothing was stored (refused, or the database failed)
+        return
+    await end_unstarted_run(run_id, listeners)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -290,10 +300,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._cancel_run()
             return
         await self._interrupt_stale_runs()
-        try:
-            run_id, html = await database_sync_to_async(_accept_message)(
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        accepting = asyncio.ensure_future(
+            database_sync_to_async(_accept_message)(
                 conversation_id=self.conversation_id, content=content
             )
+        )
+        try:
+            run_id, html = await asyncio.shield(accepting)
+            await publisher.publish(html)
+        except asyncio.CancelledError:
+            # This consumer is being killed (Daphne stopping) after the run may have been
+            # stored but before its task started: end it, or it would stay "running" with
+            # no task until another process's sweep, refusing the conversation's messages.
+            await asyncio.shield(_end_unstarted(accepting, [publisher]))
+            raise
         except store.ConversationGone:
             await self._close_deleted()
             return
@@ -304,8 +325,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             message = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
             await self.send(text_data=fragments.error(message))
             return
-        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        await publisher.publish(html)
         start_run(run_id, listeners=[publisher])
 
     async def _cancel_run(self) -> None:
