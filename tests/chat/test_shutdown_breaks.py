@@ -94,7 +94,7 @@ async def test_a_consumer_killed_while_its_run_is_being_stored_leaves_no_run_goi
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # the crash is in the collector at exit: most runs, not all (6 of 7)
     reason="Daphne exits with SIGSEGV (-11) on SIGTERM whenever a socket is open: CPython "
     "3.11.7 crashes garbage-collecting the in-memory channel layer's pending "
     "asyncio.Queue.get at exit (faulthandler: Garbage-collecting, asyncio/queues.py get; "
@@ -134,3 +134,62 @@ def test_daphne_exits_cleanly_on_sigterm_with_a_socket_open(tmp_path):
             process.send_signal(signal.SIGTERM)
             code = process.wait(timeout=2 * WAIT_S)
     assert code == 0, (tmp_path / "daphne.log").read_text()[-2000:]
+
+
+@pytest.mark.xfail(
+    strict=False,  # needs a request in flight at the SIGTERM: 5 of 5 runs so far
+    reason="Daphne never exits after SIGTERM with page requests in flight: a request's "
+    "thread (WhiteNoise's sync middleware) waits in async_to_sync for the event loop that "
+    "has stopped, and interpreter exit joins it for ever (faulthandler: threading._shutdown "
+    "in concurrent.futures _python_exit; systemd SIGKILLs after TimeoutStopSec). So "
+    "before the graceful stop too (e00dfa9)",
+)
+def test_daphne_exits_after_sigterm_with_page_requests_in_flight(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    import httpx
+
+    from scripts.serving import ROOT, daphne
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "REDIS_URL": "",
+    }
+    env.pop("OPENAI_API_KEY", None)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                   cwd=ROOT, env=env, check=True, timeout=2 * WAIT_S)  # fmt: skip
+    answered = threading.Semaphore(0)
+    stop = threading.Event()
+    with daphne(env, timeout_s=2 * WAIT_S, log=tmp_path / "daphne.log") as (process, port):
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(follow_redirects=True, timeout=WAIT_S) as http:
+            url = str(http.get(f"{base}/").url)
+            cookies = dict(http.cookies.items())
+
+        def load_pages() -> None:  # a reader reloading, as many do on a busy site
+            with httpx.Client(cookies=cookies, timeout=WAIT_S) as client:
+                while not stop.is_set():
+                    try:
+                        client.get(url)
+                        answered.release()
+                    except httpx.HTTPError:
+                        pass
+
+        readers = [threading.Thread(target=load_pages, daemon=True) for _ in range(3)]
+        for reader in readers:
+            reader.start()
+        for _ in range(30):  # the pages are being served
+            assert answered.acquire(timeout=WAIT_S)
+        process.send_signal(signal.SIGTERM)
+        try:  # an idle server exits in well under a second; this one never does
+            code = process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            code = None
+        stop.set()
+    assert code is not None, "Daphne did not exit after SIGTERM"
