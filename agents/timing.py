@@ -117,13 +117,20 @@ class Deadline:
         try:
             return await awaitable
         except asyncio.CancelledError:
-            if self._cancelled_task and task is not None and task.uncancel() <= cancelling:
+            if self._cancelled_task and task is not None:
                 self._cancelled_task = False
-                raise TimeoutError from None
+                if task.uncancel() <= cancelling:
+                    raise TimeoutError from None
             raise
         finally:
             self._left -= self._loop.time() - self._since
             self._since = None
+            if self._cancelled_task and task is not None:
+                # The wait swallowed the deadline's cancel: take it back, as
+                # asyncio.timeout does, or the task would stay "cancelling" and Stop,
+                # which skips such a task, would never reach it.
+                self._cancelled_task = False
+                task.uncancel()
 
     def cancel(self) -> None:
         """Stop the timer."""

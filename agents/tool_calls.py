@@ -129,11 +129,19 @@ class ToolTimer:
         try:
             return await awaitable
         except asyncio.CancelledError:
-            if self._cancelled_task and task is not None and task.uncancel() <= cancelling:
-                raise TimeoutError from None
+            if self._cancelled_task and task is not None:
+                self._cancelled_task = False
+                if task.uncancel() <= cancelling:
+                    raise TimeoutError from None
             raise
         finally:
             self._task = None
+            if self._cancelled_task and task is not None:
+                # The call swallowed this timer's cancel (returned, or raised something
+                # else): take it back, as asyncio.timeout does, or the task would stay
+                # "cancelling" and Stop, which skips such a task, would never reach it.
+                self._cancelled_task = False
+                task.uncancel()
 
     def _on_time(self) -> None:
         self._handle = None

@@ -35,7 +35,7 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
-from chat.runs import cancel_local, create_run, start_run
+from chat.runs import cancel_local, create_run, end_unstarted_run, start_run
 from chat.security import log_refusal
 from chat.validation import MessageError, clean_message
 
@@ -172,6 +172,22 @@ def _accept_message(
     return interrupted, (run.pk, fragments.run_started(run) + fragments.error(""))
 
 
+async def _end_unstarted(
+    accepting: asyncio.Future[tuple[list[Addressed], tuple[int, str] | Exception]],
+    listeners: list[Any],
+) -> None:
+    """End as cancelled the run ``accepting`` stored, if it stored one (its task never
+    started); see :func:`chat.runs.end_unstarted_run`."""
+    try:
+        _, accepted = await accepting
+    except Exception:  # nothing was stored (the database failed)
+        return
+    if isinstance(accepted, Exception):  # refused: nothing was stored
+        return
+    run_id, _ = accepted
+    await end_unstarted_run(run_id, listeners)
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     """Join the conversation's group, start runs for new messages, relay fragments."""
 
@@ -305,10 +321,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if isinstance(content, StopRequest):
             await self._cancel_run()
             return
-        interrupted, accepted = await database_sync_to_async(_accept_message)(
-            conversation_id=self.conversation_id, content=content
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        accepting = asyncio.ensure_future(
+            database_sync_to_async(_accept_message)(
+                conversation_id=self.conversation_id, content=content
+            )
         )
-        await publish_each(self.channel_layer, interrupted)
+        try:
+            interrupted, accepted = await asyncio.shield(accepting)
+            await publish_each(self.channel_layer, interrupted)
+            if not isinstance(accepted, Exception):
+                await publisher.publish(accepted[1])
+        except asyncio.CancelledError:
+            # This consumer is being killed (Daphne stopping) after the run may have been
+            # stored but before its task started: end it, or it would stay "running" with
+            # no task until another process's sweep, refusing the conversation's messages.
+            await asyncio.shield(_end_unstarted(accepting, [publisher]))
+            raise
         if isinstance(accepted, store.ConversationGone):
             await self._close_deleted()
             return
@@ -319,10 +348,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             message = RATE_LIMITED.format(limit=accepted.limit, seconds=accepted.retry_after_s)
             await self.send(text_data=fragments.error(message))
             return
-        assert not isinstance(accepted, Exception)
-        run_id, html = accepted
-        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        await publisher.publish(html)
+        run_id, _ = accepted
         start_run(run_id, listeners=[publisher])
 
     async def _cancel_run(self) -> None:

@@ -510,6 +510,16 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
     await _notify(listeners, await RunRecorder(run_row).record(event))
 
 
+async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
+    """End run ``run_id``, stored but whose task was never started, as cancelled (the
+    server stopped it) if nothing recorded its end; tell the listeners.
+
+    For a consumer killed (Daphne stopping) between storing a message's run and starting
+    it: the graceful stop (chat/shutdown.py) only sees run tasks.
+    """
+    await _finish_if_running(run_id, listeners)
+
+
 def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
     """Return the run tasks this process is running (a copy)."""
     return {local.task for local in _RUNS.values()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from typing import TypeVar
@@ -49,6 +50,10 @@ def _env_number(name: str, default: N, cast: type[N], kind: str, minimum: N | No
         value = cast(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be {kind}, not {raw!r}") from None
+    if not math.isfinite(value):
+        # float() takes "nan" and "inf": a NaN passes every minimum (each comparison is
+        # false) and, as a delay, a timer fires at once or never.
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {raw!r}")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}")
     return value
