@@ -92,6 +92,15 @@
     el.textContent = text;
   }
 
+  // The status of an ended run element (its status line's data-status), or null for a
+  // running run or any other element.
+  function endedStatus(element) {
+    if (!element.classList || !element.classList.contains("run")) return null;
+    var line = element.querySelector(".run-status");
+    var status = line && line.getAttribute("data-status");
+    return status && status !== "running" ? status : null;
+  }
+
   // Appends are idempotent: an element whose id is already on the page replaces it
   // (a page that connects mid-run is sent the run again, and may already have parts).
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
@@ -110,6 +119,14 @@
     if (!incoming.id || incoming === fragment) return;
     var existing = document.getElementById(incoming.id);
     if (!existing || existing === detail.target) return;
+    // An ended run is final: the catch-up of a socket that connects or reconnects sends
+    // it again unchanged, and replacing it would fold away the earlier steps the reader
+    // loaded ("Show the N earlier steps") and drop the keyboard focus inside it.
+    var ended = endedStatus(existing);
+    if (ended && ended === endedStatus(incoming)) {
+      detail.shouldSwap = false;
+      return;
+    }
     existing.replaceWith(incoming);
     if (window.htmx) window.htmx.process(incoming);
     detail.shouldSwap = false;

@@ -81,13 +81,6 @@ def test_paging_back_while_another_tab_runs_loses_and_repeats_nothing(start_app,
 STEPS_OF = "run => document.querySelectorAll('#' + run + '-steps [id^=step-][data-kind]').length"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the catch-up on (re)connect sends the latest run whole and static/js/chat.js "
-    "replaces the run on the page with it: the earlier steps the reader loaded fold away "
-    "again and the focus on the first of them is lost; needs the page to keep loaded "
-    "steps across the swap (or the catch-up to skip an ended run the page has)",
-)
 def test_a_socket_that_connects_after_the_earlier_steps_were_loaded_keeps_them(
     start_app, browser_page
 ):
