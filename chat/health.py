@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+
+from chat import store
 
 logger = logging.getLogger(__name__)
 
@@ -36,15 +37,9 @@ class ProbeLost(RuntimeError):
     """The channel layer returned a message other than the probe sent."""
 
 
-def _select_one() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-
-
 async def check_database() -> None:
     """Run ``SELECT 1`` on the default database; raise whatever the driver raises."""
-    await database_sync_to_async(_select_one)()
+    await database_sync_to_async(store.database_answers)()
 
 
 async def check_channel_layer() -> None:

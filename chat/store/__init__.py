@@ -42,6 +42,7 @@ from chat.store.pages import (
     run_with_steps_of,
     runs_window,
 )
+from chat.store.rows import database_answers
 from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
@@ -85,6 +86,7 @@ __all__ = [
     "conversations_adopt",
     "conversations_for_owner",
     "conversations_listed",
+    "database_answers",
     "grouped_by_date",
     "run_beat",
     "run_cancel_requested",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Model, Prefetch, Q, QuerySet
 
 from agents.events import FORMAT_ERROR_TYPES
@@ -84,3 +85,11 @@ def fitted(model: type[Model], **values: Any) -> dict[str, Any]:
             value = value[:max_length]
         fitted_values[name] = value
     return fitted_values
+
+
+def database_answers() -> None:
+    """Run ``SELECT 1`` on the default database (the health check, ``chat/health.py``);
+    raise whatever the driver raises."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
