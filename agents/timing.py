@@ -18,7 +18,7 @@ import inspect
 import time
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agents.events import utcnow
 
@@ -59,7 +59,42 @@ class Stopwatch:
         return self.started_at + timedelta(milliseconds=duration_ms), duration_ms
 
 
-class Deadline:
+class OwnCancel:
+    """What :class:`Deadline` and ``agents.tool_calls.ToolTimer`` share: they cancel a
+    task for their own reason (a time limit) and must tell that cancellation from
+    anyone else's, as ``asyncio.timeout`` does, by the task's cancel count.
+
+    :meth:`_cancel` cancels for our reason; :meth:`_awaited` awaits and turns our own
+    cancellation into ``TimeoutError``, lets another (a Stop) through as
+    ``CancelledError``, and takes our cancel back when the awaited call swallowed it
+    (returned, or raised something else): else the task would stay "cancelling", and Stop,
+    which skips such a task, would never reach it.
+    """
+
+    _cancelled_task = False
+
+    def _cancel(self, task: asyncio.Task[Any]) -> None:
+        self._cancelled_task = True
+        task.cancel()
+
+    async def _awaited(self, awaitable: Awaitable[T], task: asyncio.Task[Any] | None) -> T:
+        self._cancelled_task = False
+        cancelling = task.cancelling() if task is not None else 0
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self._cancelled_task and task is not None:
+                self._cancelled_task = False
+                if task.uncancel() <= cancelling:
+                    raise TimeoutError from None
+            raise
+        finally:
+            if self._cancelled_task and task is not None:
+                self._cancelled_task = False
+                task.uncancel()
+
+
+class Deadline(OwnCancel):
     """A model turn's time budget, spent only while the task :meth:`wait`s for the model.
 
     ``budget_s`` seconds of waiting in all, however the waits are spread: the time the
@@ -84,7 +119,6 @@ class Deadline:
         self._left = budget_s  # seconds of waiting left, as of the end of the last wait
         self._since: float | None = None  # the loop's time the current wait began
         self._handle: asyncio.TimerHandle | None = None
-        self._cancelled_task = False
         self.expired = False
 
     def _on_time(self) -> None:
@@ -98,8 +132,7 @@ class Deadline:
             return
         self.expired = True
         if self._task is not None:
-            self._cancelled_task = True
-            self._task.cancel()
+            self._cancel(self._task)
 
     async def wait(self, awaitable: Awaitable[T]) -> T:
         """Return what ``awaitable`` gives; raise ``TimeoutError`` if the budget ran out
@@ -109,28 +142,14 @@ class Deadline:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()  # never awaited: no "was never awaited" warning
             raise TimeoutError
-        task = self._task
-        cancelling = task.cancelling() if task is not None else 0
         self._since = now = self._loop.time()
         if self._handle is None:
             self._handle = self._loop.call_at(now + self._left, self._on_time)
         try:
-            return await awaitable
-        except asyncio.CancelledError:
-            if self._cancelled_task and task is not None:
-                self._cancelled_task = False
-                if task.uncancel() <= cancelling:
-                    raise TimeoutError from None
-            raise
+            return await self._awaited(awaitable, self._task)
         finally:
             self._left -= self._loop.time() - self._since
             self._since = None
-            if self._cancelled_task and task is not None:
-                # The wait swallowed the deadline's cancel: take it back, as
-                # asyncio.timeout does, or the task would stay "cancelling" and Stop,
-                # which skips such a task, would never reach it.
-                self._cancelled_task = False
-                task.uncancel()
 
     def cancel(self) -> None:
         """Stop the timer."""

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from agents.events import StepStatus, ToolCallFinished, ToolCallStarted, is_format_error, utcnow
 from agents.model_turn import call_dict, error_text
 from agents.strategies import ToolAgentAction
-from agents.timing import Stopwatch
+from agents.timing import OwnCancel, Stopwatch
 
 # Error observations: what the model reads on its next turn, so it can correct itself.
 UNKNOWN_TOOL = "Error: there is no tool named {name!r}. Available tools: {available}."
@@ -95,7 +95,7 @@ def _to_text(output: Any) -> str:
         return str(output)
 
 
-class ToolTimer:
+class ToolTimer(OwnCancel):
     """Time-outs for the tool calls one task awaits in turn, with one timer at a time.
 
     ``asyncio.timeout`` sets a timer and cancels it around every call (about 5 µs a
@@ -112,7 +112,6 @@ class ToolTimer:
         self._handle: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._task: asyncio.Task[Any] | None = None
-        self._cancelled_task = False
 
     async def run(self, awaitable: Awaitable[T], timeout_s: float) -> T:
         """Return what ``awaitable`` gives; raise ``TimeoutError`` after ``timeout_s``."""
@@ -124,24 +123,11 @@ class ToolTimer:
             if handle is not None:
                 handle.cancel()
             self._handle = loop.call_at(due, self._on_time)
-        cancelling = task.cancelling() if task is not None else 0
-        self._task, self._cancelled_task = task, False
+        self._task = task
         try:
-            return await awaitable
-        except asyncio.CancelledError:
-            if self._cancelled_task and task is not None:
-                self._cancelled_task = False
-                if task.uncancel() <= cancelling:
-                    raise TimeoutError from None
-            raise
+            return await self._awaited(awaitable, task)
         finally:
             self._task = None
-            if self._cancelled_task and task is not None:
-                # The call swallowed this timer's cancel (returned, or raised something
-                # else): take it back, as asyncio.timeout does, or the task would stay
-                # "cancelling" and Stop, which skips such a task, would never reach it.
-                self._cancelled_task = False
-                task.uncancel()
 
     def _on_time(self) -> None:
         self._handle = None
@@ -152,8 +138,7 @@ class ToolTimer:
         if loop.time() < self._due:  # set for an earlier call: wait for this one's time
             self._handle = loop.call_at(self._due, self._on_time)
             return
-        self._cancelled_task = True
-        task.cancel()
+        self._cancel(task)
 
     def close(self) -> None:
         """Stop the timer."""
