@@ -57,12 +57,24 @@
     if (drawerOpen()) { setDrawer(false, true); event.preventDefault(); }
   });
 
-  // One menu open at a time.
+  // One menu open at a time; a menu's body (rename and delete) is fetched the first time
+  // it opens. Fetched from here rather than by an hx-trigger on the element: htmx attaches
+  // that listener when it processes a swapped-in list, a moment after the swap, and a
+  // menu opened in between (from the keyboard, right after a search) stayed empty.
   document.addEventListener("toggle", function (event) {
     var menu = event.target;
     if (!menu.classList || !menu.classList.contains("conversation-menu") || !menu.open) return;
     document.querySelectorAll(".conversation-menu[open]").forEach(function (other) {
       if (other !== menu) other.open = false;
+    });
+    var url = menu.getAttribute("data-menu-url");
+    var body = menu.querySelector(".menu-body");
+    if (!url || !body || menu.hasAttribute("data-menu-loading") || !window.htmx) return;
+    menu.setAttribute("data-menu-loading", "");
+    window.htmx.ajax("GET", url, { target: body, swap: "innerHTML" }).then(function () {
+      menu.removeAttribute("data-menu-url");  // loaded: once, as before
+    }).finally(function () {
+      menu.removeAttribute("data-menu-loading");
     });
   }, true);
 
