@@ -131,7 +131,9 @@ def parse_frame(
 def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | None:
     """Return the conversation's id if the scope's user (or guest) owns it, else None.
 
-    Sync, one ORM call for the owner and the conversation (two hops before).
+    Sync, one ORM call for the user (loaded here on first read:
+    :class:`chat.security.LazyUserMiddleware`), the owner and the conversation (three
+    hops before).
     """
     owner = store.Owner.of(user, session)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)

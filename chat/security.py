@@ -17,11 +17,15 @@ code is the whole message; :func:`log_refusal` tells the operator the rest.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
+from channels.auth import AuthMiddleware, get_user
+from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
+from django.utils.functional import SimpleLazyObject
 
 logger = logging.getLogger("chat.sockets")
 
@@ -124,3 +128,32 @@ class SameOriginValidator:
                 log_refusal(scope, CLOSE_ORIGIN_REFUSED, f"origin not allowed: {reason}")
                 return await close_at_once(receive, send, CLOSE_ORIGIN_REFUSED)
         return await self.application(scope, receive, send)
+
+
+class LazyUserMiddleware(AuthMiddleware):
+    """Channels' ``AuthMiddleware`` with ``scope["user"]`` loaded on first use, in sync code.
+
+    Channels loads the user in an ORM call of its own before the consumer runs: a second
+    wait in the ORM thread's queue before a socket is accepted, and under load (200
+    conversations on PostgreSQL) the two waits together passed Daphne's 5 s handshake
+    limit (``--websocket_connect_timeout``), so the browser saw a failed handshake and
+    reconnected into the same queue (``bench/load.py``). Here the user is a
+    ``SimpleLazyObject`` over the same loader (``channels.auth.get_user``: session
+    key, backend, session hash check), evaluated by the consumer's first ORM call that
+    reads it (:func:`chat.consumers._find_conversation`). Read first from async code,
+    it raises Django's ``SynchronousOnlyOperation``, as any query there does.
+    """
+
+    def populate_scope(self, scope: dict[str, Any]) -> None:
+        if "user" not in scope:  # an outer layer (a test) may have set one
+            scope["user"] = SimpleLazyObject(partial(get_user.func, scope))
+        super().populate_scope(scope)  # checks the session is there
+
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
+        """Nothing to wait for: the user loads when first read."""
+
+
+def auth_middleware_stack(inner: Any) -> Any:
+    """Channels' ``AuthMiddlewareStack`` (cookies, session, user) with
+    :class:`LazyUserMiddleware` for the user."""
+    return CookieMiddleware(SessionMiddleware(LazyUserMiddleware(inner)))

@@ -16,11 +16,10 @@ from chat.checks import require_agent_checks  # noqa: E402
 # AGENT_PROVIDER, a missing key) rather than fail each run later.
 require_agent_checks()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
-from chat.security import SameOriginValidator  # noqa: E402
+from chat.security import SameOriginValidator, auth_middleware_stack  # noqa: E402
 from chat.shutdown import install as install_graceful_shutdown  # noqa: E402
 
 # On SIGTERM, stop accepting, let runs finish up to AGENT_SHUTDOWN_GRACE_S, end the rest.
@@ -29,6 +28,6 @@ install_graceful_shutdown()
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(auth_middleware_stack(URLRouter(websocket_urlpatterns))),
     }
 )

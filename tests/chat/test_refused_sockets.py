@@ -182,6 +182,49 @@ async def test_a_conversation_that_is_not_yours_is_closed_with_4404_and_logged(c
     assert record.reason == f"conversation {conversation.pk} not found for user {intruder.pk}"
 
 
+async def test_the_owner_is_loaded_in_the_consumers_one_orm_call_before_accept(
+    client, monkeypatch
+):
+    """Channels' AuthMiddleware loads the user in an ORM call of its own, a second wait in
+    the ORM thread's queue before the accept (bench/load.py: handshakes past Daphne's 5 s
+    limit under load); the user is now read inside the consumer's one call."""
+    import channels.auth
+
+    async def no_own_call(scope):
+        raise AssertionError("the user was loaded in an ORM call of its own")
+
+    monkeypatch.setattr(channels.auth, "get_user", no_own_call)  # the awaited wrapper
+    user = await database_sync_to_async(User.objects.create_user)("alice", password="pw")
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    await sync_to_async(client.force_login)(user)
+    socket = communicator(
+        f"/ws/chat/{conversation.pk}/", session_id=client.cookies["sessionid"].value
+    )
+    connected, _ = await socket.connect()
+    assert connected
+    assert await socket.receive_nothing(timeout=0.2)  # open, not closed with a code
+    await socket.disconnect()
+
+
+async def test_a_session_from_before_a_password_change_is_closed_with_4401(client, caplog):
+    """The session's auth hash is still checked (channels.auth.get_user's check, now run
+    lazily): a password changed elsewhere ends every old session's sockets."""
+    user = await database_sync_to_async(User.objects.create_user)("alice", password="pw")
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    await sync_to_async(client.force_login)(user)
+    session_id = client.cookies["sessionid"].value
+
+    def change_password() -> None:
+        user.set_password("another")
+        user.save()
+
+    await database_sync_to_async(change_password)()
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    assert await closed_with(socket) == 4401  # the check flushed the session: sign in again
+    [record] = refusals(caplog)
+    assert "no longer exists" in record.reason
+
+
 async def test_a_visitor_without_a_session_gets_4404_not_4401(caplog):
     conversation = await conversation_of("owner")
     assert await closed_with(communicator(f"/ws/chat/{conversation.pk}/")) == 4404
