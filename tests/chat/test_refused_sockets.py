@@ -182,9 +182,7 @@ async def test_a_conversation_that_is_not_yours_is_closed_with_4404_and_logged(c
     assert record.reason == f"conversation {conversation.pk} not found for user {intruder.pk}"
 
 
-async def test_the_owner_is_loaded_in_the_consumers_one_orm_call_before_accept(
-    client, monkeypatch
-):
+async def test_the_owner_is_loaded_in_the_consumers_one_orm_call_before_accept(client, monkeypatch):
     """Channels' AuthMiddleware loads the user in an ORM call of its own, a second wait in
     the ORM thread's queue before the accept (bench/load.py: handshakes past Daphne's 5 s
     limit under load); the user is now read inside the consumer's one call."""
