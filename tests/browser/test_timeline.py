@@ -23,6 +23,9 @@ BARS = """run => [...document.querySelectorAll(`#run-${run}-timeline .tl-row`)].
           step: row.querySelector('a').dataset.step};
 })"""
 
+# How far the page itself scrolls beyond the window (the messages scroll inside it).
+PAGE_OVERFLOW = "document.scrollingElement.scrollHeight - window.innerHeight"
+
 
 def _overlap(a: dict, b: dict) -> bool:
     return a["left"] < b["left"] + b["width"] and b["left"] < a["left"] + a["width"]
@@ -66,6 +69,9 @@ def test_the_timeline_shows_parallel_calls_overlapping_and_jumps_to_a_step(start
     assert _overlap(calls[0], calls[1]) and _overlap(calls[1], calls[2])
     assert bars[0]["left"] + bars[0]["width"] <= min(c["left"] for c in calls) + 0.001
     assert max(c["left"] + c["width"] for c in calls) <= bars[-1]["left"] + 0.001
+    # The bars' hidden labels stay inside the messages' scroller: the page itself never
+    # grows past the window (it did, and a bar's jump then scrolled the whole page).
+    assert page.evaluate(PAGE_OVERFLOW) == 0
     page.screenshot(path=str(ARTIFACTS / "browser-timeline.png"), full_page=True)
 
     # A bar takes the reader to its step's card.
@@ -73,6 +79,7 @@ def test_the_timeline_shows_parallel_calls_overlapping_and_jumps_to_a_step(start
     timeline.locator(f'a[data-step="{target}"]').click()
     page.wait_for_function("id => document.activeElement?.id === `step-${id}`", arg=target)
     assert page.locator(f"#step-{target}").is_visible()
+    assert page.evaluate(PAGE_OVERFLOW) == 0 and page.evaluate("window.scrollY") == 0
 
     with sqlite3.connect(app.database) as db:
         rows = db.execute(
