@@ -150,3 +150,76 @@ async def test_an_open_socket_is_closed_when_the_password_changes(client, script
     await socket.send_to(text_data=json.dumps({"content": "after the password change"}))
     assert await socket.receive_output() == {"type": "websocket.close", "code": 4401}
     await socket.disconnect()
+
+
+# --- long conversations: hostile ids on the paging endpoints ---------------------------
+
+HUGE = "9" * 30  # Django's <int:> converter takes any number of digits
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/c/{HUGE}/",
+        f"/c/{HUGE}/earlier/?before=1",
+        "/c/{pk}/earlier/?before=" + "9" * 18,
+        f"/c/{{pk}}/runs/{HUGE}/steps/?before=1",
+        "/c/{pk}/runs/{run}/steps/?before=" + "9" * 18,
+        f"/c/{{pk}}/runs/{HUGE}/timeline/",
+        f"/c/{HUGE}/menu/",
+        f"/c/{HUGE}/strategy/",
+    ],
+)
+def test_a_huge_id_in_a_page_url_is_404_or_400_not_a_server_error(alice, path):
+    from tests.chat.test_growth import exchanges
+
+    client, conversation = alice
+    run = exchanges(conversation, 1)[0]
+    client.raise_request_exception = False
+    response = client.get(path.format(pk=conversation.pk, run=run))
+    assert response.status_code in (200, 400, 404, 405)
+
+
+async def test_a_huge_conversation_id_on_the_socket_is_closed_with_4404(client, caplog):
+    _, _, session_id = await _logged_in(client, "alice")
+    assert await closed_with(communicator(f"/ws/chat/{HUGE}/", session_id=session_id)) == 4404
+
+
+# --- /healthz with the database unreachable --------------------------------------------
+
+
+async def test_a_database_that_hangs_is_503_at_the_time_limit_and_probes_do_not_pile_up(
+    monkeypatch,
+):
+    """An unreachable PostgreSQL makes the pool wait its own 60 s for a connection; the
+    query runs in the ORM's thread, which asgiref's SyncToAsync waits for even when
+    cancelled, so /healthz answered only when the driver gave up: a load balancer saw a
+    time-out, not a 503 (a real Daphne on a wrong database port: no answer in 30 s)."""
+    import asyncio
+    import threading
+
+    from django.test import AsyncClient
+
+    from chat import health
+    from tests.timing import WAIT_S
+
+    release = threading.Event()
+    calls = []
+
+    def hang() -> None:
+        calls.append(1)
+        release.wait()
+
+    monkeypatch.setattr("chat.store.database_answers", hang)
+    monkeypatch.setattr(health, "CHECK_TIMEOUT_S", 0.05)
+    try:
+        for _ in range(2):
+            probe = asyncio.ensure_future(AsyncClient().get("/healthz"))
+            done, _ = await asyncio.wait({probe}, timeout=WAIT_S)  # a safety net only
+            assert done, "/healthz did not answer while the database hung"
+            response = probe.result()
+            assert response.status_code == 503
+            assert response.json()["database"] == "TimeoutError"
+        assert len(calls) == 1  # the second probe waited for the first, not behind it
+    finally:
+        release.set()
