@@ -404,6 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(text)
+    # An export that crashed or wrote the wrong rows is a broken benchmark, not a figure:
+    # it printed "failed" in the table and exited 0, so CI's tiny run passed without it.
+    broken = [r for r in results if r.skipped.lower().startswith("failed")]
+    if broken:
+        say(
+            f"{len(broken)} export(s) FAILED: "
+            + "; ".join(f"{r.method} at {r.size:,}: {r.skipped}" for r in broken)
+        )
+        return 1
     return 0
 
 

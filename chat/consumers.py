@@ -36,7 +36,7 @@ from chat.live import (
     publish_each,
 )
 from chat.runs import cancel_local, create_run, end_unstarted_run, start_run
-from chat.security import log_refusal
+from chat.security import log_refusal, session_ended
 from chat.validation import MessageError, clean_message
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,20 @@ def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
     return interrupted, fragments.runs_caught_up(conversation_id=conversation_id)
 
 
+def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:
+    """Return whether the session ``cookie`` names has ended
+    (:func:`chat.security.session_ended`) and who the refused socket is, for the log.
+
+    Sync: the user (lazily loaded, :class:`chat.security.LazyUserMiddleware`) is read
+    here, never from async code.
+    """
+    if cookie and session_ended(cookie, user):
+        return True, ""
+    if user is not None and user.is_authenticated:
+        return False, f"user {user.pk}"
+    return False, "a guest" if cookie else "a visitor without a session"
+
+
 # What a message can meet instead of a run: the page is told (see ChatConsumer.receive).
 REFUSALS = (store.ConversationGone, store.RunAlreadyGoing, store.RateLimited)
 
@@ -213,7 +227,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return False
 
     async def _session_ended(self) -> bool:
-        """Return True if the socket's session is gone (logout, or the key changed at login).
+        """Return True if the socket's session has ended: gone (logout, or the key changed
+        at login), past its expiry date, or no longer logging in the socket's user (the
+        password changed, the user was deleted or deactivated); see
+        :func:`chat.security.session_ended`.
 
         Ownership was checked at connect; a socket opened with a session that has since
         ended must not keep reading or writing the conversation.
@@ -223,7 +240,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if session is None or key is None:
             return False  # no cookie session (e.g. tests that set the user directly)
         self._session_checked_at = time.monotonic()
-        return not await database_sync_to_async(session.exists)(key)
+        return await database_sync_to_async(session_ended)(key, self.scope.get("user"))
 
     async def _close_ended_session(self) -> None:
         log_refusal(self.scope, CLOSE_SESSION_ENDED, REFUSED_SESSION_ENDED)
@@ -268,14 +285,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """
         session = self.scope.get("session")
         cookie = self.scope.get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
-        sent_session = cookie and session is not None
-        if sent_session and not await database_sync_to_async(session.exists)(cookie):
+        sent_session = bool(cookie) and session is not None
+        ended, who = await database_sync_to_async(_refused_who)(
+            cookie if sent_session else None, self.scope.get("user")
+        )
+        if ended:
             return CLOSE_SESSION_ENDED, REFUSED_SESSION_GONE
-        user = self.scope.get("user")
-        if user is not None and user.is_authenticated:
-            who = f"user {user.pk}"
-        else:
-            who = "a guest" if cookie else "a visitor without a session"
         return CLOSE_NOT_FOUND, REFUSED_NOT_FOUND.format(conversation_id=conversation_id, who=who)
 
     async def _interrupt_stale_runs(self) -> bool:

@@ -16,8 +16,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
@@ -37,9 +38,44 @@ class ProbeLost(RuntimeError):
     """The channel layer returned a message other than the probe sent."""
 
 
+# The database probe still running, if any: a probe that outlived its time limit is
+# waited for again by the next health check instead of another one piling up behind it.
+_database_probe: asyncio.Future[None] | None = None
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark an abandoned probe's exception retrieved (it was reported as a time-out)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _select_1() -> None:
+    """Run the probe's query in a thread of its own, then give its connection back."""
+    try:
+        store.database_answers()
+    finally:
+        connection.close()  # back to the pool; this thread's connection is no one's
+
+
 async def check_database() -> None:
-    """Run ``SELECT 1`` on the default database; raise whatever the driver raises."""
-    await database_sync_to_async(store.database_answers)()
+    """Run ``SELECT 1`` on the default database; raise whatever the driver raises.
+
+    A blocking call cannot be cut short: with the database unreachable it returns at the
+    driver's or the pool's own time-out (psycopg's pool: 60 s), and asgiref waits for it
+    even when cancelled. In the ORM's thread (``database_sync_to_async``) it also held
+    every request of the process: the request ran there (WhiteNoise's middleware is sync),
+    so ``/healthz`` answered only when the driver gave up and a load balancer saw its own
+    time-out, not a 503. The query runs in a thread of its own and is shielded: the check
+    answers at :data:`CHECK_TIMEOUT_S` and the query ends on its own.
+    """
+    global _database_probe
+    loop = asyncio.get_running_loop()
+    probe = _database_probe
+    if probe is None or probe.done() or probe.get_loop() is not loop:
+        probe = asyncio.ensure_future(sync_to_async(_select_1, thread_sensitive=False)())
+        probe.add_done_callback(_retrieve)
+        _database_probe = probe
+    await asyncio.shield(probe)
 
 
 async def check_channel_layer() -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from importlib import import_module
 from typing import Any
 from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddleware, get_user
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 from django.http.request import split_domain_port, validate_host
 from django.utils.functional import SimpleLazyObject
 
@@ -151,6 +153,29 @@ class LazyUserMiddleware(AuthMiddleware):
 
     async def resolve_scope(self, scope: dict[str, Any]) -> None:
         """Nothing to wait for: the user loads when first read."""
+
+
+def session_ended(session_key: str, user: Any) -> bool:
+    """Return True if the session stored under ``session_key`` may no longer be used by
+    a socket of ``user`` (the scope's user, or an anonymous one for a guest).
+
+    Ended: gone (logged out, replaced at login), past its expiry date (stored still, until
+    ``clearsessions``), malformed, or no longer logging in ``user`` (the password changed,
+    the user deleted or deactivated: the check a new socket's user gets,
+    ``channels.auth.get_user``). ``Session.exists`` saw only the first. Sync: it reads
+    the session (one query) and, for a login, the user (one more).
+    """
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    logged_in = store.get(SESSION_KEY) is not None  # loads it; a miss clears the key
+    if store.session_key is None:
+        return True
+    was_user = user is not None and user.is_authenticated
+    if not logged_in:
+        return was_user
+    current = get_user.func({"session": store})
+    if not current.is_authenticated:
+        return True
+    return was_user and current.pk != user.pk
 
 
 def auth_middleware_stack(inner: Any) -> Any:
