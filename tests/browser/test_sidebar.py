@@ -46,6 +46,14 @@ def test_search_rename_and_delete_from_the_list(live_app, browser_page):
     ask(page, "What is 17*23?")
     first = page.locator("#conversation-title").inner_text()
     assert page.title() == f"{first} · Agent chat"  # the tab follows the first message
+    # So does the name a screen reader gives the conversation's menu, without a reload.
+    page.wait_for_function(
+        """title => [...document.querySelectorAll('.conversation-menu > summary')].some(summary =>
+          summary.getAttribute('aria-labelledby').split(' ')
+            .map(id => document.getElementById(id).textContent).join(' ')
+            === `Rename or delete ${title}`)""",
+        arg=first,
+    )
     new_chat(page)
     ask(page, "What's the weather in Hangzhou?")
     current = page.locator("#conversation-title").inner_text()
