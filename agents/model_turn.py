@@ -73,11 +73,15 @@ class ModelTurn:
     ``actions`` are the tool calls it asked for (those that cannot run carry their format
     error). ``finish_reason`` is the last one a chunk sent ("" for none);
     ``first_token_ms`` the milliseconds from asking the model to the first chunk that
-    carried text, reasoning or a tool call (None until one came).
+    carried text, reasoning or a tool call (None until one came). ``deadline``: the
+    run's :class:`agents.timing.Deadline`, renewed with ``timeout_s`` for this turn (the
+    caller cancels it when the run ends); without one the turn makes its own.
     """
 
-    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
+    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float,
+                 deadline: Deadline | None = None) -> None:  # fmt: skip
         self.strategy = strategy
+        self._deadline = deadline
         self.iteration = iteration
         self.timeout_s = timeout_s
         self.failure = ""
@@ -111,7 +115,8 @@ class ModelTurn:
         watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
-        deadline = Deadline(self.timeout_s)
+        shared = self._deadline
+        deadline = Deadline(self.timeout_s) if shared is None else shared.renew(self.timeout_s)
         chunks = aiter(bound.astream(history))
         try:
             while True:
@@ -150,7 +155,8 @@ class ModelTurn:
             yield self._failed(exc, merged, watch)
             return
         finally:
-            deadline.cancel()
+            if shared is None:
+                deadline.cancel()
         usage = response_usage(usages) if usages else None
         if merged is None:
             message = AIMessage("", usage_metadata=usage)

@@ -27,6 +27,7 @@ from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
 from agents.strategies.base import TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
+from agents.timing import Deadline
 from agents.tool_calls import ToolCallBatch, ToolLimits, ToolTimer
 
 # Why a run ended without an answer, stored on the run and shown to the user.
@@ -166,8 +167,10 @@ async def run(
     tool_limits = limits.tools
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
-    # One timer for the run's lone tool calls, set again only when it falls due.
+    # One timer for the run's lone tool calls and one for its model turns, each set
+    # again only when it falls due.
     timer = ToolTimer()
+    deadline = Deadline(limits.model_timeout_s)
     try:
         for iteration in range(1, limits.max_iterations + 1):
             if context is None:
@@ -183,7 +186,8 @@ async def run(
                     )  # fmt: skip
                     return
             yield ModelTurnStarted(iteration=iteration)
-            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
+            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s,
+                             deadline=deadline)  # fmt: skip
             # Closed as they are left (aclosing), not when the garbage collector finds them:
             # a cancelled run's pending tool calls are cancelled before its end is recorded.
             stream = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
@@ -225,3 +229,4 @@ async def run(
         )  # fmt: skip
     finally:
         timer.close()
+        deadline.cancel()

@@ -151,6 +151,27 @@ class Deadline(OwnCancel):
             self._left -= self._loop.time() - self._since
             self._since = None
 
+    def renew(self, budget_s: float) -> Deadline:
+        """Give the next waits (the next model turn of the same run) a new budget of
+        ``budget_s`` seconds and return self: one timer serves every turn of a run.
+
+        The timer already set is kept unless it would come due after the new budget's
+        end: due earlier (every turn gets the same budget, so the last turn's timer
+        always is), it is set again for what is left when it comes due during a wait, as
+        within a turn, and dropped when it comes due between waits. A timer set and
+        cancelled per turn cost an ``asyncio.TimerHandle``, a push onto the loop's heap
+        and the heap's clean-up of the cancelled handle (``bench/loop.py``). The task
+        cancelled on expiry is the one renewing, as at construction.
+        """
+        self._task = asyncio.current_task()
+        self._left = budget_s
+        self.expired = False
+        handle = self._handle
+        if handle is not None and handle.when() > self._loop.time() + budget_s:
+            handle.cancel()
+            self._handle = None
+        return self
+
     def cancel(self) -> None:
         """Stop the timer."""
         if self._handle is not None:
