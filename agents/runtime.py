@@ -11,7 +11,6 @@ the loop itself raise.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -188,12 +187,16 @@ async def run(
             yield ModelTurnStarted(iteration=iteration)
             turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s,
                              deadline=deadline)  # fmt: skip
-            # Closed as they are left (aclosing), not when the garbage collector finds them:
-            # a cancelled run's pending tool calls are cancelled before its end is recorded.
-            stream = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
-            async with aclosing(stream) as turn_events:
+            # Closed as they are left (aclose, as contextlib.aclosing would, without its
+            # object and two coroutines a turn), not when the garbage collector finds
+            # them: a cancelled run's pending tool calls are cancelled before its end is
+            # recorded.
+            turn_events = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
+            try:
                 async for event in turn_events:
                     yield event
+            finally:
+                await turn_events.aclose()
             _add_usage(usage_total, turn.usage)
             if turn.failure:
                 yield RunFinished(
@@ -215,13 +218,18 @@ async def run(
                 return
             batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
                                   limits=tool_limits, timer=timer)  # fmt: skip
-            async with aclosing(batch.run()) as call_events:
+            call_events = batch.run()
+            try:
                 async for event in call_events:
                     yield event
+            finally:
+                await call_events.aclose()
             new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
             scratchpad.extend(new)
             if context is not None:
-                scratchpad_tokens += context.total(new)
+                # Counted once here and kept as a sum: fit() never counts the scratchpad
+                # again, so the window's per-message cache would only hold them.
+                scratchpad_tokens += sum(map(context.counter, new))
 
         yield RunFinished(
             status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
