@@ -55,8 +55,8 @@ class Stopwatch:
 
         May be called more than once; each call reads the clock anew.
         """
-        duration_ms = max(0, self.elapsed_ms())
-        return self.started_at + timedelta(milliseconds=duration_ms), duration_ms
+        duration_ms = max(0, int((time.monotonic() - self._start) * 1000))
+        return self.started_at + ONE_MS * duration_ms, duration_ms
 
 
 class OwnCancel:
