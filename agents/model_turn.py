@@ -238,10 +238,14 @@ class ModelTurn:
                 **common, tool_calls=(), invalid_tool_calls=(), final_answer=self.answer
             )
         self.actions = parsed
+        calls, invalid = [], []
+        for action in parsed:
+            if action.error:
+                invalid.append({**call_dict(action), "error": action.error})
+            else:
+                calls.append(call_dict(action))
         return ModelTurnFinished(
-            **common,
-            tool_calls=tuple(call_dict(a) for a in parsed if not a.error),
-            invalid_tool_calls=tuple({**call_dict(a), "error": a.error} for a in parsed if a.error),
+            **common, tool_calls=tuple(calls), invalid_tool_calls=tuple(invalid)
         )
 
     @property
@@ -270,7 +274,9 @@ def merged_message(
     the loop's costs per turn, ``bench/loop.py``), and without validating again what
     the chunks' validation and the parse here already checked (``model_construct``).
     """
-    fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
+    fields = merged.__dict__.copy()
+    for key in _CHUNK_ONLY:
+        fields.pop(key, None)
     content = fields["content"]
     if isinstance(content, str) and strict_json.SURROGATE.search(content):
         fields["content"] = strict_json.scrub(content)

@@ -111,9 +111,12 @@ def _prompt_value(messages: list[BaseMessage]) -> ChatPromptValue:
 
 
 def _add_usage(total: dict[str, int], usage: dict | None) -> None:
+    if not usage:
+        return
     for key in ("input_tokens", "output_tokens", "total_tokens"):
-        if usage and isinstance(usage.get(key), int):
-            total[key] = total.get(key, 0) + usage[key]
+        value = usage.get(key)
+        if isinstance(value, int):
+            total[key] = total.get(key, 0) + value
 
 
 async def run(
