@@ -339,3 +339,22 @@ async def test_cancelling_a_task_waiting_on_a_tool_timer_is_a_cancel_not_a_time_
     with pytest.raises(asyncio.CancelledError):
         await task
     timer.close()
+
+
+def test_a_native_reply_s_actions_equal_validated_ones_and_own_their_arguments():
+    """The native parser builds its actions unvalidated (ToolAgentAction.of_fields)."""
+    from agents.strategies.base import ToolAgentAction
+    from agents.strategies.tool_calling import ToolCallingStrategy
+
+    message = AIMessage(
+        "", tool_calls=[tool_call("add", {"a": 1, "b": 2}, "c1")],
+        invalid_tool_calls=[{"name": "add", "args": '{"a": 1', "id": "c2", "error": "cut",
+                             "type": "invalid_tool_call"}],
+    )  # fmt: skip
+    invalid, valid = ToolCallingStrategy().parse(message)
+
+    assert valid == ToolAgentAction(tool="add", tool_input={"a": 1, "b": 2}, log="",
+                                    message_log=[message], tool_call_id="c1")  # fmt: skip
+    assert valid.tool_input is not message.tool_calls[0]["args"]
+    assert invalid.tool_input == '{"a": 1' and invalid.error_type == "InvalidToolCall"
+    assert invalid == ToolAgentAction(**{**invalid.__dict__})
