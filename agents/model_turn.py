@@ -352,7 +352,12 @@ def response_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ``total_tokens`` is at least input plus output, since such a split reports each half
     with its own total.
     """
-    usage = _max_merge(usages)
+    # The usual stream reports once, plain counts: its maximum is a copy of it.
+    only = usages[0] if len(usages) == 1 else None
+    if only is not None and all(type(value) is int for value in only.values()):
+        usage = dict(only)
+    else:
+        usage = _max_merge(usages)
     inputs, outputs = usage.get("input_tokens"), usage.get("output_tokens")
     if isinstance(inputs, int) and isinstance(outputs, int):
         usage["total_tokens"] = max(int(usage.get("total_tokens") or 0), inputs + outputs)

@@ -358,3 +358,15 @@ def test_a_native_reply_s_actions_equal_validated_ones_and_own_their_arguments()
     assert valid.tool_input is not message.tool_calls[0]["args"]
     assert invalid.tool_input == '{"a": 1' and invalid.error_type == "InvalidToolCall"
     assert invalid == ToolAgentAction(**{**invalid.__dict__})
+
+
+def test_one_chunk_s_plain_counts_are_the_response_s_usage_copied_and_completed():
+    from agents.model_turn import response_usage
+
+    reported = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 0}
+    usage = response_usage([reported])
+
+    assert usage == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+    assert reported["total_tokens"] == 0  # the chunk's own dict is left as it was
+    nested = {"input_tokens": 7, "input_token_details": {"cache_read": 2}, "x": None}
+    assert response_usage([nested]) == {"input_tokens": 7, "input_token_details": {"cache_read": 2}}
