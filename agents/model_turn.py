@@ -73,11 +73,15 @@ class ModelTurn:
     ``actions`` are the tool calls it asked for (those that cannot run carry their format
     error). ``finish_reason`` is the last one a chunk sent ("" for none);
     ``first_token_ms`` the milliseconds from asking the model to the first chunk that
-    carried text, reasoning or a tool call (None until one came).
+    carried text, reasoning or a tool call (None until one came). ``deadline``: the
+    run's :class:`agents.timing.Deadline`, renewed with ``timeout_s`` for this turn (the
+    caller cancels it when the run ends); without one the turn makes its own.
     """
 
-    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
+    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float,
+                 deadline: Deadline | None = None) -> None:  # fmt: skip
         self.strategy = strategy
+        self._deadline = deadline
         self.iteration = iteration
         self.timeout_s = timeout_s
         self.failure = ""
@@ -111,7 +115,8 @@ class ModelTurn:
         watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
-        deadline = Deadline(self.timeout_s)
+        shared = self._deadline
+        deadline = Deadline(self.timeout_s) if shared is None else shared.renew(self.timeout_s)
         chunks = aiter(bound.astream(history))
         try:
             while True:
@@ -150,7 +155,8 @@ class ModelTurn:
             yield self._failed(exc, merged, watch)
             return
         finally:
-            deadline.cancel()
+            if shared is None:
+                deadline.cancel()
         usage = response_usage(usages) if usages else None
         if merged is None:
             message = AIMessage("", usage_metadata=usage)
@@ -232,10 +238,14 @@ class ModelTurn:
                 **common, tool_calls=(), invalid_tool_calls=(), final_answer=self.answer
             )
         self.actions = parsed
+        calls, invalid = [], []
+        for action in parsed:
+            if action.error:
+                invalid.append({**call_dict(action), "error": action.error})
+            else:
+                calls.append(call_dict(action))
         return ModelTurnFinished(
-            **common,
-            tool_calls=tuple(call_dict(a) for a in parsed if not a.error),
-            invalid_tool_calls=tuple({**call_dict(a), "error": a.error} for a in parsed if a.error),
+            **common, tool_calls=tuple(calls), invalid_tool_calls=tuple(invalid)
         )
 
     @property
@@ -264,7 +274,9 @@ def merged_message(
     the loop's costs per turn, ``bench/loop.py``), and without validating again what
     the chunks' validation and the parse here already checked (``model_construct``).
     """
-    fields = {k: v for k, v in merged.__dict__.items() if k not in _CHUNK_ONLY}
+    fields = merged.__dict__.copy()
+    for key in _CHUNK_ONLY:
+        fields.pop(key, None)
     content = fields["content"]
     if isinstance(content, str) and strict_json.SURROGATE.search(content):
         fields["content"] = strict_json.scrub(content)
@@ -340,7 +352,12 @@ def response_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ``total_tokens`` is at least input plus output, since such a split reports each half
     with its own total.
     """
-    usage = _max_merge(usages)
+    # The usual stream reports once, plain counts: its maximum is a copy of it.
+    only = usages[0] if len(usages) == 1 else None
+    if only is not None and all(type(value) is int for value in only.values()):
+        usage = dict(only)
+    else:
+        usage = _max_merge(usages)
     inputs, outputs = usage.get("input_tokens"), usage.get("output_tokens")
     if isinstance(inputs, int) and isinstance(outputs, int):
         usage["total_tokens"] = max(int(usage.get("total_tokens") or 0), inputs + outputs)

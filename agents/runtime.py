@@ -11,7 +11,6 @@ the loop itself raise.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -27,6 +26,7 @@ from agents.model_turn import ModelTurn
 from agents.strategies import Strategy
 from agents.strategies.base import TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
+from agents.timing import Deadline
 from agents.tool_calls import ToolCallBatch, ToolLimits, ToolTimer
 
 # Why a run ended without an answer, stored on the run and shown to the user.
@@ -111,9 +111,12 @@ def _prompt_value(messages: list[BaseMessage]) -> ChatPromptValue:
 
 
 def _add_usage(total: dict[str, int], usage: dict | None) -> None:
+    if not usage:
+        return
     for key in ("input_tokens", "output_tokens", "total_tokens"):
-        if usage and isinstance(usage.get(key), int):
-            total[key] = total.get(key, 0) + usage[key]
+        value = usage.get(key)
+        if isinstance(value, int):
+            total[key] = total.get(key, 0) + value
 
 
 async def run(
@@ -166,8 +169,10 @@ async def run(
     tool_limits = limits.tools
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
 
-    # One timer for the run's lone tool calls, set again only when it falls due.
+    # One timer for the run's lone tool calls and one for its model turns, each set
+    # again only when it falls due.
     timer = ToolTimer()
+    deadline = Deadline(limits.model_timeout_s)
     try:
         for iteration in range(1, limits.max_iterations + 1):
             if context is None:
@@ -183,13 +188,18 @@ async def run(
                     )  # fmt: skip
                     return
             yield ModelTurnStarted(iteration=iteration)
-            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s)
-            # Closed as they are left (aclosing), not when the garbage collector finds them:
-            # a cancelled run's pending tool calls are cancelled before its end is recorded.
-            stream = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
-            async with aclosing(stream) as turn_events:
+            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s,
+                             deadline=deadline)  # fmt: skip
+            # Closed as they are left (aclose, as contextlib.aclosing would, without its
+            # object and two coroutines a turn), not when the garbage collector finds
+            # them: a cancelled run's pending tool calls are cancelled before its end is
+            # recorded.
+            turn_events = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
+            try:
                 async for event in turn_events:
                     yield event
+            finally:
+                await turn_events.aclose()
             _add_usage(usage_total, turn.usage)
             if turn.failure:
                 yield RunFinished(
@@ -211,13 +221,18 @@ async def run(
                 return
             batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
                                   limits=tool_limits, timer=timer)  # fmt: skip
-            async with aclosing(batch.run()) as call_events:
+            call_events = batch.run()
+            try:
                 async for event in call_events:
                     yield event
+            finally:
+                await call_events.aclose()
             new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
             scratchpad.extend(new)
             if context is not None:
-                scratchpad_tokens += context.total(new)
+                # Counted once here and kept as a sum: fit() never counts the scratchpad
+                # again, so the window's per-message cache would only hold them.
+                scratchpad_tokens += sum(map(context.counter, new))
 
         yield RunFinished(
             status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
@@ -225,3 +240,4 @@ async def run(
         )  # fmt: skip
     finally:
         timer.close()
+        deadline.cancel()

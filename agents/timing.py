@@ -55,8 +55,8 @@ class Stopwatch:
 
         May be called more than once; each call reads the clock anew.
         """
-        duration_ms = max(0, self.elapsed_ms())
-        return self.started_at + timedelta(milliseconds=duration_ms), duration_ms
+        duration_ms = max(0, int((time.monotonic() - self._start) * 1000))
+        return self.started_at + ONE_MS * duration_ms, duration_ms
 
 
 class OwnCancel:
@@ -150,6 +150,27 @@ class Deadline(OwnCancel):
         finally:
             self._left -= self._loop.time() - self._since
             self._since = None
+
+    def renew(self, budget_s: float) -> Deadline:
+        """Give the next waits (the next model turn of the same run) a new budget of
+        ``budget_s`` seconds and return self: one timer serves every turn of a run.
+
+        The timer already set is kept unless it would come due after the new budget's
+        end: due earlier (every turn gets the same budget, so the last turn's timer
+        always is), it is set again for what is left when it comes due during a wait, as
+        within a turn, and dropped when it comes due between waits. A timer set and
+        cancelled per turn cost an ``asyncio.TimerHandle``, a push onto the loop's heap
+        and the heap's clean-up of the cancelled handle (``bench/loop.py``). The task
+        cancelled on expiry is the one renewing, as at construction.
+        """
+        self._task = asyncio.current_task()
+        self._left = budget_s
+        self.expired = False
+        handle = self._handle
+        if handle is not None and handle.when() > self._loop.time() + budget_s:
+            handle.cancel()
+            self._handle = None
+        return self
 
     def cancel(self) -> None:
         """Stop the timer."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
@@ -49,16 +49,16 @@ class ToolLimits:
     max_result_chars: int
 
 
-@dataclass(frozen=True)
-class _Outcome:
+# Named tuples, not frozen dataclasses: one of each a tool call, and a frozen dataclass sets
+# every field through object.__setattr__.
+class _Outcome(NamedTuple):
     status: StepStatus
     result: str
     error: str = ""
     error_type: str = ""
 
 
-@dataclass(frozen=True)
-class _Timing:
+class _Timing(NamedTuple):
     """When a call ran, as :class:`agents.timing.Stopwatch` measured it."""
 
     started_at: datetime

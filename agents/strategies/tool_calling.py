@@ -135,7 +135,7 @@ class ToolCallingStrategy(Strategy):
                 call["id"] = new_tool_call_id()
             seen.add(call["id"])  # type: ignore[arg-type]
         invalid = [
-            ToolAgentAction(
+            ToolAgentAction.of_fields(
                 tool=call.get("name") or "",
                 tool_input=call.get("args") or "",
                 log="",
@@ -149,7 +149,7 @@ class ToolCallingStrategy(Strategy):
             for call in message.invalid_tool_calls
         ]
         valid = [
-            ToolAgentAction(
+            ToolAgentAction.of_fields(
                 tool=call["name"],
                 tool_input=call["args"],
                 log="",

@@ -2,7 +2,7 @@
 
 The loop binds the model once (twice with a forced ``tool_choice``), appends each turn's
 steps to the scratchpad instead of rebuilding it, counts each message's tokens once,
-awaits a lone tool call in place and sets one deadline timer per model turn
+awaits a lone tool call in place and keeps one deadline timer for all its model turns
 (docs/benchmarks.md, "The agent loop per step"). These tests pin the behaviour those
 shortcuts must keep; the speed itself is ``bench/loop.py``'s business.
 """
@@ -208,6 +208,59 @@ async def test_a_deadline_is_not_fooled_by_its_timer_coming_due_between_waits():
     deadline.cancel()
 
 
+async def test_a_renewed_deadline_gives_the_next_turn_its_whole_budget_on_the_same_timer():
+    """The run's one deadline, renewed per turn: the timer an earlier turn set comes due
+    during a later turn's wait and is set again for what that turn has left."""
+    deadline = Deadline(0.05)
+
+    async def answer() -> str:
+        return "on time"
+
+    await deadline.wait(answer())  # the timer is set for 0.05 s from here
+    deadline.renew(WAIT_S)
+    # the first timer comes due during this wait: it must not end it
+    assert await deadline.wait(asyncio.sleep(0.1, result="on time")) == "on time"
+    assert not deadline.expired
+    deadline.cancel()
+    assert asyncio.current_task().cancelling() == 0
+
+
+async def test_a_renewed_deadline_ends_a_turn_whose_budget_is_shorter_than_the_timer_set():
+    deadline = Deadline(3600)
+
+    async def answer() -> str:
+        return "on time"
+
+    await deadline.wait(answer())  # a timer an hour away
+
+    async def next_turn() -> None:  # in a task of its own, which renewing makes the target
+        deadline.renew(0.01)
+        await deadline.wait(asyncio.Event().wait())
+
+    waiting = asyncio.ensure_future(next_turn())
+    done, _ = await asyncio.wait({waiting}, timeout=WAIT_S)
+    assert done, "the renewed budget did not end the wait"
+    with pytest.raises(TimeoutError):
+        waiting.result()
+    deadline.cancel()
+
+
+async def test_a_deadline_renewed_after_it_expired_lets_the_next_turn_wait_again():
+    deadline = Deadline(0.01)
+    with pytest.raises(TimeoutError):
+        await deadline.wait(asyncio.Event().wait())
+    assert deadline.expired
+    deadline.renew(WAIT_S)
+    assert not deadline.expired
+
+    async def answer() -> str:
+        return "on time"
+
+    assert await deadline.wait(answer()) == "on time"
+    deadline.cancel()
+    assert asyncio.current_task().cancelling() == 0
+
+
 def test_the_merged_message_keeps_the_provider_s_id_and_drops_only_chunk_fields():
     chunk = AIMessageChunk(
         content="Hi", id="chatcmpl-1",
@@ -286,3 +339,34 @@ async def test_cancelling_a_task_waiting_on_a_tool_timer_is_a_cancel_not_a_time_
     with pytest.raises(asyncio.CancelledError):
         await task
     timer.close()
+
+
+def test_a_native_reply_s_actions_equal_validated_ones_and_own_their_arguments():
+    """The native parser builds its actions unvalidated (ToolAgentAction.of_fields)."""
+    from agents.strategies.base import ToolAgentAction
+    from agents.strategies.tool_calling import ToolCallingStrategy
+
+    message = AIMessage(
+        "", tool_calls=[tool_call("add", {"a": 1, "b": 2}, "c1")],
+        invalid_tool_calls=[{"name": "add", "args": '{"a": 1', "id": "c2", "error": "cut",
+                             "type": "invalid_tool_call"}],
+    )  # fmt: skip
+    invalid, valid = ToolCallingStrategy().parse(message)
+
+    assert valid == ToolAgentAction(tool="add", tool_input={"a": 1, "b": 2}, log="",
+                                    message_log=[message], tool_call_id="c1")  # fmt: skip
+    assert valid.tool_input is not message.tool_calls[0]["args"]
+    assert invalid.tool_input == '{"a": 1' and invalid.error_type == "InvalidToolCall"
+    assert invalid == ToolAgentAction(**{**invalid.__dict__})
+
+
+def test_one_chunk_s_plain_counts_are_the_response_s_usage_copied_and_completed():
+    from agents.model_turn import response_usage
+
+    reported = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 0}
+    usage = response_usage([reported])
+
+    assert usage == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+    assert reported["total_tokens"] == 0  # the chunk's own dict is left as it was
+    nested = {"input_tokens": 7, "input_token_details": {"cache_read": 2}, "x": None}
+    assert response_usage([nested]) == {"input_tokens": 7, "input_token_details": {"cache_read": 2}}
