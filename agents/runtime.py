@@ -35,6 +35,7 @@ from agents.stopping import (
     GENERATE_ASKED_FOR_TOOLS,
     GENERATE_EMPTY,
     GENERATE_FAILED,
+    GENERATE_UNREADABLE,
     GENERATED_AT_LIMIT,
     RETURN_DIRECT_EMPTY,
     RepeatedFailures,
@@ -339,8 +340,14 @@ async def run(
             error = GENERATED_AT_LIMIT.format(limit=limit)
             yield ended(RunStatus.MAX_ITERATIONS, iteration, error, output=turn.answer)
             return
-        why = turn.failure or (GENERATE_EMPTY if turn.finish is not None
-                               else GENERATE_ASKED_FOR_TOOLS)  # fmt: skip
+        if turn.failure:
+            why = turn.failure
+        elif turn.finish is not None:
+            why = GENERATE_EMPTY
+        elif all(action.error for action in turn.actions):
+            why = GENERATE_UNREADABLE
+        else:
+            why = GENERATE_ASKED_FOR_TOOLS
         yield ended(
             RunStatus.MAX_ITERATIONS, iteration, GENERATE_FAILED.format(limit=limit, why=why)
         )

@@ -51,6 +51,7 @@ GENERATE_FAILED = (
 )
 GENERATE_ASKED_FOR_TOOLS = "it asked for tools again instead of answering."
 GENERATE_EMPTY = "it returned no answer."
+GENERATE_UNREADABLE = "its reply did not follow the final answer's format."
 RETURN_DIRECT_EMPTY = (
     "Tool {name!r} answers for the model (return_direct), but it returned nothing."
 )

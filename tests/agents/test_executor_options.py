@@ -22,7 +22,7 @@ from agents.events import (
     ToolCallStarted,
 )
 from agents.runtime import ITERATION_LIMIT, RunLimits, run
-from agents.stopping import GENERATE_ASKED_FOR_TOOLS
+from agents.stopping import GENERATE_ASKED_FOR_TOOLS, GENERATE_UNREADABLE
 from agents.strategies import get_strategy
 from agents.strategies.base import FINAL_ANSWER_REQUEST
 from agents.strategies.react import format_react, format_react_final
@@ -281,6 +281,17 @@ async def test_generate_whose_last_call_asks_for_tools_runs_none_and_has_no_answ
     end = events[-1]
     assert end.status is RunStatus.MAX_ITERATIONS and end.output == ""
     assert end.error.endswith(GENERATE_ASKED_FOR_TOOLS) and end.iterations == 2
+
+
+@pytest.mark.parametrize("strategy", sorted(CALL))
+async def test_generate_whose_last_reply_breaks_the_format_has_no_answer(strategy):
+    adding = call(strategy, "add", {"a": 1, "b": 2})
+    model = ScriptedChatModel(script=[adding, AIMessage("")])
+    events = await collect(model, strategy, max_iterations=1, early_stopping_method="generate")
+
+    end = events[-1]
+    assert end.status is RunStatus.MAX_ITERATIONS and end.output == ""
+    assert end.error.endswith(GENERATE_UNREADABLE) and len(of_type(events, ToolCallStarted)) == 1
 
 
 def test_an_unknown_early_stopping_method_is_refused():
