@@ -35,6 +35,11 @@ class RunStatus(enum.StrEnum):
     CANCELLED = "cancelled"
     MAX_ITERATIONS = "max_iterations"
     INTERRUPTED = "interrupted"
+    TIME_LIMIT = "time_limit"
+    """The run's wall-clock budget (``RunLimits.max_execution_time_s``) ran out."""
+    REPEATED_FAILURE = "repeated_failure"
+    """The model made the same failing tool call (same tool, arguments and error) several
+    times in a row (``RunLimits.max_repeated_failures``)."""
 
 
 class StepStatus(enum.StrEnum):

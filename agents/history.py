@@ -73,8 +73,13 @@ NO_ANSWER = {
     RunStatus.CANCELLED: "the run was stopped before it answered",
     RunStatus.MAX_ITERATIONS: "the run reached its limit of model turns before it answered",
     RunStatus.INTERRUPTED: "the run was interrupted (the server stopped) before it answered",
+    RunStatus.TIME_LIMIT: "the run reached its time limit before it answered",
+    RunStatus.REPEATED_FAILURE: "the run was stopped: the same tool call kept failing",
 }
 """Why an exchange has no answer, by the status its run ended with."""
+ANSWERED = frozenset({RunStatus.SUCCEEDED, RunStatus.MAX_ITERATIONS})
+"""The statuses of a run that may have an answer: ``max_iterations`` has one when it was
+generated at the limit (``early_stopping_method="generate"``)."""
 NO_ANSWER_NOTE = "(No answer: {why}. This is a note from the app, not a reply.)"
 NO_RUN = "no answer was recorded for this message"
 UNFINISHED_CALL = "Error: no result: the run ended before this tool call finished."
@@ -187,7 +192,7 @@ def closing_text(exchange: Exchange, strategy: Strategy) -> str:
     asked to use; a native answer is the answer itself. No answer: a
     :data:`NO_ANSWER_NOTE`.
     """
-    if exchange.status != RunStatus.SUCCEEDED or not exchange.answer.strip():
+    if exchange.status not in ANSWERED or not exchange.answer.strip():
         why = NO_ANSWER.get(exchange.status, NO_RUN)  # type: ignore[call-overload]
         return NO_ANSWER_NOTE.format(why=why)
     if isinstance(strategy, TextStrategy) and exchange.strategy == strategy.name:

@@ -14,20 +14,39 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from agents.context import ContextOverflow, ContextWindow, tools_tokens
-from agents.events import Event, ModelTurnStarted, RunFinished, RunStarted, RunStatus
+from agents.events import (
+    Event,
+    ModelTurnStarted,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    ToolCallFinished,
+)
 from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
+from agents.stopping import (
+    EARLY_STOPPING_METHODS,
+    GENERATE_ASKED_FOR_TOOLS,
+    GENERATE_EMPTY,
+    GENERATE_FAILED,
+    GENERATE_UNREADABLE,
+    GENERATED_AT_LIMIT,
+    RETURN_DIRECT_EMPTY,
+    RepeatedFailures,
+    RunClock,
+    direct_answer,
+)
 from agents.strategies import Strategy
 from agents.strategies.base import TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
 from agents.timing import Deadline
-from agents.tool_calls import ToolCallBatch, ToolLimits, ToolTimer
+from agents.tool_calls import TOOL_RUN_TIME_LIMIT, ToolCallBatch, ToolLimits, ToolTimer
 
 # Why a run ended without an answer, stored on the run and shown to the user.
 EMPTY_ANSWER = "The model returned neither text nor tool calls."
@@ -44,6 +63,15 @@ class RunLimits:
     clipped with a note; the full result stays on the event); ``max_result_chars``:
     longest result kept on the event, for storage (a tool that returns megabytes is
     clipped there too, with a note).
+
+    LangChain's ``AgentExecutor`` options, by its names (:mod:`agents.stopping`):
+    ``max_execution_time_s``: seconds of wall clock the whole run may take (None or 0:
+    no limit), ending it as ``time_limit``; ``early_stopping_method``: ``"force"`` (end
+    at ``max_iterations`` without an answer) or ``"generate"`` (one last model call
+    without tools for a final answer); any other value raises ``ValueError``, as
+    AgentExecutor's ``return_stopped_response`` does. ``max_repeated_failures``: the
+    same failing call this many times in a row ends the run as ``repeated_failure``
+    (0: never).
     """
 
     max_iterations: int = 15
@@ -51,6 +79,16 @@ class RunLimits:
     model_timeout_s: float = 120.0
     max_observation_chars: int = 8_000
     max_result_chars: int = 1_000_000
+    max_execution_time_s: float | None = None
+    early_stopping_method: str = "force"
+    max_repeated_failures: int = 3
+
+    def __post_init__(self) -> None:
+        if self.early_stopping_method not in EARLY_STOPPING_METHODS:
+            raise ValueError(
+                "early_stopping_method should be one of 'force' or 'generate', "
+                f"got {self.early_stopping_method!r}"
+            )
 
     @property
     def tools(self) -> ToolLimits:
@@ -60,6 +98,17 @@ class RunLimits:
             max_observation_chars=self.max_observation_chars,
             max_result_chars=self.max_result_chars,
         )
+
+    def tools_within(self, clock: RunClock) -> ToolLimits:
+        """Return the bounds of the tool calls about to run: the time-out cut to what is
+        left of the run's budget, with an observation that says so when it was."""
+        timeout_s, capped = clock.cap(self.tool_timeout_s)
+        if not capped:
+            return self.tools
+        return ToolLimits(
+            timeout_s=timeout_s, max_observation_chars=self.max_observation_chars,
+            max_result_chars=self.max_result_chars, timed_out=TOOL_RUN_TIME_LIMIT,
+        )  # fmt: skip
 
 
 def model_display_name(model: BaseChatModel) -> str:
@@ -147,14 +196,19 @@ async def run(
     fit, the run ends ``failed`` with a message saying how many tokens it needs and has.
 
     The last event is always a :class:`RunFinished`: ``succeeded`` (a non-empty final
-    answer), ``failed`` (the model raised, timed out or answered with nothing, or the
-    request outgrew the context window) or ``max_iterations``. Cancelling the
-    consumer's task cancels pending tool calls and propagates ``asyncio.CancelledError``.
+    answer, or the result of a ``return_direct`` tool), ``failed`` (the model raised,
+    timed out or answered with nothing, or the request outgrew the context window),
+    ``max_iterations`` (with ``early_stopping_method="generate"``, with the answer of one
+    last model call and a note saying so in ``error``), ``time_limit`` (the run's
+    ``max_execution_time_s`` ran out) or ``repeated_failure`` (see :mod:`agents.stopping`
+    for these controls and their LangChain sources). Cancelling the consumer's task
+    cancels pending tool calls and propagates ``asyncio.CancelledError``.
     """
     limits = limits or RunLimits()
     strategy = strategy or ToolCallingStrategy()
     tool_list = list(tools)
     by_name = {tool.name: tool for tool in tool_list}
+    direct = frozenset(tool.name for tool in tool_list if tool.return_direct)
     prompt = strategy.build_prompt(messages, tool_list)
     # The scratchpad only grows: each batch's steps are formatted (and, with a context
     # window, counted) once and appended, never rebuilt from all earlier steps.
@@ -166,8 +220,13 @@ async def run(
     native = context is not None and not isinstance(strategy, TextStrategy)
     schemas = tools_tokens(tool_list) if native else 0
     bindings = _Bindings(strategy, model, tool_list)
-    tool_limits = limits.tools
+    clock = RunClock(limits.max_execution_time_s)
+    repeats = RepeatedFailures(limits.max_repeated_failures)
     yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
+
+    def ended(status: RunStatus, iterations: int, error: str = "", output: str = "") -> RunFinished:
+        return RunFinished(status=status, output=output, iterations=iterations, error=error,
+                           usage=usage_total)  # fmt: skip
 
     # One timer for the run's lone tool calls and one for its model turns, each set
     # again only when it falls due.
@@ -175,6 +234,9 @@ async def run(
     deadline = Deadline(limits.model_timeout_s)
     try:
         for iteration in range(1, limits.max_iterations + 1):
+            if clock.expired():
+                yield ended(RunStatus.TIME_LIMIT, iteration - 1, clock.reason())
+                return
             if context is None:
                 history = [*prompt, *scratchpad]
             else:
@@ -182,14 +244,11 @@ async def run(
                     history = context.fit(prompt, scratchpad, extra_tokens=schemas,
                                           scratchpad_tokens=scratchpad_tokens)  # fmt: skip
                 except ContextOverflow as exc:
-                    yield RunFinished(
-                        status=RunStatus.FAILED, output="", iterations=iteration - 1,
-                        error=str(exc), usage=usage_total,
-                    )  # fmt: skip
+                    yield ended(RunStatus.FAILED, iteration - 1, str(exc))
                     return
             yield ModelTurnStarted(iteration=iteration)
-            turn = ModelTurn(strategy, iteration=iteration, timeout_s=limits.model_timeout_s,
-                             deadline=deadline)  # fmt: skip
+            turn = ModelTurn(strategy, iteration=iteration, deadline=deadline,
+                             timeout_s=clock.cap(limits.model_timeout_s)[0])  # fmt: skip
             # Closed as they are left (aclose, as contextlib.aclosing would, without its
             # object and two coroutines a turn), not when the garbage collector finds
             # them: a cancelled run's pending tool calls are cancelled before its end is
@@ -202,28 +261,28 @@ async def run(
                 await turn_events.aclose()
             _add_usage(usage_total, turn.usage)
             if turn.failure:
-                yield RunFinished(
-                    status=RunStatus.FAILED, output="", iterations=iteration, error=turn.failure,
-                    usage=usage_total,
-                )  # fmt: skip
+                if clock.expired():  # cut short by the run's budget, not the model's own
+                    yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
+                else:
+                    yield ended(RunStatus.FAILED, iteration, turn.failure)
                 return
             if turn.finish is not None:
                 if not turn.answer.strip():
-                    yield RunFinished(
-                        status=RunStatus.FAILED, output="", iterations=iteration,
-                        error=EMPTY_ANSWER, usage=usage_total,
-                    )  # fmt: skip
+                    yield ended(RunStatus.FAILED, iteration, EMPTY_ANSWER)
                 else:
-                    yield RunFinished(
-                        status=RunStatus.SUCCEEDED, output=turn.answer, iterations=iteration,
-                        usage=usage_total,
-                    )  # fmt: skip
+                    yield ended(RunStatus.SUCCEEDED, iteration, output=turn.answer)
+                return
+            if clock.expired():
+                yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
                 return
             batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
-                                  limits=tool_limits, timer=timer)  # fmt: skip
+                                  limits=limits.tools_within(clock), timer=timer)  # fmt: skip
+            finished: dict[str, ToolCallFinished] = {}
             call_events = batch.run()
             try:
                 async for event in call_events:
+                    if isinstance(event, ToolCallFinished):
+                        finished[event.tool_call_id] = event
                     yield event
             finally:
                 await call_events.aclose()
@@ -233,11 +292,80 @@ async def run(
                 # Counted once here and kept as a sum: fit() never counts the scratchpad
                 # again, so the window's per-message cache would only hold them.
                 scratchpad_tokens += sum(map(context.counter, new))
+            asked = [*batch.broken, *batch.runnable]
+            answer = direct_answer([a.tool_call_id for a in asked], finished, direct)
+            if answer is not None:
+                if answer.result.strip():
+                    yield ended(RunStatus.SUCCEEDED, iteration, output=answer.result)
+                else:
+                    error = RETURN_DIRECT_EMPTY.format(name=answer.name)
+                    yield ended(RunStatus.FAILED, iteration, error)
+                return
+            repeats.feed((a.tool_input, finished[a.tool_call_id]) for a in asked)
+            if repeats.tripped:
+                yield ended(RunStatus.REPEATED_FAILURE, iteration, repeats.reason())
+                return
+            if clock.expired():
+                yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
+                return
 
-        yield RunFinished(
-            status=RunStatus.MAX_ITERATIONS, output="", iterations=limits.max_iterations,
-            error=ITERATION_LIMIT.format(limit=limits.max_iterations), usage=usage_total,
-        )  # fmt: skip
+        limit = limits.max_iterations
+        if limits.early_stopping_method == "force":
+            yield ended(RunStatus.MAX_ITERATIONS, limit, ITERATION_LIMIT.format(limit=limit))
+            return
+        # "generate": one last model call without tools, asked for the answer.
+        request = _final_request(scratchpad, strategy.final_answer_request())
+        if context is None:
+            history = [*prompt, *request]
+        else:
+            try:
+                tokens = scratchpad_tokens + sum(map(context.counter, request[-1:]))
+                history = context.fit(prompt, request, scratchpad_tokens=tokens)
+            except ContextOverflow as exc:
+                why = GENERATE_FAILED.format(limit=limit, why=str(exc))
+                yield ended(RunStatus.MAX_ITERATIONS, limit, why)
+                return
+        iteration = limit + 1
+        yield ModelTurnStarted(iteration=iteration)
+        turn = ModelTurn(strategy, iteration=iteration, deadline=deadline,
+                         timeout_s=clock.cap(limits.model_timeout_s)[0])  # fmt: skip
+        turn_events = turn.stream(strategy.bind_final(model, tool_list), _prompt_value(history))
+        try:
+            async for event in turn_events:
+                yield event
+        finally:
+            await turn_events.aclose()
+        _add_usage(usage_total, turn.usage)
+        if turn.finish is not None and turn.answer.strip():
+            error = GENERATED_AT_LIMIT.format(limit=limit)
+            yield ended(RunStatus.MAX_ITERATIONS, iteration, error, output=turn.answer)
+            return
+        if turn.failure:
+            why = turn.failure
+        elif turn.finish is not None:
+            why = GENERATE_EMPTY
+        elif all(action.error for action in turn.actions):
+            why = GENERATE_UNREADABLE
+        else:
+            why = GENERATE_ASKED_FOR_TOOLS
+        yield ended(
+            RunStatus.MAX_ITERATIONS, iteration, GENERATE_FAILED.format(limit=limit, why=why)
+        )
     finally:
         timer.close()
         deadline.cancel()
+
+
+def _final_request(scratchpad: list[BaseMessage], text: str) -> list[BaseMessage]:
+    """Return ``scratchpad`` with ``text`` asked of the model after it.
+
+    Appended to the last message when that is a user message already (a text strategy's
+    observation), so the roles still alternate for servers that require it (vLLM and
+    Mistral chat templates); a new user message otherwise (after native ToolMessages).
+    """
+    if scratchpad and isinstance(scratchpad[-1], HumanMessage):
+        last = scratchpad[-1]
+        if isinstance(last.content, str):
+            joined = last.model_copy(update={"content": f"{last.content}\n\n{text}"})
+            return [*scratchpad[:-1], joined]
+    return [*scratchpad, HumanMessage(text)]

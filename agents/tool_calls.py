@@ -33,6 +33,10 @@ SCHEMA_MISMATCH = (
 )
 TOOL_RAISED = "Error: tool {name!r} failed: {error}"
 TOOL_TIMED_OUT = "Error: tool {name!r} did not finish within {seconds:g} seconds."
+# A call cut short because the whole run's time budget (max_execution_time) ran out.
+TOOL_RUN_TIME_LIMIT = (
+    "Error: tool {name!r} was stopped after {seconds:.3g} seconds: the run's time limit ran out."
+)
 CLIPPED_NOTE = "\n[clipped: showing the first {shown:,} of {total:,} characters]"
 
 T = TypeVar("T")
@@ -42,11 +46,15 @@ T = TypeVar("T")
 class ToolLimits:
     """Bounds on tool calls: seconds one call may take; longest result the model sees
     (``max_observation_chars``) and longest result kept on the event for storage
-    (``max_result_chars``); longer ones are clipped with a note of how much was cut."""
+    (``max_result_chars``); longer ones are clipped with a note of how much was cut.
+    ``timed_out``: the error observation of a call that overran ``timeout_s`` (with
+    ``{name}`` and ``{seconds}``): :data:`TOOL_RUN_TIME_LIMIT` when the time-out is what
+    was left of the run's own budget."""
 
     timeout_s: float
     max_observation_chars: int
     max_result_chars: int
+    timed_out: str = TOOL_TIMED_OUT
 
 
 # Named tuples, not frozen dataclasses: one of each a tool call, and a frozen dataclass sets
@@ -162,11 +170,13 @@ def tool_error_type(exc: BaseException) -> str:
 
 
 async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
-                     timeout_s: float, timer: ToolTimer | None = None) -> _Outcome:  # fmt: skip
+                     timeout_s: float, timer: ToolTimer | None = None,
+                     timed_out: str = TOOL_TIMED_OUT) -> _Outcome:  # fmt: skip
     """Run one tool call; an unknown name, a schema failure, an exception or a time-out
     comes back as an error outcome. ``asyncio.CancelledError`` propagates, so a
     cancelled run stops its tools. ``timer``: the run's :class:`ToolTimer`, for a call
-    awaited in the run's task (else an ``asyncio.timeout`` of its own)."""
+    awaited in the run's task (else an ``asyncio.timeout`` of its own); ``timed_out``: the
+    observation's template for a time-out."""
     name = call["name"]
     if tool is None:
         message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(names)))
@@ -178,7 +188,7 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
             async with asyncio.timeout(timeout_s):
                 output = await tool.ainvoke(call["args"])
     except TimeoutError:
-        message = TOOL_TIMED_OUT.format(name=name, seconds=timeout_s)
+        message = timed_out.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
     except ValidationError as exc:
         errors = "; ".join(
@@ -256,7 +266,7 @@ class ToolCallBatch:
         watch = Stopwatch()
         outcome = await _call_tool(
             self.tools.get(call["name"]), call, names=self.tools.keys(),
-            timeout_s=self.limits.timeout_s, timer=timer,
+            timeout_s=self.limits.timeout_s, timer=timer, timed_out=self.limits.timed_out,
         )  # fmt: skip
         finished_at, duration_ms = watch.stop()
         return call, outcome, _Timing(watch.started_at, finished_at, duration_ms)

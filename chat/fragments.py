@@ -142,13 +142,16 @@ def run_status(run: AgentRun) -> str:
 def run_ended(run: AgentRun) -> str:
     """Return what a page needs once ``run`` has ended, and clear any error notice.
 
-    A run that succeeded has had every step's outcome sent: its status line is enough.
+    A run that succeeded has had every step's outcome sent: its status line is enough,
+    unless a ``return_direct`` tool answered (the answer is drawn after the steps).
     One that was stopped, interrupted or failed may have steps it closed as it ended (a
     tool card left running, a half-streamed turn, saved whole): the run is sent again
     whole, replacing it by id. Either way the header's summed usage of the conversation
     follows (:func:`conversation_usage`).
     """
-    ended = run_status(run) if run.status == RunStatus.SUCCEEDED else run_caught_up(run) + error("")
+    # A return_direct tool's answer is drawn after the steps, not in the status line.
+    whole = run.status != RunStatus.SUCCEEDED or bool(run.answered_by_tool)
+    ended = run_caught_up(run) + error("") if whole else run_status(run)
     return ended + conversation_usage(run)
 
 

@@ -55,6 +55,8 @@ class RunStatus(models.TextChoices):
     CANCELLED = RunStatusEnum.CANCELLED.value, "Cancelled"
     MAX_ITERATIONS = RunStatusEnum.MAX_ITERATIONS.value, "Model turn limit reached"
     INTERRUPTED = RunStatusEnum.INTERRUPTED.value, "Interrupted"
+    TIME_LIMIT = RunStatusEnum.TIME_LIMIT.value, "Time limit reached"
+    REPEATED_FAILURE = RunStatusEnum.REPEATED_FAILURE.value, "Stopped: same call kept failing"
 
 
 class StepStatus(models.TextChoices):
@@ -256,6 +258,24 @@ class AgentRun(RunDisplay, models.Model):
     def has_tool_errors(self) -> bool:
         """Return True for a run that succeeded although some of its tool calls failed."""
         return self.status == RunStatus.SUCCEEDED and self.tool_error_count > 0
+
+    @property
+    def answered_by_tool(self) -> str:
+        """Return the name of the ``return_direct`` tool whose result is the run's answer,
+        or "" (from its loaded steps when prefetched).
+
+        Such a run succeeded with that call's result as its output, and no model turn
+        came after its turn's calls: no model turn holds the answer, so the page shows
+        the output itself.
+        """
+        if self.status != RunStatus.SUCCEEDED or not self.output:
+            return ""
+        for step in reversed(list(self.steps.all())):
+            if not step.is_tool_call:
+                return ""
+            if step.status == StepStatus.SUCCESS and step.result == self.output:
+                return step.tool_name
+        return ""
 
     @property
     def model_turns(self) -> list[AgentStep]:

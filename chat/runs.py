@@ -260,6 +260,8 @@ def run_limits() -> RunLimits:
         model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
         max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
         max_result_chars=settings.AGENT_MAX_RESULT_CHARS,
+        max_execution_time_s=settings.AGENT_MAX_EXECUTION_TIME_S or None,
+        early_stopping_method=settings.AGENT_EARLY_STOPPING_METHOD,
     )
 
 

@@ -12,6 +12,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.providers import ModelConfig, find_provider
+from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.agent_models import load_models_file
 from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
@@ -216,6 +217,14 @@ AGENT_STRATEGY = env_choice("AGENT_STRATEGY", DEFAULT_STRATEGY, STRATEGIES)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 15, minimum=1)
 AGENT_TOOL_TIMEOUT_S = env_float("AGENT_TOOL_TIMEOUT_S", 30.0, minimum=0.1)
 AGENT_MODEL_TIMEOUT_S = env_float("AGENT_MODEL_TIMEOUT_S", 120.0, minimum=1.0)
+# LangChain AgentExecutor's max_execution_time: seconds of wall clock a whole run may take
+# (0: no limit); without it a run can last AGENT_MAX_ITERATIONS x AGENT_MODEL_TIMEOUT_S.
+AGENT_MAX_EXECUTION_TIME_S = env_float("AGENT_MAX_EXECUTION_TIME_S", 0.0, minimum=0.0)
+# AgentExecutor's early_stopping_method at AGENT_MAX_ITERATIONS: "force" ends without an
+# answer; "generate" asks the model once more, without tools, for one.
+AGENT_EARLY_STOPPING_METHOD = env_choice(
+    "AGENT_EARLY_STOPPING_METHOD", "force", EARLY_STOPPING_METHODS
+)
 AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
 AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=100)
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.

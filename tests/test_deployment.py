@@ -31,6 +31,8 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
         ({"AGENT_MAX_ITERATIONS": "many"}, "AGENT_MAX_ITERATIONS must be an integer"),
         ({"AGENT_STRATEGY": "langgraph"}, "AGENT_STRATEGY must be one of tool_calling, react"),
         ({"DJANGO_DEBUG": "perhaps"}, "DJANGO_DEBUG must be true or false"),
+        ({"AGENT_EARLY_STOPPING_METHOD": "think"}, "AGENT_EARLY_STOPPING_METHOD must be one of"),
+        ({"AGENT_MAX_EXECUTION_TIME_S": "-1"}, "AGENT_MAX_EXECUTION_TIME_S must be"),
     ],
 )
 def test_a_bad_setting_stops_start_up_with_a_clear_message(env, message):

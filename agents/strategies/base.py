@@ -57,6 +57,15 @@ BAD_JSON_INPUT = (
 )
 
 
+# The last call at the iteration limit (early_stopping_method "generate"): no more tools.
+FINAL_ANSWER_REQUEST = (
+    "You have reached the limit of steps for this question: no more tools can be used. "
+    "Give your final answer now, from what the steps above found; say what is still "
+    "unknown."
+)
+FINAL_ANSWER_FORMAT = "Reply with a final answer only, in this format:"
+
+
 def new_tool_call_id() -> str:
     """Return a fresh id in the shape OpenAI uses (``call_`` + 24 hex digits)."""
     return f"call_{uuid.uuid4().hex[:24]}"
@@ -203,6 +212,27 @@ class Strategy(ABC):
         Raises :class:`ParseError` when the message breaks the format.
         """
 
+    def final_answer_request(self) -> str:
+        """Return the message that asks for a final answer at the iteration limit.
+
+        Sent as the last message of one last model call without tools
+        (``early_stopping_method="generate"``, after ``return_stopped_response`` of
+        langchain-classic's ``Agent``, which appends "I now need to return a final answer
+        based on the previous steps:" to the scratchpad). A text strategy adds its final
+        answer's format.
+        """
+        return FINAL_ANSWER_REQUEST
+
+    def bind_final(
+        self, model: BaseChatModel, tools: Sequence[BaseTool]
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Return ``model`` bound for the last call at the iteration limit: no tools.
+
+        Native tool calling binds none (the model cannot ask for one); the text
+        strategies keep their stop sequences, their tools being text in the prompt.
+        """
+        return model
+
 
 class TextStrategy(Strategy):
     """A strategy whose model writes its calls as text: react, structured_chat, xml.
@@ -223,6 +253,8 @@ class TextStrategy(Strategy):
     cut_observation: ClassVar[Callable[[str], str]]
     """Return the text up to an observation the model wrote itself (stop ignored)."""
     quote_tool_names: ClassVar[bool] = False
+    final_answer_example: ClassVar[str]
+    """A final answer in this format, shown when the answer is asked for at the limit."""
 
     def build_prompt(
         self, messages: Sequence[BaseMessage], tools: Sequence[BaseTool]
@@ -242,6 +274,16 @@ class TextStrategy(Strategy):
     def first_turn_binds_apart(self) -> bool:
         """Return False: every turn has the same stop sequences."""
         return False
+
+    def final_answer_request(self) -> str:
+        """Return the request for a final answer, with this format's answer shape."""
+        return f"{FINAL_ANSWER_REQUEST} {FINAL_ANSWER_FORMAT}\n\n{self.final_answer_example}"
+
+    def bind_final(
+        self, model: BaseChatModel, tools: Sequence[BaseTool]
+    ) -> Runnable[LanguageModelInput, BaseMessage]:
+        """Return ``model`` bound as for every turn (the stop sequences)."""
+        return self.bind(model, tools, iteration=2)
 
     def format_scratchpad(
         self, intermediate_steps: Sequence[IntermediateStep]

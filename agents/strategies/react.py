@@ -198,6 +198,9 @@ def format_react_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
     return f"Thought: {_thought(thought)}\nFinal Answer: {answer}"
 
 
+ReActStrategy.final_answer_example = format_react_final("(your answer)")
+
+
 def format_react_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
     """Return a reply :func:`parse_react` rejects: the call with no ``Action Input:`` line."""
     return f"Thought: {_thought(thought)}\nAction: {tool}"

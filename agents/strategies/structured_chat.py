@@ -232,6 +232,9 @@ def format_structured_final(answer: str, thought: str = FINAL_THOUGHT) -> str:
     return _blob_reply(thought, FINAL_ANSWER, answer, broken=False)
 
 
+StructuredChatStrategy.final_answer_example = format_structured_final("(your answer)")
+
+
 def format_structured_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
     """Return a reply :func:`parse_structured` rejects: the blob with a trailing comma."""
     return _blob_reply(thought, tool, tool_input, broken=True)

@@ -215,6 +215,9 @@ def format_xml_final(answer: str) -> str:
     return f"<final_answer>{answer}</final_answer>"
 
 
+XmlStrategy.final_answer_example = format_xml_final("(your answer)")
+
+
 def format_xml_malformed(tool: str, tool_input: str | dict, thought: str) -> str:
     """Return a reply :func:`parse_xml` rejects: the call with no ``<tool_input>`` tag."""
     return f"{_thought(thought)}\n<tool>{tool}</tool>"

@@ -24,6 +24,8 @@ MARKERS = {
     RunStatus.FAILED: ("failed", "last run failed"),
     RunStatus.MAX_ITERATIONS: ("failed", "last run hit the model-turn limit"),
     RunStatus.INTERRUPTED: ("failed", "last run was interrupted"),
+    RunStatus.TIME_LIMIT: ("failed", "last run reached its time limit"),
+    RunStatus.REPEATED_FAILURE: ("failed", "last run was stopped: the same call kept failing"),
 }
 
 

@@ -66,6 +66,8 @@
       case "failed": return "Run failed" + (why ? ": " + why : "");
       case "max_iterations": return "Run ended: model turn limit reached" + note;
       case "interrupted": return "Run interrupted" + (why ? ": " + why : "");
+      case "time_limit": return "Run ended: time limit reached" + note;
+      case "repeated_failure": return "Run stopped: the same tool call kept failing" + note;
       default: return "Run ended: " + textOf(element, ".badge");
     }
   }

@@ -12,7 +12,9 @@
     running: ["running", "a run is going"],
     failed: ["failed", "last run failed"],
     max_iterations: ["failed", "last run hit the model-turn limit"],
-    interrupted: ["failed", "last run was interrupted"]
+    interrupted: ["failed", "last run was interrupted"],
+    time_limit: ["failed", "last run reached its time limit"],
+    repeated_failure: ["failed", "last run was stopped: the same call kept failing"]
   };
 
   function $(id) { return document.getElementById(id); }

@@ -120,3 +120,23 @@ def test_an_interrupted_run_renders_from_what_the_sweep_loaded(settings):
     with no_queries():
         html = [fragments.run_ended(run) for run in interrupted]
     assert len(html) == 1 and 'data-status="interrupted"' in html[0]
+
+
+def test_a_run_a_return_direct_tool_answered_renders_its_answer_without_a_query():
+    conversation = Conversation.objects.create()
+    run = _start(conversation)
+    now = timezone.now()
+    turn = store.step_start(run_id=run.pk, kind=StepKind.MODEL_TURN, iteration=1, started_at=now)
+    store.step_finish(step_id=turn.pk, finished_at=now, status=StepStatus.SUCCESS, text="")
+    call = store.step_start(run_id=run.pk, kind=StepKind.TOOL_CALL, iteration=1, started_at=now,
+                            tool_name="book_room", tool_call_id="call_1",
+                            arguments={"town": "Suzhou"})  # fmt: skip
+    store.step_finish(step_id=call.pk, finished_at=now, status=StepStatus.SUCCESS,
+                      result="Booked <b>BK-42</b>")  # fmt: skip
+    ended = store.run_finish(run_id=run.pk, status=RunStatus.SUCCEEDED,
+                             output="Booked <b>BK-42</b>", error="", iterations=1, usage={},
+                             finished_at=timezone.now())  # fmt: skip
+    with no_queries():
+        html = fragments.run_ended(ended)
+    assert f'id="run-{run.pk}-answer"' in html and 'data-tool="book_room"' in html
+    assert "<b>BK-42</b>" not in html  # tool output is untrusted: sanitised Markdown

@@ -1,0 +1,176 @@
+"""When a run stops without the model's final answer: the rest of LangChain's AgentExecutor.
+
+langchain-classic's ``AgentExecutor`` (``langchain_classic/agents/agent.py``) ends a run
+in ways beyond the model's own answer and ``max_iterations``; :func:`agents.runtime.run`
+keeps its names:
+
+- ``return_direct``: a tool whose ``BaseTool.return_direct`` is True answers for the
+  model: its result is the run's output, with no further model turn
+  (``AgentExecutor._get_tool_return``). :func:`direct_answer` picks it from a batch.
+- ``max_execution_time``: a wall-clock budget for the whole run (``_should_continue``
+  checks it between steps; ``_acall`` wraps the loop in ``asyncio_timeout``).
+  :class:`RunClock` keeps it: checked between steps, and capping the time-out of the
+  model turn or tool calls in progress to what is left.
+- ``early_stopping_method``: ``force`` (end at the limit without an answer) or
+  ``generate`` (``Agent.return_stopped_response``: one last model call for a final
+  answer from the steps so far). The call itself is in :mod:`agents.runtime`.
+
+And one control AgentExecutor lacks: :class:`RepeatedFailures`, a model that makes the
+same failing call again and again ends its run instead of spinning to the limit.
+Message templates (stored as the run's error, shown to the user) are module constants.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from agents.events import StepStatus, ToolCallFinished, is_format_error
+
+EarlyStoppingMethod = Literal["force", "generate"]
+EARLY_STOPPING_METHODS: tuple[str, ...] = ("force", "generate")
+
+TIME_LIMIT = (
+    "Stopped after {elapsed:.1f} seconds: the run's time limit of {budget:g} seconds "
+    "(max_execution_time, AGENT_MAX_EXECUTION_TIME_S) ran out before a final answer."
+)
+REPEATED_FAILURE = (
+    "Stopped: the model made the same failing call {count} times in a row: tool {name!r} "
+    "with arguments {args} failed each time with {error}"
+)
+GENERATED_AT_LIMIT = (
+    "Stopped after {limit} model turns without a final answer; the answer shown was "
+    "generated at the limit (early_stopping_method=generate): one last model call, "
+    "without tools, from what the run had found."
+)
+GENERATE_FAILED = (
+    "Stopped after {limit} model turns without a final answer; the last call for an "
+    "answer at the limit (early_stopping_method=generate) failed: {why}"
+)
+GENERATE_ASKED_FOR_TOOLS = "it asked for tools again instead of answering."
+GENERATE_EMPTY = "it returned no answer."
+GENERATE_UNREADABLE = "its reply did not follow the final answer's format."
+RETURN_DIRECT_EMPTY = (
+    "Tool {name!r} answers for the model (return_direct), but it returned nothing."
+)
+
+# A timer may fire up to the clock's resolution early (asyncio runs a handle due within
+# ``loop._clock_resolution``): a run whose call was cut at its budget's end must read as
+# out of time.
+_SLACK_S = 0.001
+ARGS_SHOWN_CHARS = 200
+
+
+class RunClock:
+    """A run's wall-clock budget (``max_execution_time``), in seconds from construction.
+
+    ``budget_s`` None or 0: no budget (:meth:`expired` is never True, :meth:`cap` returns
+    its argument). Read from the monotonic clock, the one asyncio's timers use.
+    """
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget_s = budget_s or 0.0
+        self._start = time.monotonic()
+
+    def elapsed_s(self) -> float:
+        """Return the seconds since the run started."""
+        return time.monotonic() - self._start
+
+    def left_s(self) -> float | None:
+        """Return the seconds of the budget left (may be <= 0), or None with no budget."""
+        if not self.budget_s:
+            return None
+        return self.budget_s - self.elapsed_s()
+
+    def expired(self) -> bool:
+        """Return True if the budget has run out."""
+        left = self.left_s()
+        return left is not None and left <= _SLACK_S
+
+    def cap(self, timeout_s: float) -> tuple[float, bool]:
+        """Return ``(seconds, capped)``: ``timeout_s`` or, when less is left of the budget,
+        what is left (``capped`` True), so a model turn or tool call in progress ends when
+        the run's time does."""
+        left = self.left_s()
+        if left is None or left >= timeout_s:
+            return timeout_s, False
+        return max(left, _SLACK_S), True
+
+    def reason(self) -> str:
+        """Return the run's end reason for a budget that ran out."""
+        return TIME_LIMIT.format(elapsed=self.elapsed_s(), budget=self.budget_s)
+
+
+def _args_key(args: Any) -> str:
+    """Return ``args`` as canonical JSON (keys sorted), to compare two calls' arguments."""
+    try:
+        return json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
+class RepeatedFailures:
+    """Count the same failing call made again and again, in the order the model asked.
+
+    A call that failed with the same tool, the same arguments (compared as canonical
+    JSON) and the same ``error`` as the call before it adds one to the streak; any other
+    call (a success, another failure, output that broke the format) starts over. A
+    format error is left out: no tool ran, and a model that never gets the format right
+    ends at ``max_iterations`` with the parser's reason, as before. After
+    :meth:`feed`, :attr:`tripped` is True once the streak reaches ``limit`` (0: never).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._last: tuple[str, str, str] | None = None
+        self._last_args: Any = None
+        self.count = 0
+
+    def feed(self, finished: Iterable[tuple[Any, ToolCallFinished]]) -> None:
+        """Take one batch's ``(args, finished event)`` pairs, in the order the model asked."""
+        for args, event in finished:
+            if event.status != StepStatus.ERROR or is_format_error(event.error_type):
+                self._last, self.count = None, 0
+                continue
+            key = (event.name, _args_key(args), event.error)
+            if key == self._last:
+                self.count += 1
+            else:
+                self._last, self._last_args, self.count = key, args, 1
+
+    @property
+    def tripped(self) -> bool:
+        """Return True if the same failing call came ``limit`` times in a row."""
+        return self.limit > 0 and self.count >= self.limit
+
+    def reason(self) -> str:
+        """Return the run's end reason: the call, its arguments and its error."""
+        assert self._last is not None
+        name, args, error = self._last
+        if len(args) > ARGS_SHOWN_CHARS:
+            args = args[:ARGS_SHOWN_CHARS] + "…"
+        return REPEATED_FAILURE.format(count=self.count, name=name, args=args, error=error)
+
+
+def direct_answer(
+    order: Sequence[str], finished: Mapping[str, ToolCallFinished], direct: frozenset[str]
+) -> ToolCallFinished | None:
+    """Return the finished call whose result answers the run, or None.
+
+    ``order``: the batch's ``tool_call_id``s in the order the model asked; ``finished``:
+    their end events by id; ``direct``: the names of the ``return_direct`` tools. The
+    first call to such a tool that succeeded wins: a failed one is an observation like
+    any other, and the loop goes on. LangChain's ``AgentExecutor`` looks at a step only
+    when the turn made a single call; here a turn of several calls runs them all and
+    then ends with the first ``return_direct`` one's result (as LangGraph's
+    ``create_react_agent`` ends after a batch holding one).
+    """
+    if not direct:
+        return None
+    for call_id in order:
+        event = finished.get(call_id)
+        if event is not None and event.name in direct and event.status == StepStatus.SUCCESS:
+            return event
+    return None
