@@ -22,7 +22,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
 from agents.strategies import ParseError
-from agents.strategies.base import ObservationMessage, TextStrategy, text_of
+from agents.strategies.base import (
+    FINAL_ANSWER_REQUEST,
+    ObservationMessage,
+    TextStrategy,
+    text_of,
+)
 from agents.tools.knowledge import contains_cjk
 from agents.tools.places import PLACES, find_places
 
@@ -161,7 +166,9 @@ def made_calls(after: Sequence[BaseMessage], strategy: type[TextStrategy] | None
             outcomes.append(Outcome(calls[message.tool_call_id], text_of(message), ok))
         elif strategy and isinstance(before, AIMessage) and _is_observation(message, strategy):
             head, _, tail = strategy.observation_template.partition("{observation}")
-            content = text_of(message).removeprefix(head).removesuffix(tail)
+            # The request for a final answer may follow the last observation's text.
+            content = text_of(message).split(f"\n\n{FINAL_ANSWER_REQUEST}")[0]
+            content = content.removeprefix(head).removesuffix(tail)
             try:
                 parsed = strategy.parse_text(text_of(before))
             except ParseError:
@@ -189,8 +196,13 @@ def decide(
     or a text format).
     """
     spoken = [m for m in messages if isinstance(m, HumanMessage | AIMessage | ToolMessage)]
+    if spoken and FINAL_ANSWER_REQUEST in text_of(spoken[-1]):
+        tools = ()  # asked for the answer at the limit: a text format still lists its tools
+    # The loop's request for a final answer at its limit (early_stopping_method
+    # "generate") is not a question: the answer is to the question before it.
     asked = [i for i, m in enumerate(spoken) if isinstance(m, HumanMessage)
-             and not _is_observation(m, strategy)]  # fmt: skip
+             and not _is_observation(m, strategy)
+             and not text_of(m).startswith(FINAL_ANSWER_REQUEST)]  # fmt: skip
     index = asked[-1] if asked else -1
     question, tags = re.subn(MALFORMED_TAG, "", text_of(spoken[index]) if index >= 0 else "")
     question = " ".join(question.split())

@@ -13,7 +13,7 @@ from agents.demo import DemoChatModel
 from agents.demo.scenarios import EXAMPLES
 from agents.events import RunFinished, ToolCallFinished, ToolCallStarted
 from agents.prompts import SYSTEM_PROMPT
-from agents.runtime import run
+from agents.runtime import RunLimits, run
 from agents.strategies import STRATEGIES, StrategyOptions, get_strategy
 from agents.tools import default_tools
 
@@ -29,14 +29,19 @@ class Run:
     status: str
 
 
-async def ask(question: str, strategy: str = "tool_calling", history=(), **options) -> Run:
+async def ask(
+    question: str, strategy: str = "tool_calling", history=(), limits=None, **options
+) -> Run:
     """Run ``question`` after ``history`` (alternating user and assistant texts)."""
     messages = [SystemMessage(SYSTEM_PROMPT)]
     for i, text in enumerate(history):
         messages.append(HumanMessage(text) if i % 2 == 0 else AIMessage(text))
     messages.append(HumanMessage(question))
     chosen = get_strategy(strategy, StrategyOptions(**options))
-    events = [e async for e in run(DemoChatModel(), default_tools(), messages, strategy=chosen)]
+    events = [
+        e async for e in run(DemoChatModel(), default_tools(), messages, strategy=chosen,
+                             limits=limits)
+    ]  # fmt: skip
     finished = {e.tool_call_id: e for e in events if isinstance(e, ToolCallFinished)}
     calls = [  # in the order the model asked for them
         (e.name, e.args, e.iteration, finished[e.tool_call_id].error)
@@ -254,3 +259,14 @@ async def test_odd_input_gets_a_polite_text_reply_never_an_exception(messages):
     reply = await model.ainvoke(messages)
 
     assert isinstance(reply.content, str) and reply.content
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_asked_for_an_answer_at_the_limit_it_answers_from_the_calls_made(strategy):
+    """early_stopping_method="generate": the loop's request for a final answer is not a
+    new question, and a text format still listing its tools is not asked to call one."""
+    limits = RunLimits(max_iterations=1, early_stopping_method="generate")
+    done = await ask(MIXED, strategy, limits=limits)
+    assert done.status == "max_iterations"
+    assert "Hangzhou" in done.output and "no tools" not in done.output
+    assert done.calls and all(call[2] == 1 for call in done.calls)  # none at the limit
