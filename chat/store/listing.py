@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from datetime import date
 from typing import NamedTuple
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce
 from django.utils import dateformat, timezone
 
@@ -29,6 +38,15 @@ MARKERS = {
 }
 
 
+def marker(status: str | None, answered: bool | None) -> tuple[str, str] | None:
+    """Return the list's marker for a conversation whose latest run has ``status`` and
+    (``answered``) an answer: none for a run that reached the model-turn limit with an
+    answer generated there (``early_stopping_method="generate"``), it has the answer."""
+    if status == RunStatus.MAX_ITERATIONS and answered:
+        return None
+    return MARKERS.get(status)
+
+
 def clean_query(query: str) -> str:
     """Return a search as matched: spaces collapsed, at most ``QUERY_CHARS``."""
     return clean_title(query)[:QUERY_CHARS]
@@ -40,7 +58,8 @@ def conversations_listed(
     """Return the owner's conversations for the list, newest first, in one query.
 
     At most ``LIST_LENGTH``. Each is annotated with ``last_status`` (its latest run's
-    status, None without runs), ``marker`` (a pair from :data:`MARKERS`, or None),
+    status, None without runs), ``last_answered`` (whether it has an answer), ``marker``
+    (a pair from :data:`MARKERS`, or None: :func:`marker`),
     ``run_count`` and, with a ``query``, ``match``: the text of its first message
     containing ``query`` (None when only the title matched) and ``snippet`` (a
     :class:`Snippet` of it, or None). A
@@ -49,8 +68,11 @@ def conversations_listed(
     (a row re-rendered after a rename).
     """
     runs = AgentRun.objects.filter(conversation=OuterRef("pk"))
+    last = runs.order_by("-started_at", "-id")
+    answered = ExpressionWrapper(~Q(output=""), output_field=BooleanField())
     conversations = conversations_for_owner(owner=owner).annotate(
-        last_status=Subquery(runs.order_by("-started_at", "-id").values("status")[:1]),
+        last_status=Subquery(last.values("status")[:1]),
+        last_answered=Subquery(last.annotate(answered=answered).values("answered")[:1]),
         run_count=Coalesce(
             Subquery(
                 runs.order_by().values("conversation").annotate(n=Count("pk")).values("n"),
@@ -66,7 +88,7 @@ def conversations_listed(
         conversations = _searched(conversations, query)
     listed = list(conversations[:LIST_LENGTH])
     for conversation in listed:
-        conversation.marker = MARKERS.get(conversation.last_status)  # type: ignore[attr-defined]
+        conversation.marker = marker(conversation.last_status, conversation.last_answered)  # type: ignore[attr-defined]
         # A title that matches says enough; a message that does is shown around the match.
         match = getattr(conversation, "match", None)
         in_title = query.lower() in conversation.title.lower()

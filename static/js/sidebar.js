@@ -7,7 +7,8 @@
 
   var PHONE = window.matchMedia("(max-width: 720px)");
   var SUFFIX = " · Agent chat";
-  // A run's status -> the list's marker (chat/store/listing.py MARKERS says the same).
+  // A run's status -> the list's marker (chat/store/listing.py MARKERS and marker() say
+  // the same).
   var MARKERS = {
     running: ["running", "a run is going"],
     failed: ["failed", "last run failed"],
@@ -115,7 +116,12 @@
     var statuses = document.querySelectorAll("#messages .run-status[data-status]");
     if (!item || !statuses.length) return;
     var marker = item.querySelector(".marker");
-    var found = MARKERS[statuses[statuses.length - 1].getAttribute("data-status")];
+    var last = statuses[statuses.length - 1];
+    var status = last.getAttribute("data-status");
+    // At the model-turn limit with an answer generated there: it has its answer.
+    var run = last.closest(".run");
+    if (status === "max_iterations" && run && run.querySelector(".turn.answer")) status = "";
+    var found = MARKERS[status];
     if (!marker) return;
     marker.className = "marker" + (found ? " marker-" + found[0] : "");
     marker.textContent = "";

@@ -30,6 +30,10 @@ def test_a_run_past_its_time_budget_ends_as_time_limit_and_the_chat_goes_on(
     cards = page.locator(".run").nth(0).locator(".tool-card")
     assert cards.count() == 2 and page.locator(".tool-card[data-status=running]").count() == 0
 
+    marker = page.locator(".conversation-item.active .marker")
+    assert "marker-failed" in marker.get_attribute("class")
+    assert marker.get_attribute("title") == "last run reached its time limit"
+
     ask(page, "What time is it in Chengdu?", 2)  # the next message starts a run as usual
     assert page.locator(".run-status").nth(1).get_attribute("data-status") == "time_limit"
 
@@ -47,3 +51,9 @@ def test_an_answer_generated_at_the_turn_limit_is_shown_with_its_note(start_app,
     assert "generated at the limit" in status.locator(".run-error").inner_text()
     assert "Hangzhou" in run.locator(".turn.answer").inner_text()
     assert run.locator(".tool-card").count() == 2  # the calls of turn 1, none at the limit
+    # It has its answer: no "failed" marker in the list, live or after a reload.
+    marker = page.locator(".conversation-item.active .marker")
+    assert marker.get_attribute("class") == "marker"
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator(".conversation-item.active .marker").get_attribute("class") == "marker"

@@ -397,8 +397,12 @@ async def test_a_deleted_conversation_closes_its_socket():
 def test_a_conversation_whose_last_run_failed_or_is_running_is_marked(alice_client):
     client, alice = alice_client
     earlier = timezone.now() - timedelta(minutes=5)
-    failed, running, fixed, stopped = (chat(alice, t) for t in ("F", "R", "X", "S"))
+    failed, running, fixed, stopped, limited, generated = (
+        chat(alice, t) for t in ("F", "R", "X", "S", "L", "G")
+    )
     add_run(failed, "q", status="failed")
+    add_run(limited, "q", status="max_iterations", answer="")
+    add_run(generated, "q", status="max_iterations", answer="From what was found: ...")
     add_run(running, "q", status="running", answer="")
     add_run(fixed, "q", status="failed", at=earlier)
     add_run(fixed, "q again")
@@ -414,6 +418,9 @@ def test_a_conversation_whose_last_run_failed_or_is_running_is_marked(alice_clie
     assert "marker-running" in marker(running) and "a run is going" in marker(running)
     assert marker(fixed).startswith('<span class="marker" id=')
     assert marker(stopped).startswith('<span class="marker" id=')
+    assert "marker-failed" in marker(limited) and "model-turn limit" in marker(limited)
+    # Answered at the limit (early_stopping_method="generate"): it has its answer.
+    assert marker(generated).startswith('<span class="marker" id=')
 
 
 # Conversations of manage.py ask
