@@ -4,21 +4,17 @@ graceful stop whose grace is long enough lets the run finish, seen from the othe
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 
 import pytest
 
-from agents.demo.scenarios import EXAMPLES
 from chat.models import AgentRun
 from tests.deploy.test_two_processes import (
     FINAL,
     RUNNING_TOOL_CALL,
-    Tab,
     new_conversation,
-    open_socket,
-    stop,
     two_servers,  # noqa: F401 (the fixture)
+    two_tabs,
 )
 from tests.timing import WAIT_S
 
@@ -34,20 +30,11 @@ def test_a_sigterm_with_grace_lets_the_run_finish_and_the_other_tab_sees_it(two_
     conversation_id, cookie = new_conversation(a)
 
     async def converse() -> str:
-        tab_a, tab_b = Tab(), Tab()
-        async with (
-            open_socket(a, conversation_id, cookie) as ws_a,
-            open_socket(b, conversation_id, cookie) as ws_b,
-        ):
-            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            try:
-                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
-                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
-                b.process.send_signal(signal.SIGTERM)
-                final = await tab_a.wait_for(FINAL, "the run's end on A")
-                await asyncio.to_thread(b.process.wait, WAIT_S)
-            finally:
-                await stop(readers)
+        async with two_tabs(a, b, conversation_id, cookie) as (tab_a, _, _):
+            await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+            b.process.send_signal(signal.SIGTERM)
+            final = await tab_a.wait_for(FINAL, "the run's end on A")
+            await asyncio.to_thread(b.process.wait, WAIT_S)
         return final.group(2)
 
     assert asyncio.run(converse()) == "succeeded"

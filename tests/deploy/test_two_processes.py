@@ -15,10 +15,11 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -159,6 +160,26 @@ def open_socket(server: Server, conversation_id: int, cookie: str):
     )  # fmt: skip
 
 
+@asynccontextmanager
+async def two_tabs(
+    a: Server, b: Server, conversation_id: int, cookie: str, question: str = EXAMPLES[0]
+) -> AsyncIterator[tuple[Tab, Tab, Any]]:
+    """Open the conversation in a tab on ``a`` and one on ``b``, ask ``question`` through
+    ``b``, and yield ``(tab_a, tab_b, socket_a)`` while both tabs read; on exit the
+    readers stop and the sockets close."""
+    tab_a, tab_b = Tab(), Tab()
+    async with (
+        open_socket(a, conversation_id, cookie) as ws_a,
+        open_socket(b, conversation_id, cookie) as ws_b,
+    ):
+        readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
+        try:
+            await ws_b.send(json.dumps({"content": question}))
+            yield tab_a, tab_b, ws_a
+        finally:
+            await stop(readers)
+
+
 RUNNING_TOOL_CALL = re.compile(r'data-kind="tool_call"[^>]*data-status="running"')
 FINAL = re.compile(r'id="run-(\d+)-status" data-status="(?!running)(\w+)"')
 
@@ -169,18 +190,9 @@ def test_a_run_started_on_one_process_streams_to_a_tab_on_the_other(two_servers)
     question = EXAMPLES[0]
 
     async def converse() -> Tab:
-        tab_a, tab_b = Tab(), Tab()
-        async with (
-            open_socket(a, conversation_id, cookie) as ws_a,
-            open_socket(b, conversation_id, cookie) as ws_b,
-        ):
-            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            try:
-                await ws_b.send(json.dumps({"content": question}))
-                await tab_a.wait_for(FINAL, "the run's final status line on A")
-                await tab_b.wait_for(FINAL, "the run's final status line on B")
-            finally:
-                await stop(readers)
+        async with two_tabs(a, b, conversation_id, cookie, question) as (tab_a, tab_b, _):
+            await tab_a.wait_for(FINAL, "the run's final status line on A")
+            await tab_b.wait_for(FINAL, "the run's final status line on B")
         return tab_a
 
     tab_a = asyncio.run(converse())
@@ -217,20 +229,11 @@ def test_stop_on_one_process_cancels_the_run_the_other_process_runs(two_servers)
     conversation_id, cookie = new_conversation(a)
 
     async def converse() -> str:
-        tab_a, tab_b = Tab(), Tab()
-        async with (
-            open_socket(a, conversation_id, cookie) as ws_a,
-            open_socket(b, conversation_id, cookie) as ws_b,
-        ):
-            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            try:
-                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
-                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
-                await ws_a.send(json.dumps({"type": "cancel"}))
-                final = await tab_a.wait_for(FINAL, "the run's end on A")
-                await tab_b.wait_for(FINAL, "the run's end on B")
-            finally:
-                await stop(readers)
+        async with two_tabs(a, b, conversation_id, cookie) as (tab_a, tab_b, ws_a):
+            await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+            await ws_a.send(json.dumps({"type": "cancel"}))
+            final = await tab_a.wait_for(FINAL, "the run's end on A")
+            await tab_b.wait_for(FINAL, "the run's end on B")
         return final.group(2)
 
     assert asyncio.run(converse()) == "cancelled"
@@ -249,23 +252,14 @@ def test_a_restart_of_the_process_running_a_run_ends_it_at_once_in_the_other_tab
     conversation_id, cookie = new_conversation(a)
 
     async def converse() -> tuple[str, list[str]]:
-        tab_a, tab_b = Tab(), Tab()
-        async with (
-            open_socket(a, conversation_id, cookie) as ws_a,
-            open_socket(b, conversation_id, cookie) as ws_b,
-        ):
-            readers = [asyncio.create_task(tab_a.read(ws_a)), asyncio.create_task(tab_b.read(ws_b))]
-            try:
-                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
-                await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
-                b.process.send_signal(signal.SIGTERM)
-                final = await tab_a.wait_for(FINAL, "the run's end on A")
-                await asyncio.to_thread(b.process.wait, WAIT_S)
-                await ws_a.send(json.dumps({"content": "What time is it?"}))
-                another_run = re.compile(rf'<section class="run" id="run-(?!{final.group(1)}")')
-                await tab_a.wait_for(another_run, "the next message accepted on A")
-            finally:
-                await stop(readers)
+        async with two_tabs(a, b, conversation_id, cookie) as (tab_a, _, ws_a):
+            await tab_a.wait_for(RUNNING_TOOL_CALL, "a running tool call on A")
+            b.process.send_signal(signal.SIGTERM)
+            final = await tab_a.wait_for(FINAL, "the run's end on A")
+            await asyncio.to_thread(b.process.wait, WAIT_S)
+            await ws_a.send(json.dumps({"content": "What time is it?"}))
+            another_run = re.compile(rf'<section class="run" id="run-(?!{final.group(1)}")')
+            await tab_a.wait_for(another_run, "the next message accepted on A")
         return final.group(2), RUN_RE.findall("".join(tab_a.frames))
 
     status, runs_seen = asyncio.run(converse())
