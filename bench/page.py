@@ -66,13 +66,16 @@ def main() -> int:
         renders.clear()
         with CaptureQueriesContext(connection) as queries:
             load()
+        # Read now: captured_queries slices the connection's log, which the next request
+        # clears (Django's reset_queries at each request start), so it read 0 at the end.
+        statements = [query["sql"] for query in queries.captured_queries]
         per_load = dict(renders)
         began = time.process_time()
         statuses = [load() for _ in range(loads)]
         cpu_ms = (time.process_time() - began) / loads * 1000
-    print(f"SQL statements per load {len(queries.captured_queries)}")
-    for query in queries.captured_queries:
-        print(f"  {query['sql'][:100]}")
+    print(f"SQL statements per load {len(statements)}")
+    for sql in statements:
+        print(f"  {sql[:100]}")
     print(f"templates per load {per_load}")
     print(f"CPU per page load (3 requests) {cpu_ms:.2f} ms over {loads} loads")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -353,3 +353,20 @@ def test_the_export_benchmark_exits_non_zero_when_its_exports_crash(tmp_path):
     result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     assert "failed (exit 1)" in result.stdout + result.stderr
     assert result.returncode != 0
+
+
+def test_the_page_benchmark_counts_the_statements_of_a_page_load():
+    """bench/page.py printed "SQL statements per load 0": it read the captured queries
+    after more requests had cleared the connection's log (found by the new-user
+    walkthrough)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "bench/page.py", "--tiny"]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True)
+    count = re.search(r"SQL statements per load (\d+)", result.stdout)
+    assert count and int(count.group(1)) > 0, result.stdout
+    assert "INSERT INTO" in result.stdout  # a new visitor's conversation and session
