@@ -77,7 +77,9 @@ def test_search_rename_and_delete_from_the_list(live_app, browser_page):
     page.wait_for_selector("#conversation-title:text-is('Hangzhou weather')")
     page.wait_for_function("document.title === 'Hangzhou weather · Agent chat'")
     assert item(page, "Hangzhou weather").count() == 1
-    assert page.evaluate("document.activeElement.textContent") == "Hangzhou weather"
+    # Focus goes back to the renamed row once the list has settled (htmx's settle step,
+    # after the header's title): waited for, as a busy machine took longer (CI's busy pass).
+    page.wait_for_function("document.activeElement?.textContent === 'Hangzhou weather'")
 
     # An empty title is refused with the reason, the menu left open on it.
     row = item(page, "Hangzhou weather")
