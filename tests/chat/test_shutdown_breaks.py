@@ -93,24 +93,14 @@ async def test_a_consumer_killed_while_its_run_is_being_stored_leaves_no_run_goi
     assert statuses == [("cancelled", CANCELLED)]
 
 
-@pytest.mark.xfail(
-    strict=False,  # the crash is in the collector at exit: most runs, not all (6 of 7)
-    reason="Daphne exits with SIGSEGV (-11) on SIGTERM whenever a socket is open: CPython "
-    "3.11.7 crashes garbage-collecting the in-memory channel layer's pending "
-    "asyncio.Queue.get at exit (faulthandler: Garbage-collecting, asyncio/queues.py get; "
-    "likely python/cpython#113566); so before the graceful stop too (e00dfa9). Needs a "
-    "newer Python or the layer's receives ended before exit",
-)
-def test_daphne_exits_cleanly_on_sigterm_with_a_socket_open(tmp_path):
+def _migrated_env(tmp_path) -> dict[str, str]:
+    """Return the environment of a Daphne on a scratch SQLite file, migrated, with the
+    in-memory layer and the demo model."""
     import os
-    import signal
     import subprocess
     import sys
 
-    import httpx
-    from websockets.sync.client import connect as ws_connect
-
-    from scripts.serving import ROOT, daphne
+    from scripts.serving import ROOT
 
     env = {
         **os.environ,
@@ -121,6 +111,26 @@ def test_daphne_exits_cleanly_on_sigterm_with_a_socket_open(tmp_path):
     env.pop("OPENAI_API_KEY", None)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
                    cwd=ROOT, env=env, check=True, timeout=2 * WAIT_S)  # fmt: skip
+    return env
+
+
+@pytest.mark.xfail(
+    strict=False,  # the crash is in the collector at exit: most runs, not all (6 of 7)
+    reason="Daphne exits with SIGSEGV (-11) on SIGTERM whenever a socket is open: CPython "
+    "3.11.7 crashes garbage-collecting the in-memory channel layer's pending "
+    "asyncio.Queue.get at exit (faulthandler: Garbage-collecting, asyncio/queues.py get; "
+    "likely python/cpython#113566); so before the graceful stop too (e00dfa9). Needs a "
+    "newer Python or the layer's receives ended before exit",
+)
+def test_daphne_exits_cleanly_on_sigterm_with_a_socket_open(tmp_path):
+    import signal
+
+    import httpx
+    from websockets.sync.client import connect as ws_connect
+
+    from scripts.serving import daphne
+
+    env = _migrated_env(tmp_path)
     with daphne(env, timeout_s=2 * WAIT_S, log=tmp_path / "daphne.log") as (process, port):
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(follow_redirects=True, timeout=WAIT_S) as http:
@@ -145,25 +155,15 @@ def test_daphne_exits_cleanly_on_sigterm_with_a_socket_open(tmp_path):
     "before the graceful stop too (e00dfa9)",
 )
 def test_daphne_exits_after_sigterm_with_page_requests_in_flight(tmp_path):
-    import os
     import signal
     import subprocess
-    import sys
     import threading
 
     import httpx
 
-    from scripts.serving import ROOT, daphne
+    from scripts.serving import daphne
 
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "REDIS_URL": "",
-    }
-    env.pop("OPENAI_API_KEY", None)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                   cwd=ROOT, env=env, check=True, timeout=2 * WAIT_S)  # fmt: skip
+    env = _migrated_env(tmp_path)
     answered = threading.Semaphore(0)
     stop = threading.Event()
     with daphne(env, timeout_s=2 * WAIT_S, log=tmp_path / "daphne.log") as (process, port):
