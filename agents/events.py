@@ -4,7 +4,9 @@ One run yields, in order: :class:`RunStarted`; per iteration a :class:`ModelTurn
 any number of :class:`ReasoningDelta` and :class:`TextDelta` (interleaved as the model
 streams them; reasoning usually first), a :class:`ModelTurnFinished`, then for each tool call a
 :class:`ToolCallStarted` and (in completion order, parallel calls interleave) a
-:class:`ToolCallFinished`; finally exactly one :class:`RunFinished`. Times are UTC
+:class:`ToolCallFinished`; finally exactly one :class:`RunFinished`, or, when calls wait
+for a person's approval, an :class:`ApprovalRequested` per held call and a
+:class:`RunPaused` (the run goes on later, :mod:`agents.approvals`). Times are UTC
 ``datetime`` values, durations are milliseconds.
 
 The events that end a step (:class:`ModelTurnFinished`, :class:`ToolCallFinished`) carry
@@ -40,6 +42,9 @@ class RunStatus(enum.StrEnum):
     REPEATED_FAILURE = "repeated_failure"
     """The model made the same failing tool call (same tool, arguments and error) several
     times in a row (``RunLimits.max_repeated_failures``)."""
+    WAITING = "waiting"
+    """Paused: a tool call waits for a person's approval (:mod:`agents.approvals`). Not
+    an end: the run goes on (as ``running``) once every held call is decided."""
 
 
 class StepStatus(enum.StrEnum):
@@ -51,6 +56,8 @@ class StepStatus(enum.StrEnum):
     RUNNING = "running"
     SUCCESS = "success"
     ERROR = "error"
+    PENDING = "pending"
+    """A tool call held for a person's approval (:mod:`agents.approvals`); not run yet."""
 
 
 TEXT_TOOL_CALL = "TextToolCall"
@@ -202,6 +209,36 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True)
+class ApprovalRequested:
+    """A tool call is held until a person approves, edits or denies it (its tool's
+    policy is ``ask``, :mod:`agents.approvals`); fields as :class:`ToolCallStarted`'s.
+
+    On resume the call is reported like any other: a :class:`ToolCallStarted` (with the
+    arguments it runs with) and a :class:`ToolCallFinished`, or only the latter's error
+    for a call that was denied or expired.
+    """
+
+    iteration: int
+    tool_call_id: str
+    name: str
+    args: dict[str, Any] | str
+    log: str = ""
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class RunPaused:
+    """The run waits for decisions on ``pending`` (``tool_call_id``s of the
+    ``iterations``-th turn) and its loop has returned; ``usage`` is its token counts so
+    far. It goes on with :class:`agents.approvals.Resume`."""
+
+    iterations: int
+    pending: tuple[str, ...]
+    usage: dict[str, int] = field(default_factory=dict)
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
 class RunFinished:
     """The run ended with ``status``; ``output`` is the final answer text (may be empty)."""
 
@@ -221,5 +258,7 @@ Event = (
     | ModelTurnFinished
     | ToolCallStarted
     | ToolCallFinished
+    | ApprovalRequested
+    | RunPaused
     | RunFinished
 )

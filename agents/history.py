@@ -45,7 +45,7 @@ server (vLLM and Mistral chat templates answer 400 "Conversation roles must alte
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agents.approvals import Decision, Resume
 from agents.events import RunStatus, StepStatus, is_format_error
 from agents.strategies import Strategy, ToolAgentAction
 from agents.strategies.base import IntermediateStep, TextStrategy
@@ -383,3 +384,40 @@ def describe(messages: Sequence[BaseMessage], width: int = 60) -> str:
         text = " ".join(str(message.text).split())[:width]
         lines.append(f"{message.type}{calls}{reply_to}: {text}")
     return "\n".join(lines)
+
+
+def resume_from(
+    turns: Sequence[TurnRecord],
+    calls: Sequence[CallRecord],
+    *,
+    strategy: Strategy,
+    decisions: Mapping[str, Decision],
+    max_observation_chars: int,
+    usage: Mapping[str, int] | None = None,
+    spent_s: float = 0.0,
+) -> Resume:
+    """Return the :class:`agents.approvals.Resume` of a paused run from its stored turns
+    and calls (in the order stored; the last turn is the paused one).
+
+    The scratchpad is rebuilt as an earlier exchange's tool work is
+    (:func:`intermediate_steps`): a text strategy's format slips are left out, which the
+    run's live scratchpad had shown the model.
+    """
+    iteration = max((turn.iteration for turn in turns), default=1)
+
+    def pairs(keep: Callable[[int], bool]) -> list[IntermediateStep]:
+        exchange = Exchange(
+            question="", strategy=strategy.name,
+            turns=tuple(t for t in turns if keep(t.iteration)),
+            calls=tuple(c for c in calls if keep(c.iteration)),
+        )  # fmt: skip
+        return intermediate_steps(exchange, strategy, max_observation_chars)
+
+    return Resume(
+        iteration=iteration,
+        steps=pairs(lambda it: it < iteration),
+        turn=pairs(lambda it: it == iteration),
+        decisions=dict(decisions),
+        usage=dict(usage or {}),
+        spent_s=spent_s,
+    )

@@ -19,11 +19,14 @@ from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
+from agents.approvals import PolicyLookup, Resume, edited_note, split_by_policy
 from agents.context import ContextOverflow, ContextWindow, tools_tokens
 from agents.events import (
+    ApprovalRequested,
     Event,
     ModelTurnStarted,
     RunFinished,
+    RunPaused,
     RunStarted,
     RunStatus,
     ToolCallFinished,
@@ -43,7 +46,7 @@ from agents.stopping import (
     direct_answer,
 )
 from agents.strategies import Strategy
-from agents.strategies.base import TextStrategy
+from agents.strategies.base import IntermediateStep, TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
 from agents.timing import Deadline
 from agents.tool_calls import TOOL_RUN_TIME_LIMIT, ToolCallBatch, ToolLimits, ToolTimer
@@ -176,6 +179,8 @@ async def run(
     strategy: Strategy | None = None,
     limits: RunLimits | None = None,
     context: ContextWindow | None = None,
+    policy: PolicyLookup | None = None,
+    resume: Resume | None = None,
 ) -> AsyncIterator[Event]:
     """Run the agent loop with ``strategy`` and yield :mod:`agents.events` as it goes.
 
@@ -214,15 +219,17 @@ async def run(
     # window, counted) once and appended, never rebuilt from all earlier steps.
     scratchpad: list[BaseMessage] = []
     scratchpad_tokens = 0
-    usage_total: dict[str, int] = {}
+    usage_total: dict[str, int] = dict(resume.usage) if resume else {}
     # A native request carries the tools' schemas beside the messages; a text strategy
     # has them in its system message already.
     native = context is not None and not isinstance(strategy, TextStrategy)
     schemas = tools_tokens(tool_list) if native else 0
     bindings = _Bindings(strategy, model, tool_list)
-    clock = RunClock(limits.max_execution_time_s)
+    clock = RunClock(limits.max_execution_time_s, resume.spent_s if resume else 0.0)
     repeats = RepeatedFailures(limits.max_repeated_failures)
-    yield RunStarted(model=model_display_name(model), tools=tuple(by_name), strategy=strategy.name)
+    if resume is None:
+        yield RunStarted(model=model_display_name(model), tools=tuple(by_name),
+                         strategy=strategy.name)  # fmt: skip
 
     def ended(status: RunStatus, iterations: int, error: str = "", output: str = "") -> RunFinished:
         return RunFinished(status=status, output=output, iterations=iterations, error=error,
@@ -233,7 +240,45 @@ async def run(
     timer = ToolTimer()
     deadline = Deadline(limits.model_timeout_s)
     try:
-        for iteration in range(1, limits.max_iterations + 1):
+        first = 1
+        if resume is not None:
+            first = resume.iteration + 1
+            if clock.expired():
+                yield ended(RunStatus.TIME_LIMIT, resume.iteration, clock.reason())
+                return
+            batch = ToolCallBatch(resume.to_run(), by_name, iteration=resume.iteration,
+                                  limits=limits.tools_within(clock), timer=timer)  # fmt: skip
+            finished: dict[str, ToolCallFinished] = {}
+            call_events = batch.run()
+            try:
+                async for event in call_events:
+                    if isinstance(event, ToolCallFinished):
+                        finished[event.tool_call_id] = event
+                    yield event
+            finally:
+                await call_events.aclose()
+            turn = _resumed_turn(resume, batch)
+            steps = [*resume.steps, *turn]
+            repeats.feed_steps(steps)
+            scratchpad = fill_empty_replies(strategy.format_scratchpad(steps))
+            if context is not None:
+                scratchpad_tokens = sum(map(context.counter, scratchpad))
+            answer = _direct_in(turn, direct)
+            if answer is not None:
+                name, result = answer
+                if result.strip():
+                    yield ended(RunStatus.SUCCEEDED, resume.iteration, output=result)
+                else:
+                    yield ended(RunStatus.FAILED, resume.iteration,
+                                RETURN_DIRECT_EMPTY.format(name=name))  # fmt: skip
+                return
+            if repeats.tripped:
+                yield ended(RunStatus.REPEATED_FAILURE, resume.iteration, repeats.reason())
+                return
+            if clock.expired():
+                yield ended(RunStatus.TIME_LIMIT, resume.iteration, clock.reason())
+                return
+        for iteration in range(first, limits.max_iterations + 1):
             if clock.expired():
                 yield ended(RunStatus.TIME_LIMIT, iteration - 1, clock.reason())
                 return
@@ -275,9 +320,14 @@ async def run(
             if clock.expired():
                 yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
                 return
-            batch = ToolCallBatch(turn.actions, by_name, iteration=iteration,
+            actions, held = split_by_policy(turn.actions, policy, by_name)
+            for action in held:  # shown at once; the turn's other calls run meanwhile
+                yield ApprovalRequested(iteration=iteration, tool_call_id=action.tool_call_id,
+                                        name=action.tool, args=action.tool_input,
+                                        log=action.log)  # fmt: skip
+            batch = ToolCallBatch(actions, by_name, iteration=iteration,
                                   limits=limits.tools_within(clock), timer=timer)  # fmt: skip
-            finished: dict[str, ToolCallFinished] = {}
+            finished = {}
             call_events = batch.run()
             try:
                 async for event in call_events:
@@ -286,6 +336,12 @@ async def run(
                     yield event
             finally:
                 await call_events.aclose()
+            if held:
+                # The loop ends here; the run goes on from the stored steps once every
+                # held call is decided (agents.approvals.Resume).
+                pending = tuple(action.tool_call_id for action in held)
+                yield RunPaused(iterations=iteration, pending=pending, usage=usage_total)
+                return
             new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
             scratchpad.extend(new)
             if context is not None:
@@ -354,6 +410,33 @@ async def run(
     finally:
         timer.close()
         deadline.cancel()
+
+
+def _resumed_turn(resume: Resume, batch: ToolCallBatch) -> list[IntermediateStep]:
+    """Return the paused turn's ``(action, observation)`` pairs with the held calls'
+    placeholders replaced by what they gave; a call run with a person's arguments has
+    a note saying so before its result."""
+    turn: list[IntermediateStep] = []
+    for action, observation in resume.turn:
+        decision = resume.decisions.get(action.tool_call_id)
+        if decision is not None:
+            observation = batch.observations[action.tool_call_id]
+            if decision.approved and decision.args is not None:
+                note = edited_note(decision.args)
+                observation = observation.model_copy(
+                    update={"content": f"{note}\n{observation.content}"}
+                )
+        turn.append((action, observation))
+    return turn
+
+
+def _direct_in(turn: Sequence[IntermediateStep], direct: frozenset[str]) -> tuple[str, str] | None:
+    """Return ``(tool name, result)`` of the first ``return_direct`` call of a resumed
+    turn that succeeded (:func:`agents.stopping.direct_answer` for a rebuilt turn)."""
+    for action, observation in turn:
+        if action.tool in direct and observation.status != "error":
+            return action.tool, str(observation.content)
+    return None
 
 
 def _final_request(scratchpad: list[BaseMessage], text: str) -> list[BaseMessage]:

@@ -27,7 +27,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from langchain_core.messages import ToolMessage
+
 from agents.events import StepStatus, ToolCallFinished, is_format_error
+from agents.strategies import ToolAgentAction
 
 EarlyStoppingMethod = Literal["force", "generate"]
 EARLY_STOPPING_METHODS: tuple[str, ...] = ("force", "generate")
@@ -67,12 +70,13 @@ class RunClock:
     """A run's wall-clock budget (``max_execution_time``), in seconds from construction.
 
     ``budget_s`` None or 0: no budget (:meth:`expired` is never True, :meth:`cap` returns
-    its argument). Read from the monotonic clock, the one asyncio's timers use.
+    its argument). ``spent_s``: seconds of it a resumed run spent before its pause. Read
+    from the monotonic clock, the one asyncio's timers use.
     """
 
-    def __init__(self, budget_s: float | None) -> None:
+    def __init__(self, budget_s: float | None, spent_s: float = 0.0) -> None:
         self.budget_s = budget_s or 0.0
-        self._start = time.monotonic()
+        self._start = time.monotonic() - spent_s
 
     def elapsed_s(self) -> float:
         """Return the seconds since the run started."""
@@ -115,7 +119,7 @@ class RepeatedFailures:
     """Count the same failing call made again and again, in the order the model asked.
 
     A call that failed with the same tool, the same arguments (compared as canonical
-    JSON) and the same ``error`` as the call before it adds one to the streak; any other
+    JSON) and the same error observation as the call before it adds one to the streak; any other
     call (a success, another failure, output that broke the format) starts over. A
     format error is left out: no tool ran, and a model that never gets the format right
     ends at ``max_iterations`` with the parser's reason, as before. After
@@ -125,20 +129,33 @@ class RepeatedFailures:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._last: tuple[str, str, str] | None = None
-        self._last_args: Any = None
+        self._error = ""
         self.count = 0
 
     def feed(self, finished: Iterable[tuple[Any, ToolCallFinished]]) -> None:
         """Take one batch's ``(args, finished event)`` pairs, in the order the model asked."""
         for args, event in finished:
-            if event.status != StepStatus.ERROR or is_format_error(event.error_type):
-                self._last, self.count = None, 0
-                continue
-            key = (event.name, _args_key(args), event.error)
-            if key == self._last:
-                self.count += 1
-            else:
-                self._last, self._last_args, self.count = key, args, 1
+            failed = event.status == StepStatus.ERROR and not is_format_error(event.error_type)
+            self._add(event.name, args, event.observation, event.error, failed=failed)
+
+    def feed_steps(self, steps: Iterable[tuple[ToolAgentAction, ToolMessage]]) -> None:
+        """Take ``(action, observation)`` pairs rebuilt from stored steps (a resumed run,
+        :mod:`agents.approvals`), in order; the error named is the observation."""
+        for action, observation in steps:
+            failed = observation.status == "error" and not is_format_error(action.error_type)
+            text = str(observation.content)
+            self._add(action.tool, action.tool_input, text, text, failed=failed)
+
+    def _add(self, name: str, args: Any, observation: str, error: str, *, failed: bool) -> None:
+        # Keyed on what the model read: the same for a call made live and one rebuilt.
+        if not failed:
+            self._last, self.count = None, 0
+            return
+        key = (name, _args_key(args), observation)
+        if key == self._last:
+            self.count += 1
+        else:
+            self._last, self._error, self.count = key, error, 1
 
     @property
     def tripped(self) -> bool:
@@ -148,7 +165,8 @@ class RepeatedFailures:
     def reason(self) -> str:
         """Return the run's end reason: the call, its arguments and its error."""
         assert self._last is not None
-        name, args, error = self._last
+        name, args, _ = self._last
+        error = self._error
         if len(args) > ARGS_SHOWN_CHARS:
             args = args[:ARGS_SHOWN_CHARS] + "…"
         return REPEATED_FAILURE.format(count=self.count, name=name, args=args, error=error)
