@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from agents.approvals import Outcome, ToolPolicy
 from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
@@ -57,6 +58,7 @@ class RunStatus(models.TextChoices):
     INTERRUPTED = RunStatusEnum.INTERRUPTED.value, "Interrupted"
     TIME_LIMIT = RunStatusEnum.TIME_LIMIT.value, "Time limit reached"
     REPEATED_FAILURE = RunStatusEnum.REPEATED_FAILURE.value, "Stopped: same call kept failing"
+    WAITING = RunStatusEnum.WAITING.value, "Waiting for approval"
 
 
 class StepStatus(models.TextChoices):
@@ -66,6 +68,7 @@ class StepStatus(models.TextChoices):
     RUNNING = StepStatusEnum.RUNNING.value, "Running"
     SUCCESS = StepStatusEnum.SUCCESS.value, "Success"
     ERROR = StepStatusEnum.ERROR.value, "Error"
+    PENDING = StepStatusEnum.PENDING.value, "Waiting for approval"
 
 
 class StepKind(models.TextChoices):
@@ -182,6 +185,10 @@ class AgentRun(RunDisplay, models.Model):
     )
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Waiting for a person's approval (agents.approvals): since when, and the total ms the
+    # run has waited (not counted towards AGENT_MAX_EXECUTION_TIME_S).
+    paused_at = models.DateTimeField(null=True, blank=True)
+    waited_ms = models.PositiveIntegerField(default=0, db_default=0)
     # Updated by the process running the run; a stale heartbeat means that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Set when someone presses Stop; the process running the run cancels it (at once when
@@ -431,3 +438,115 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider or 'any provider'}: {self.model_pattern}"
+
+
+class ToolPolicyChoice(models.TextChoices):
+    """A tool's approval policy; mirrors :class:`agents.approvals.ToolPolicy`."""
+
+    ALLOW = ToolPolicy.ALLOW.value, "Allow: runs at once"
+    ASK = ToolPolicy.ASK.value, "Ask: a person approves each call"
+    DENY = ToolPolicy.DENY.value, "Deny: never runs"
+
+
+class ToolApprovalPolicy(models.Model):
+    """A tool's approval policy as staff set it in the admin.
+
+    It overrides ``AGENT_TOOL_POLICIES`` for that tool; a tool with neither is ``allow``
+    (:func:`chat.approvals.policy_lookup`). Read when a run starts or resumes.
+    """
+
+    tool_name = models.CharField(max_length=200, unique=True)
+    policy = models.CharField(max_length=8, choices=ToolPolicyChoice.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["tool_name"]
+        verbose_name = "tool approval policy"
+        verbose_name_plural = "tool approval policies"
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}: {self.policy}"
+
+
+class ToolGrant(models.Model):
+    """ "Always allow this tool in this chat": calls to ``tool_name`` in ``conversation``
+    run without asking, whatever its policy says (but not a ``deny``)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="tool_grants"
+    )
+    tool_name = models.CharField(max_length=200)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    granted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "tool_name"], name="grant_unique_tool")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} allowed in conversation {self.conversation_id}"
+
+
+class ApprovalOutcome(models.TextChoices):
+    """Where a held call's approval stands; mirrors :class:`agents.approvals.Outcome`."""
+
+    PENDING = "pending", "Waiting"
+    APPROVED = Outcome.APPROVED.value, "Approved"
+    DENIED = Outcome.DENIED.value, "Denied"
+    EXPIRED = Outcome.EXPIRED.value, "Expired (denied)"
+    CANCELLED = Outcome.CANCELLED.value, "Cancelled (run stopped)"
+
+
+class Approval(models.Model):
+    """A tool call held for a person's decision, and the decision: evidence for audit.
+
+    ``arguments`` are the call's as the model asked; ``edited_arguments`` those it ran
+    with when the person changed them (null: unchanged). ``decided_by`` is null for an
+    expiry, a stop, or a user since deleted; ``decided_by_name`` keeps who it was.
+    ``always_allowed``: the person also allowed the tool for the rest of the chat
+    (:class:`ToolGrant`). Times are UTC; ``expires_at`` is null when approvals never
+    expire (``AGENT_APPROVAL_TIMEOUT_S`` 0).
+    """
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="approvals")
+    step = models.OneToOneField(AgentStep, on_delete=models.CASCADE, related_name="approval")
+    tool_name = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
+    edited_arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
+    requested_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    outcome = models.CharField(
+        max_length=16, choices=ApprovalOutcome.choices, default=ApprovalOutcome.PENDING,
+        db_index=True,
+    )  # fmt: skip
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    decided_by_name = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    always_allowed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        permissions = [
+            ("decide_approval", "Can decide tool calls waiting for approval in any conversation")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} in run {self.run_id}: {self.get_outcome_display()}"
+
+    @property
+    def is_pending(self) -> bool:
+        """Return True while nobody (and no expiry or stop) has decided."""
+        return self.outcome == ApprovalOutcome.PENDING

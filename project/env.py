@@ -9,6 +9,8 @@ from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.approvals import ToolPolicy
+
 N = TypeVar("N", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -75,3 +77,28 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_tool_policies(name: str) -> dict[str, str]:
+    """Return ``name`` (``"tool=ask,other=deny"``) as ``{tool: policy}``.
+
+    Policies are :class:`agents.approvals.ToolPolicy` values (allow, ask, deny); an
+    empty or unset variable gives ``{}``. Raises ImproperlyConfigured for an entry
+    without ``=``, an empty tool name, an unknown policy or a tool named twice.
+    """
+    policies: dict[str, str] = {}
+    for entry in env_str(name).split(","):
+        if not entry.strip():
+            continue
+        tool, sep, policy = (part.strip() for part in entry.partition("="))
+        if not sep or not tool:
+            raise ImproperlyConfigured(f"{name}: {entry.strip()!r} is not tool=policy")
+        if policy not in set(ToolPolicy):
+            allowed = ", ".join(ToolPolicy)
+            raise ImproperlyConfigured(
+                f"{name}: the policy of {tool!r} must be one of {allowed}, not {policy!r}"
+            )
+        if tool in policies:
+            raise ImproperlyConfigured(f"{name}: {tool!r} is named twice")
+        policies[tool] = policy
+    return policies

@@ -15,7 +15,15 @@ from agents.providers import ModelConfig, find_provider
 from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.agent_models import load_models_file
-from project.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from project.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_tool_policies,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -225,6 +233,11 @@ AGENT_MAX_EXECUTION_TIME_S = env_float("AGENT_MAX_EXECUTION_TIME_S", 0.0, minimu
 AGENT_EARLY_STOPPING_METHOD = env_choice(
     "AGENT_EARLY_STOPPING_METHOD", "force", EARLY_STOPPING_METHODS
 )
+# People in the loop (docs/configuration.md): each tool's policy, "tool=ask,tool=deny"
+# (allow, ask or deny; unnamed tools: allow). Staff may override a tool in the admin.
+AGENT_TOOL_POLICIES = env_tool_policies("AGENT_TOOL_POLICIES")
+# Seconds a call may wait for a person's approval before it expires as denied (0: never).
+AGENT_APPROVAL_TIMEOUT_S = env_float("AGENT_APPROVAL_TIMEOUT_S", 3600.0, minimum=0.0)
 AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
 AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=100)
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.

@@ -12,12 +12,30 @@ concern, all of it importable from here:
   process, retention);
 - :mod:`chat.store.pages`: the conversation page's window of runs (the newest, or those
   before a run) and the earlier steps of a long run;
+- :mod:`chat.store.approvals`: tool calls held for a person, their decisions, and the
+  paused runs they resume;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
   a run's tool calls.
 """
 
 from __future__ import annotations
 
+from chat.store.approvals import (
+    ApprovalRefused,
+    Decided,
+    ResumeState,
+    approval_decide,
+    approval_request,
+    approvals_expire,
+    conversation_grants,
+    run_claim_resume,
+    run_pause,
+    run_resume_state,
+    run_stop_waiting,
+    runs_ready,
+    runs_waiting,
+    tool_policies,
+)
 from chat.store.conversations import (
     GUEST_KEY,
     ConversationStarted,
@@ -47,6 +65,7 @@ from chat.store.runs import (
     ConversationGone,
     RunAlreadyGoing,
     RunModel,
+    RunWaiting,
     conversation_runs,
     run_beat,
     run_cancel_requested,
@@ -65,20 +84,28 @@ from chat.store.runs import (
 __all__ = [
     "GUEST_KEY",
     "LIST_LENGTH",
+    "ApprovalRefused",
     "ConversationGone",
     "ConversationStarted",
+    "Decided",
     "Owner",
     "RateLimited",
+    "ResumeState",
     "RunAlreadyGoing",
     "RunModel",
     "RunNotInConversation",
+    "RunWaiting",
     "RunWindow",
+    "approval_decide",
+    "approval_request",
+    "approvals_expire",
     "clean_query",
     "conversation_configure",
     "conversation_delete",
     "conversation_exchanges",
     "conversation_get",
     "conversation_get_or_create_empty",
+    "conversation_grants",
     "conversation_rename",
     "conversation_replace_model",
     "conversation_runs",
@@ -90,19 +117,26 @@ __all__ = [
     "grouped_by_date",
     "run_beat",
     "run_cancel_requested",
+    "run_claim_resume",
     "run_finish",
     "run_get",
     "run_heartbeat",
+    "run_pause",
     "run_request_cancel",
+    "run_resume_state",
     "run_start",
     "run_steps_before",
+    "run_stop_waiting",
     "run_with_steps",
     "run_with_steps_of",
     "runs_delete",
     "runs_interrupt_stale",
+    "runs_ready",
     "runs_to_catch_up",
+    "runs_waiting",
     "runs_window",
     "step_finish",
     "step_save_text",
     "step_start",
+    "tool_policies",
 ]

@@ -124,19 +124,37 @@ def conversation_exchanges(
         .values_list("content", "triggered_run__id", "triggered_run__strategy",
                      "triggered_run__status", "triggered_run__output")
     )  # fmt: skip
-    steps = (
-        AgentStep.objects.filter(
-            run__conversation_id=conversation_id, run__user_message_id__lt=before_message_id
-        )
-        .order_by("run_id", "ordinal")
-        .values("run_id", "kind", "iteration", "status", "text", "reasoning", "error_type",
-                "tool_name",
-                "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"),
-                head=_result_head(max_result_chars), chars=Length("result"))
+    steps = AgentStep.objects.filter(
+        run__conversation_id=conversation_id, run__user_message_id__lt=before_message_id
+    )
+    turns, calls = step_records(steps, max_result_chars=max_result_chars)
+    exchanges = []
+    for content, run_id, strategy, status, output in questions:
+        if run_id is None:
+            exchanges.append(Exchange(question=content, status=""))
+            continue
+        run_turns = tuple(turns.get(run_id, ()))
+        exchanges.append(Exchange(
+            question=content, strategy=strategy, status=status, answer=output,
+            turns=run_turns, calls=tuple(full_ids(calls.get(run_id, ()), run_turns)),
+        ))  # fmt: skip
+    return exchanges
+
+
+def step_records(
+    steps: QuerySet[AgentStep], *, max_result_chars: int | None = None
+) -> tuple[dict[int, list[TurnRecord]], dict[int, list[CallRecord]]]:
+    """Return the model turns and tool calls of ``steps`` as history records, by run id,
+    in step order (one query, only the columns the history reads; see
+    :func:`conversation_exchanges` for ``max_result_chars``)."""
+    rows = steps.order_by("run_id", "ordinal").values(
+        "run_id", "kind", "iteration", "status", "text", "reasoning", "error_type", "tool_name",
+        "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"),
+        head=_result_head(max_result_chars), chars=Length("result"),
     )  # fmt: skip
     turns: dict[int, list[TurnRecord]] = defaultdict(list)
     calls: dict[int, list[CallRecord]] = defaultdict(list)
-    for step in steps:
+    for step in rows:
         if step["kind"] == StepKind.MODEL_TURN:
             turns[step["run_id"]].append(TurnRecord(
                 iteration=step["iteration"], text=step["text"], reasoning=step["reasoning"],
@@ -150,17 +168,7 @@ def conversation_exchanges(
                 result=step["head"], error_type=step["error_type"], log=step["text"],
                 result_chars=step["chars"] if step["chars"] > len(step["head"]) else 0,
             ))  # fmt: skip
-    exchanges = []
-    for content, run_id, strategy, status, output in questions:
-        if run_id is None:
-            exchanges.append(Exchange(question=content, status=""))
-            continue
-        run_turns = tuple(turns.get(run_id, ()))
-        exchanges.append(Exchange(
-            question=content, strategy=strategy, status=status, answer=output,
-            turns=run_turns, calls=tuple(_full_ids(calls.get(run_id, ()), run_turns)),
-        ))  # fmt: skip
-    return exchanges
+    return turns, calls
 
 
 def _result_head(max_chars: int | None) -> Expression:
@@ -180,8 +188,9 @@ def _tool_calls(raw_calls: object) -> list[dict[str, Any]]:
             if isinstance(call, dict) and call.get("id") and call.get("name")]  # fmt: skip
 
 
-def _full_ids(calls: Iterable[CallRecord], turns: Iterable[TurnRecord]) -> list[CallRecord]:
-    """Return ``calls`` with each id the step column cut restored from its turn's call."""
+def full_ids(calls: Iterable[CallRecord], turns: Iterable[TurnRecord]) -> list[CallRecord]:
+    """Return ``calls`` with each id the step column cut restored from its turn's call
+    (stored in full in the turn's AIMessage)."""
     limit = AgentStep._meta.get_field("tool_call_id").max_length
     full = {(t.iteration, c["id"][:limit]): c["id"] for t in turns for c in t.tool_calls}
     return [

@@ -43,6 +43,10 @@ class RunAlreadyGoing(Exception):
     """Raised when a conversation already has a running run."""
 
 
+class RunWaiting(RunAlreadyGoing):
+    """Raised when a conversation's run waits for a decision on a tool call."""
+
+
 class ConversationGone(Exception):
     """Raised when the conversation's owner deleted it: it takes no new message."""
 
@@ -77,7 +81,11 @@ def run_start(
         if conversation.hidden_at is not None:
             raise ConversationGone(conversation_id)
         runs_interrupt_stale(conversation_id=conversation_id, now=started_at)
-        if conversation.runs.filter(status=RunStatus.RUNNING).exists():
+        going = conversation.runs.filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
+        status = going.values_list("status", flat=True).first()
+        if status == RunStatus.WAITING:
+            raise RunWaiting(conversation_id)
+        if status is not None:
             raise RunAlreadyGoing(conversation_id)
         if runs_per_minute is not None:
             check_rate(conversation, runs_per_minute, started_at)
@@ -116,7 +124,8 @@ def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
 
 
 def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
-    """Return the runs a newly connected page may have missed: running ones and the latest.
+    """Return the runs a newly connected page may have missed: running or waiting ones and
+    the latest.
 
     Loaded like :func:`conversation_runs`, oldest first.
     """
@@ -126,7 +135,7 @@ def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
         return []
     # Only those runs are loaded: a 1,000-message conversation's whole history with its
     # steps took 170 ms on every connect (bench/growth.py).
-    wanted = runs.filter(Q(pk=latest) | Q(status=RunStatus.RUNNING))
+    wanted = runs.filter(Q(pk=latest) | Q(status__in=(RunStatus.RUNNING, RunStatus.WAITING)))
     return list(runs_loaded(wanted).order_by("started_at", "id"))
 
 
