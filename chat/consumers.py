@@ -26,6 +26,7 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, reaper, store
+from chat.approvals import MAX_ARGUMENTS_CHARS, MAX_REASON_CHARS, DecisionFrame, decide
 from chat.live import (
     CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
@@ -35,7 +36,15 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
-from chat.runs import cancel_local, create_run, end_unstarted_run, start_run
+from chat.runs import (
+    cancel_local,
+    create_run,
+    end_unstarted_run,
+    finish_stopped,
+    get_tools,
+    resume_ready,
+    start_run,
+)
 from chat.security import log_refusal, session_ended
 from chat.validation import MessageError, clean_message
 
@@ -56,7 +65,17 @@ SESSION_RECHECK_S = 5.0
 BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
-UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message' and 'cancel'."
+UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message', 'cancel' and 'approval'."
+BAD_DECISION = (
+    "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
+    "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
+)
+REASON_TOO_LONG = "The reason is too long: at most {limit:,} characters."
+ARGUMENTS_TOO_LONG = "The edited arguments are too long: at most {limit:,} characters."
+RUN_WAITING = (
+    "The agent is waiting for your decision on a tool call above: approve or deny it "
+    "(or press Stop) before sending another message."
+)
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
 NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
@@ -82,6 +101,7 @@ class FrameError(MessageError):
 
 
 CANCEL = "cancel"
+APPROVAL = "approval"
 
 
 class StopRequest:
@@ -96,8 +116,9 @@ STOP = StopRequest()
 
 def parse_frame(
     text_data: str | None, bytes_data: bytes | None, *, max_chars: int
-) -> str | StopRequest:
-    """Return the message text of a frame, stripped, or :data:`STOP` for a stop request.
+) -> str | StopRequest | DecisionFrame:
+    """Return the message text of a frame, stripped, :data:`STOP` for a stop request, or
+    a :class:`chat.approvals.DecisionFrame` for a decision on a held tool call.
 
     Raises :class:`FrameError` for binary, non-JSON or too deeply nested frames,
     non-objects, unknown types, missing, empty (or only invisible characters) or over-long
@@ -117,6 +138,8 @@ def parse_frame(
     kind = payload.get("type", "message")
     if kind == CANCEL:
         return STOP
+    if kind == APPROVAL:
+        return parse_decision(payload)
     if kind != "message":
         raise FrameError(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
@@ -126,6 +149,32 @@ def parse_frame(
         return clean_message(content, max_chars=max_chars)
     except MessageError as exc:
         raise FrameError(str(exc)) from None
+
+
+def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
+    """Return the decision of an ``approval`` frame; raise :class:`FrameError` for a
+    missing or malformed field (a form sends ``step`` as text, ``always`` as "on")."""
+    step, decision = payload.get("step"), payload.get("decision")
+    if isinstance(step, str) and step.strip().isdigit():
+        step = int(step)
+    if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
+        raise FrameError(BAD_DECISION)
+    arguments, reason = payload.get("arguments"), payload.get("reason", "")
+    if arguments is not None and not isinstance(arguments, str):
+        raise FrameError(BAD_DECISION)
+    if not isinstance(reason, str):
+        raise FrameError(BAD_DECISION)
+    if arguments is not None and len(arguments) > MAX_ARGUMENTS_CHARS:
+        raise FrameError(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
+    reason = reason.strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS))
+    if "\x00" in reason or (arguments is not None and "\x00" in arguments):
+        raise FrameError(BAD_DECISION)
+    always = payload.get("always") in (True, "on", "true", "1")
+    return DecisionFrame(step_id=step, approve=decision == "approve",
+                         arguments=arguments if arguments and arguments.strip() else None,
+                         reason=reason, always=always)  # fmt: skip
 
 
 def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | None:
@@ -338,6 +387,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if isinstance(content, StopRequest):
             await self._cancel_run()
             return
+        if isinstance(content, DecisionFrame):
+            await self._decide(content)
+            return
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         accepting = asyncio.ensure_future(
             database_sync_to_async(_accept_message)(
@@ -357,6 +409,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise
         if isinstance(accepted, store.ConversationGone):
             await self._close_deleted()
+            return
+        if isinstance(accepted, store.RunWaiting):
+            await self.send(text_data=fragments.error(RUN_WAITING))
             return
         if isinstance(accepted, store.RunAlreadyGoing):
             await self.send(text_data=fragments.error(RUN_GOING))
@@ -378,6 +433,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         assert self.conversation_id is not None
         if await self._interrupt_stale_runs():
             return  # its process is dead: now it is marked so, in every tab
+        waiting = await database_sync_to_async(store.run_stop_waiting)(
+            conversation_id=self.conversation_id, at=utcnow()
+        )
+        if waiting is not None:  # no task runs it: its end is recorded here
+            publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+            await finish_stopped(waiting.pk, [publisher])
+            return
         run = await database_sync_to_async(store.run_request_cancel)(
             conversation_id=self.conversation_id, at=utcnow()
         )
@@ -388,6 +450,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_send(
                 group_name(self.conversation_id), {"type": CANCEL_MESSAGE_TYPE, "run_id": run.pk}
             )
+
+    async def _decide(self, frame: DecisionFrame) -> None:
+        """Store a decision on a held tool call, show it in every tab, and resume the run
+        here once none of its calls waits any more. A refused decision (not a held call
+        of this chat, decided already, edited arguments the tool refuses) is told to this
+        socket only and changes nothing."""
+        assert self.conversation_id is not None
+        try:
+            decided = await database_sync_to_async(decide)(
+                frame, conversation_id=self.conversation_id, user=self.scope.get("user"),
+                tools=get_tools(),
+            )  # fmt: skip
+        except store.ApprovalRefused as exc:
+            await self.send(text_data=fragments.error(str(exc)))
+            return
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        await publisher.publish(decided.html + fragments.error(""))
+        if decided.run_id is not None:
+            await resume_ready([decided.run_id], lambda _: [publisher])
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Relay run fragments straight to the socket; hand anything else to Channels.

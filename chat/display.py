@@ -15,12 +15,22 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 
+from agents.approvals import APPROVAL_EXPIRED, DENIED_BY_PERSON, DENIED_BY_POLICY
+from agents.events import StepStatus
 from agents.tool_calls import CLIPPED_NOTE
 from chat.pricing import TOKENS_UNKNOWN, cost_label
 
 if TYPE_CHECKING:
-    from chat.models import AgentRun
+    from chat.models import AgentRun, Approval
+
+# The badge of a call that did not run because of its tool's policy or a person.
+REFUSED_BADGES = {
+    DENIED_BY_PERSON: "denied",
+    APPROVAL_EXPIRED: "expired",
+    DENIED_BY_POLICY: "not allowed",
+}
 
 # A folded tool card's one line of arguments, and the lines a long result opens with.
 ARGUMENTS_PREVIEW_CHARS = 120
@@ -166,11 +176,35 @@ class StepDisplay:
         """Return a tool call's outcome in a word or two, as its card's badge shows it."""
         if self.is_running:
             return "running"
+        if self.is_pending:
+            return "waiting for approval"
         if not self.is_error:
             return "ok"
         if self.is_format_error:
             return "format error"
+        refused = REFUSED_BADGES.get(self.error_type)
+        if refused:
+            return refused
         return "did not finish" if self.is_unfinished else "error"
+
+    @property
+    def is_pending(self) -> bool:
+        """Return True for a tool call held for a person's approval (not run yet)."""
+        return self.status == StepStatus.PENDING
+
+    @property
+    def held(self) -> Approval | None:
+        """Return the approval this tool call waited for, or None if it was not held
+        (loaded with the step by every loader of cards: no query)."""
+        try:
+            return self.approval  # type: ignore[attr-defined]
+        except ObjectDoesNotExist:
+            return None
+
+    @property
+    def arguments_rows(self) -> int:
+        """Return the rows the approval form's arguments box needs (3 to 12)."""
+        return max(3, min(12, self.arguments_json.count("\n") + 1))
 
     @property
     def arguments_json(self) -> str:

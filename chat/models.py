@@ -262,6 +262,19 @@ class AgentRun(RunDisplay, models.Model):
         return entry is not None and entry.usage_estimated
 
     @property
+    def usage_so_far(self) -> dict[str, int]:
+        """Return the stored token counts as a runtime usage dict (counts not None only):
+        what a resumed run had used before its pause."""
+        counts = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                  "total_tokens": self.total_tokens}  # fmt: skip
+        return {key: value for key, value in counts.items() if value is not None}
+
+    @property
+    def is_waiting(self) -> bool:
+        """Return True while a tool call of the run waits for a person's approval."""
+        return self.status == RunStatus.WAITING
+
+    @property
     def has_tool_errors(self) -> bool:
         """Return True for a run that succeeded although some of its tool calls failed."""
         return self.status == RunStatus.SUCCEEDED and self.tool_error_count > 0
@@ -550,3 +563,10 @@ class Approval(models.Model):
     def is_pending(self) -> bool:
         """Return True while nobody (and no expiry or stop) has decided."""
         return self.outcome == ApprovalOutcome.PENDING
+
+    @property
+    def arguments_json(self) -> str:
+        """Return the arguments the model asked for, pretty-printed as JSON."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, ensure_ascii=False, indent=2)

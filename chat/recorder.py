@@ -17,13 +17,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from agents.events import (
+    ApprovalRequested,
     Event,
     ModelTurnFinished,
     ModelTurnStarted,
     ReasoningDelta,
     RunFinished,
+    RunPaused,
     RunStarted,
     StepStatus,
     TextDelta,
@@ -68,7 +71,7 @@ class Update:
     """What recording one event gave: ``html``, the fragment for every page of the
     conversation ("" when they need none); ``streamed``, set for model text, which a
     publisher may coalesce with the next deltas (``html`` then holds it alone); ``run``,
-    the run row once the run has ended."""
+    the run row once the run has ended or paused (its loop returned)."""
 
     event: Event
     run_id: int
@@ -112,6 +115,23 @@ class RunRecorder:
         self._call_step_ids: dict[tuple[int, str], int] = {}
         self._finished_turns: set[int] = set()
 
+    @classmethod
+    def resumed(cls, run: AgentRun, steps: list[AgentStep]) -> RunRecorder:
+        """Return the recorder of a run going on after a pause, holding its ``steps``
+        (in order) as if it had written them: its held calls' rows are started again
+        where they are, later steps take the next ordinals."""
+        recorder = cls(run)
+        for step in steps:
+            step.run = run
+            recorder._steps[step.pk] = step
+            if step.kind == StepKind.MODEL_TURN:
+                recorder._turn_step_ids[step.iteration] = step.pk
+                recorder._finished_turns.add(step.iteration)
+                recorder.iteration = max(recorder.iteration, step.iteration)
+            else:
+                recorder._call_step_ids[(step.iteration, step.tool_call_id)] = step.pk
+        return recorder
+
     async def record(self, event: Event) -> Update:
         """Write what ``event`` means to the database and render it; return the update.
 
@@ -133,6 +153,10 @@ class RunRecorder:
                 return await self._in_db(self._call_started, event)
             case ToolCallFinished():
                 return await self._in_db(self._call_finished, event)
+            case ApprovalRequested():
+                return await self._in_db(self._approval_requested, event)
+            case RunPaused():
+                return await self._in_db(self._run_paused, event)
             case RunFinished():
                 return await self._in_db(self._run_finished, event)
             case _:
@@ -218,7 +242,7 @@ class RunRecorder:
         after every step event read the run and all its steps, two queries growing with
         the run (bench/load.py --profile).
         """
-        if update.run is not None:
+        if update.run is not None and update.run.status != RunStatus.WAITING:
             if update.run.status != RunStatus.SUCCEEDED:
                 return update
             run, steps = update.run, list(update.run.steps.all())
@@ -228,7 +252,8 @@ class RunRecorder:
         return replace(update, html=update.html + html)
 
     def _step_start(self, **fields: Any) -> AgentStep:
-        """Insert the run's next step (its ordinal counted here) and keep its row."""
+        """Insert the run's next step (its ordinal counted here, after any the run had
+        before a pause) and keep its row."""
         step = store.step_start(
             run_id=self.run_id, run=self._run, ordinal=len(self._steps) + 1, **fields
         )
@@ -345,6 +370,11 @@ class RunRecorder:
         return self._update(event, html=fragments.step_replaced(step))
 
     def _call_started(self, event: ToolCallStarted) -> Update:
+        held = self._call_step_ids.get((event.iteration, event.tool_call_id))
+        if held is not None:  # a held call, decided: it starts where its card is
+            step = store.step_resume(step=self._steps[held], started_at=event.at,
+                                     arguments=event.args)  # fmt: skip
+            return self._update(event, html=fragments.step_replaced(step))
         step = self._step_start(
             kind=StepKind.TOOL_CALL, iteration=event.iteration, started_at=event.at,
             tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
@@ -364,6 +394,24 @@ class RunRecorder:
             error_type=event.error_type,
         )
         return self._update(event, html=fragments.step_replaced(step))
+
+    def _approval_requested(self, event: ApprovalRequested) -> Update:
+        """Insert the held call's step (``pending``) and the approval it waits for."""
+        step = self._step_start(
+            kind=StepKind.TOOL_CALL, iteration=event.iteration, started_at=event.at,
+            tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
+            text=event.log, status=StepStatus.PENDING,
+        )  # fmt: skip
+        self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
+        store.approval_request(run=self._run, step=step, arguments=event.args, at=event.at,
+                               timeout_s=settings.AGENT_APPROVAL_TIMEOUT_S)  # fmt: skip
+        return self._update(event, html=fragments.step_appended(step))
+
+    def _run_paused(self, event: RunPaused) -> Update:
+        """Mark the run waiting; every page shows it so (its loop has returned)."""
+        run = store.run_pause(run_id=self.run_id, iterations=event.iterations,
+                              usage=event.usage, at=event.at)  # fmt: skip
+        return self._update(event, html=fragments.run_status(run), run=run)
 
     def _run_finished(self, event: RunFinished) -> Update:
         run = store.run_finish(

@@ -20,9 +20,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
+from agents.approvals import PolicyLookup
 from agents.context import ContextWindow
 from agents.events import Event, RunFinished, RunStatus, utcnow
-from agents.history import Exchange, history_messages
+from agents.history import Exchange, history_messages, resume_from
 from agents.prompts import SYSTEM_PROMPT
 from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
 from agents.providers.base import DEFAULT_CONTEXT_WINDOW
@@ -30,7 +31,8 @@ from agents.runtime import RunLimits, run
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
 from chat import store
-from chat.models import AgentRun
+from chat.approvals import policy_lookup
+from chat.models import AgentRun, AgentStep
 from chat.recorder import RunRecorder, Update
 from project import agent_models
 from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
@@ -321,15 +323,33 @@ async def _notify(listeners: Sequence[Listener], update: Update) -> None:
             logger.exception("run %s: listener %r failed", update.run_id, listener)
 
 
-def _run_with_history(*, run_id: int) -> tuple[AgentRun, list[Exchange]]:
-    """Return the run and the exchanges before its message (sync): one ORM call, not two,
-    for a run's start (each call waits in the ORM thread's queue)."""
+@dataclass(frozen=True)
+class _Start:
+    """What starting (or resuming) a run reads from the database, in one ORM call."""
+
+    run: AgentRun
+    exchanges: list[Exchange]
+    policy: PolicyLookup
+    resumed: store.ResumeState | None = None
+    steps: list[AgentStep] | None = None
+
+
+def _load_start(*, run_id: int, resume: bool) -> _Start:
+    """Return the run, the exchanges before its message and its tool policies (sync):
+    one ORM call, not several, for a run's start (each call waits in the ORM thread's
+    queue); with ``resume``, also its stored steps and decisions."""
     run_row = store.run_get(run_id=run_id)
     exchanges = store.conversation_exchanges(
         conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
         max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
     )  # fmt: skip
-    return run_row, exchanges
+    policy = policy_lookup(conversation_id=run_row.conversation_id)
+    if not resume:
+        return _Start(run_row, exchanges, policy)
+    resumed = store.run_resume_state(run=run_row, at=utcnow(),
+                                     timeout_s=settings.AGENT_APPROVAL_TIMEOUT_S)  # fmt: skip
+    steps = store.run_steps_for_resume(run_id=run_id)
+    return _Start(run_row, exchanges, policy, resumed, steps)
 
 
 async def execute_run(
@@ -338,8 +358,11 @@ async def execute_run(
     listeners: Sequence[Listener] = (),
     model: BaseChatModel | None = None,
     tools: Sequence[BaseTool] | None = None,
+    resume: bool = False,
 ) -> AgentRun:
-    """Run the agent for the stored run ``run_id``; return the finished run row.
+    """Run the agent for the stored run ``run_id``; return the finished (or paused) run
+    row. With ``resume``, go on with a run that waited for decisions on its tool calls
+    and was claimed by this process (:func:`resume_ready`), from its stored steps.
 
     Every event is recorded (:class:`chat.recorder.RunRecorder`) and then passed to each
     listener. The run always ends with a status: a cancelled task ends as ``cancelled``
@@ -354,8 +377,12 @@ async def execute_run(
     local = _RUNS.get(run_id)
     if local is None or local.task is not this_task:
         local = LocalRun(run_id, this_task)  # not started by start_run: only its heartbeat stops it
-    run_row, exchanges = await database_sync_to_async(_run_with_history)(run_id=run_id)
-    recorder = RunRecorder(run_row)
+    start = await database_sync_to_async(_load_start)(run_id=run_id, resume=resume)
+    run_row, exchanges = start.run, start.exchanges
+    if start.steps is not None:
+        recorder = RunRecorder.resumed(run_row, start.steps)
+    else:
+        recorder = RunRecorder(run_row)
     finished: AgentRun | None = None
     events: AsyncGenerator[Event, None] | None = None
 
@@ -376,8 +403,16 @@ async def execute_run(
         tools = get_tools() if tools is None else tools
         strategy = run_strategy(run_row)
         messages = build_prompt(exchanges, run_row.user_message.content, strategy)
+        resumed = None
+        if start.resumed is not None:
+            state = start.resumed
+            resumed = resume_from(
+                state.turns, state.calls, strategy=strategy, decisions=state.decisions,
+                max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
+                usage=run_row.usage_so_far, spent_s=state.spent_s,
+            )  # fmt: skip
         events = run(model, tools, messages, strategy=strategy, limits=run_limits(),
-                     context=context)  # fmt: skip
+                     context=context, policy=start.policy, resume=resumed)  # fmt: skip
         async for event in events:
             # A write that has started is let finish even if the run is cancelled
             # meanwhile (once or more), so the cancel is recorded after it, never under it.
@@ -479,13 +514,15 @@ async def _heartbeat(run_id: int, local: LocalRun) -> None:
             local.stop("its stop request, seen by its heartbeat")
 
 
-def start_run(run_id: int, *, listeners: Sequence[Listener]) -> asyncio.Task[AgentRun | None]:
+def start_run(
+    run_id: int, *, listeners: Sequence[Listener], resume: bool = False
+) -> asyncio.Task[AgentRun | None]:
     """Start :func:`execute_run` as a background task of this process; return the task."""
     local: LocalRun
 
     async def guarded() -> AgentRun | None:
         try:
-            return await execute_run(run_id, listeners=listeners)
+            return await execute_run(run_id, listeners=listeners, resume=resume)
         except asyncio.CancelledError:
             if local.ending:
                 return None  # execute_run recorded the cancel
@@ -510,6 +547,13 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
     event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=0,
                         error=STOPPED if stopped else CANCELLED)  # fmt: skip
     await _notify(listeners, await RunRecorder(run_row).record(event))
+
+
+async def finish_stopped(run_id: int, listeners: Sequence[Listener]) -> None:
+    """Record the cancelled end of run ``run_id``, stopped while it waited for decisions
+    on its tool calls (:func:`chat.store.run_stop_waiting`: no task runs it); tell the
+    listeners. Its held calls are closed as cancelled."""
+    await _finish_if_running(run_id, listeners)
 
 
 async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
@@ -545,3 +589,26 @@ def cancel_local(run_id: int, *, reason: str = "a Stop") -> bool:
         return False
     local.stop(reason)
     return True
+
+
+async def resume_ready(
+    run_ids: Sequence[int], listeners_for: Callable[[int], Sequence[Listener]]
+) -> list[int]:
+    """Resume each run of ``run_ids`` whose calls are all decided, if this process claims
+    it first (:func:`chat.store.run_claim_resume`); return the ids it resumed.
+
+    ``listeners_for(conversation_id)`` gives a resumed run's listeners (the page's group
+    publisher). Called by the socket that stored a decision, and by every process's
+    sweep (:mod:`chat.reaper`) for decisions taken in the admin, expiries, and runs whose
+    deciding process died before resuming them.
+    """
+    resumed = []
+    for run_id in run_ids:
+        conversation_id = await database_sync_to_async(store.run_claim_resume)(
+            run_id=run_id, at=utcnow()
+        )
+        if conversation_id is None:
+            continue
+        start_run(run_id, listeners=listeners_for(conversation_id), resume=True)
+        resumed.append(run_id)
+    return resumed

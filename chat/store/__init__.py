@@ -31,9 +31,11 @@ from chat.store.approvals import (
     run_claim_resume,
     run_pause,
     run_resume_state,
+    run_steps_for_resume,
     run_stop_waiting,
     runs_ready,
     runs_waiting,
+    step_for_card,
     tool_policies,
 )
 from chat.store.conversations import (
@@ -77,6 +79,7 @@ from chat.store.runs import (
     run_with_steps,
     runs_to_catch_up,
     step_finish,
+    step_resume,
     step_save_text,
     step_start,
 )
@@ -126,6 +129,7 @@ __all__ = [
     "run_resume_state",
     "run_start",
     "run_steps_before",
+    "run_steps_for_resume",
     "run_stop_waiting",
     "run_with_steps",
     "run_with_steps_of",
@@ -136,6 +140,8 @@ __all__ = [
     "runs_waiting",
     "runs_window",
     "step_finish",
+    "step_for_card",
+    "step_resume",
     "step_save_text",
     "step_start",
     "tool_policies",

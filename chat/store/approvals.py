@@ -154,13 +154,13 @@ def runs_ready(*, run_ids: set[int] | None = None) -> list[int]:
     return list(runs.order_by("paused_at", "id").values_list("pk", flat=True))
 
 
-def run_claim_resume(*, run_id: int, at: datetime) -> bool:
+def run_claim_resume(*, run_id: int, at: datetime) -> int | None:
     """Take a waiting run with every call decided back to ``running`` for this process
-    to resume; return False if another did first (or a call still waits, or it was
-    stopped). The time it waited is added to ``waited_ms``."""
-    run = AgentRun.objects.filter(pk=run_id).values("paused_at").first()
+    to resume; return its conversation's id, or None if another did first (or a call
+    still waits, or it was stopped). The time it waited is added to ``waited_ms``."""
+    run = AgentRun.objects.filter(pk=run_id).values("paused_at", "conversation_id").first()
     if run is None or run["paused_at"] is None:
-        return False
+        return None
     waited = max(0, whole_ms(at - run["paused_at"]))
     pending = Approval.objects.filter(run_id=OuterRef("pk"), outcome=ApprovalOutcome.PENDING)
     waiting = AgentRun.objects.filter(
@@ -170,7 +170,7 @@ def run_claim_resume(*, run_id: int, at: datetime) -> bool:
         status=RunStatus.RUNNING, heartbeat_at=at, paused_at=None,
         waited_ms=F("waited_ms") + waited,
     )  # fmt: skip
-    return bool(claimed)
+    return run["conversation_id"] if claimed else None
 
 
 @dataclass(frozen=True)
@@ -230,6 +230,18 @@ def run_stop_waiting(*, conversation_id: int, at: datetime) -> AgentRun | None:
         run.save(update_fields=["status", "heartbeat_at", "cancel_requested_at", "waited_ms",
                                 "paused_at"])  # fmt: skip
         return run
+
+
+def step_for_card(*, step_id: int) -> AgentStep:
+    """Return a step loaded for its card (its run and approval)."""
+    return AgentStep.objects.select_related("run", "approval").get(pk=step_id)
+
+
+def run_steps_for_resume(*, run_id: int) -> list[AgentStep]:
+    """Return the run's steps in order with their approvals, for its resumed recorder."""
+    return list(
+        AgentStep.objects.filter(run_id=run_id).select_related("approval").order_by("ordinal")
+    )
 
 
 def tool_policies() -> dict[str, str]:

@@ -71,7 +71,8 @@ def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[
     run = AgentRun.objects.filter(pk=run_id, conversation_id=conversation_id).first()
     if run is None:
         raise RunNotInConversation(run_id)
-    steps = list(run.steps.filter(ordinal__lt=before).order_by("ordinal"))
+    earlier = run.steps.filter(ordinal__lt=before).select_related("approval")
+    steps = list(earlier.order_by("ordinal"))
     for step in steps:
         step.run = run  # a card reads its run: no query per step
     return steps

@@ -21,7 +21,8 @@ def runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
     """
     return runs.select_related("conversation", "user_message").prefetch_related(
         # The prefetch sets each step's ``run`` to its run: no join needed for it.
-        Prefetch("steps", queryset=AgentStep.objects.order_by("ordinal"))
+        # and each tool call's approval, if it was held (a join, not a query per step).
+        Prefetch("steps", queryset=AgentStep.objects.select_related("approval").order_by("ordinal"))
     )
 
 

@@ -212,13 +212,13 @@ def run_finish(
         run.iterations = iterations
         run.finished_at = finished_at
         run.duration_ms = max(0, whole_ms(finished_at - run.started_at))
-        loaded = run.steps.order_by("ordinal")
+        loaded = run.steps.select_related("approval").order_by("ordinal")
         steps = list(loaded)  # kept in ``loaded``'s result cache too
         # Steps still going are closed with a short reason; the run's line says the rest.
         closed = CANCELLED_STEP if status == RunStatus.CANCELLED else error
         for step in steps:
             step.run = run  # as runs_loaded's prefetch sets it: no query for it
-            if step.status != StepStatus.RUNNING:
+            if step.status not in (StepStatus.RUNNING, StepStatus.PENDING):
                 continue
             # Each closed step's duration agrees with its instants, as a finished one's.
             step.status, step.error = StepStatus.ERROR, closed or f"run ended: {status}"
@@ -264,8 +264,10 @@ def step_start(
     text: str = "",
     run: AgentRun | None = None,
     ordinal: int | None = None,
+    status: StepStatus = StepStatus.RUNNING,
 ) -> AgentStep:
-    """Insert a running step with the next ordinal of its run; return it (with its run).
+    """Insert a step (running, or ``pending`` for a call held for approval) with the next
+    ordinal of its run; return it (with its run, and known to have no approval yet).
 
     Values are stored as :func:`chat.store.rows.fitted` makes them: NUL characters
     replaced, a tool name or call id longer than its column cut (also in
@@ -279,24 +281,42 @@ def step_start(
     if run is not None and ordinal is not None:
         if run.pk != run_id:
             raise ValueError(f"run {run.pk} given for run_id {run_id}")
-        return AgentStep.objects.create(
+        return _without_approval(AgentStep.objects.create(
             run=run, ordinal=ordinal, iteration=iteration, kind=kind, started_at=started_at,
-            **fitted(AgentStep, tool_name=tool_name, tool_call_id=tool_call_id,
-                     arguments=arguments, text=text),
-        )  # fmt: skip
+            status=status, **fitted(AgentStep, tool_name=tool_name, tool_call_id=tool_call_id,
+                                    arguments=arguments, text=text),
+        ))  # fmt: skip
     with transaction.atomic():
         # Lock the run row so concurrent writers cannot take the same ordinal.
         run = AgentRun.objects.select_for_update().get(pk=run_id)
         last = AgentStep.objects.filter(run_id=run_id).aggregate(n=Max("ordinal"))["n"] or 0
-        return AgentStep.objects.create(
+        return _without_approval(AgentStep.objects.create(
             run=run,  # kept on the step, so rendering it reads the run's strategy freely
             ordinal=last + 1,
             iteration=iteration,
             kind=kind,
             started_at=started_at,
+            status=status,
             **fitted(AgentStep, tool_name=tool_name, tool_call_id=tool_call_id,
                      arguments=arguments, text=text),
-        )  # fmt: skip
+        ))  # fmt: skip
+
+
+def _without_approval(step: AgentStep) -> AgentStep:
+    """Return a new ``step`` known to have no approval, as ``select_related`` would say:
+    rendering it then asks the database nothing (:func:`chat.store.approval_request`
+    sets the one it gets)."""
+    AgentStep.approval.related.set_cached_value(step, None)
+    return step
+
+
+def step_resume(*, step: AgentStep, started_at: datetime, arguments: Any) -> AgentStep:
+    """Start a held call that was approved: ``running`` from ``started_at`` with the
+    ``arguments`` it runs with (a person's edit, or as asked); one UPDATE."""
+    step.status, step.started_at = StepStatus.RUNNING, started_at
+    step.arguments = fitted(AgentStep, arguments=arguments)["arguments"]
+    step.save(update_fields=["status", "started_at", "arguments"])
+    return step
 
 
 def step_finish(
@@ -324,7 +344,7 @@ def step_finish(
     if "duration_ms" in fields:
         raise TypeError("duration_ms is finished_at - started_at: pass the instants")
     if step is None:
-        step = AgentStep.objects.select_related("run").get(pk=step_id)
+        step = AgentStep.objects.select_related("run", "approval").get(pk=step_id)
     elif step.pk != step_id:
         raise ValueError(f"step {step.pk} given for step_id {step_id}")
     values = fitted(AgentStep, **fields)

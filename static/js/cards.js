@@ -43,9 +43,11 @@
 
   function runId(run) { return run.id.replace(/^run-/, ""); }
 
+  // Going on: running, or waiting for a decision on a tool call (it goes on after).
   function isRunning(run) {
     var status = run.querySelector(".run-status");
-    return !!status && status.getAttribute("data-status") === "running";
+    var state = status && status.getAttribute("data-status");
+    return state === "running" || state === "waiting";
   }
 
   // What folds: tool cards, and the text a text strategy's model wrote before its calls.
@@ -76,6 +78,8 @@
       if (choice !== null) open = choice === "open";
       else if (runChoice !== null) open = runChoice === "open";
       else open = running && Number(card.getAttribute("data-iteration")) === newest;
+      // A call waiting for a decision is always open: its card holds the question.
+      if (card.getAttribute("data-status") === "pending") open = true;
       setOpen(card, open);
     });
     if (!running) {

@@ -44,8 +44,23 @@
     return !!(element && element.closest && element.closest(".stop-form"));
   }
 
+  function approvalForm(element) {
+    return element && element.closest ? element.closest("[data-approval-form]") : null;
+  }
+
   // Keep the user's text instead of sending it into a refusal while a run is going.
   document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = approvalForm(event.target);
+    if (form) {
+      // A decision on a held tool call: which button sent it, and once. The card
+      // coming back (in every tab) replaces the form; a refusal re-enables it.
+      var trigger = event.detail && event.detail.triggeringEvent;
+      var submitter = trigger && trigger.submitter;
+      event.detail.parameters.decision = submitter ? submitter.value : "approve";
+      form.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
+      form.setAttribute("data-sent", "");
+      return;
+    }
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
@@ -199,12 +214,20 @@
     stop.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
-    if (isStop(event.target)) return;
+    if (isStop(event.target) || approvalForm(event.target)) return;
     pending = input().value;
     stickToBottom = true;
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     var message = (event.detail && event.detail.message) || "";
+    if (typeof message === "string" && message.indexOf("chat-error visible") !== -1) {
+      // A decision the server refused (bad arguments, decided already): its form, if
+      // still there, can be used again.
+      document.querySelectorAll("[data-approval-form][data-sent]").forEach(function (form) {
+        form.removeAttribute("data-sent");
+        form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+      });
+    }
     if (pending !== null && typeof message === "string") {
       if (message.indexOf("data-message-accepted") !== -1) {
         // Accepted: clear what was sent, unless the person has typed something else since.

@@ -12,10 +12,12 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from agents.events import (
+    ApprovalRequested,
     ModelTurnFinished,
     ModelTurnStarted,
     ReasoningDelta,
     RunFinished,
+    RunPaused,
     RunStarted,
     RunStatus,
     TextDelta,
@@ -42,6 +44,13 @@ MOVED_NOTE = "  (the text above was the model's thinking, not its answer)"
 def _unknown_model(key: str) -> str:
     listed = ", ".join(f"{key} ({label})" for key, label in model_choices())
     return f"No configured model is called {key!r}; --model takes one of: {listed}."
+
+
+PAUSED = (
+    "Run {run_id} is waiting for a decision on its tool calls: approve or deny them in the "
+    "browser (conversation {conversation_id}) or in the admin (Approvals); a running server "
+    "goes on with the run then."
+)
 
 
 class TracePrinter:
@@ -108,6 +117,13 @@ class TracePrinter:
                     self._line(f"← format error, sent back to the model: {result}")
                 else:
                     self._line(f"← {call.name} {call.status} in {call.duration_ms} ms: {result}")
+            case ApprovalRequested() as call:
+                args = json.dumps(call.args, ensure_ascii=False) if call.args else ""
+                self._line(f"⏸ {call.name}({args}) waits for a person's approval  "
+                           f"[{call.tool_call_id}]")  # fmt: skip
+            case RunPaused():
+                conversation_id = update.conversation_id
+                self._line(PAUSED.format(run_id=update.run_id, conversation_id=conversation_id))
             case RunFinished() as end:
                 self._run_finished(end, update.run, update.run_id)
             case other:
@@ -245,6 +261,9 @@ class Command(BaseCommand):
             raise CommandError(f"Interrupted: run {run.pk} was stored as cancelled.") from None
         if printer.closed:
             silence_stdout()
+        if finished.status == RunStatus.WAITING:
+            # Not an end: the run goes on in a server once decided (exit status 3).
+            raise CommandError(f"Run {finished.pk} is waiting for approval.", returncode=3)
         if finished.status != RunStatus.SUCCEEDED:
             raise CommandError(f"Run {finished.pk} ended as {finished.status}.")
 

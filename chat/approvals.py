@@ -1,0 +1,136 @@
+"""People in the loop on the Django side: each tool's policy, checking a decision, and
+resuming the runs that waited for one.
+
+The loop (:mod:`agents.approvals`) holds a call to an ``ask`` tool and pauses its run;
+this module says which tools those are (:func:`policy_lookup`: ``AGENT_TOOL_POLICIES``,
+overridden per tool by staff in the admin, and the conversation's "always allow"
+grants), turns a decision frame into a stored decision (:func:`decide`), and resumes a
+run whose calls are all decided, in whichever process gets there first
+(:func:`resume_ready`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from pydantic import ValidationError
+
+from agents.approvals import Outcome, PolicyLookup, ToolPolicy
+from agents.events import utcnow
+from chat import fragments, store
+from chat.models import AgentStep
+
+MAX_REASON_CHARS = 1_000
+MAX_ARGUMENTS_CHARS = 20_000
+ARGUMENTS_NOT_JSON = "The edited arguments are not JSON: {error}. Nothing was decided."
+ARGUMENTS_INVALID = (
+    "The edited arguments do not match the tool {name!r}: {error}. Nothing was decided."
+)
+ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
+
+
+def policy_lookup(*, conversation_id: int) -> PolicyLookup:
+    """Return the tool policies a run of the conversation uses (sync: two queries).
+
+    A tool's policy is the admin's (:class:`chat.models.ToolApprovalPolicy`), else
+    ``AGENT_TOOL_POLICIES``'s, else ``allow``; a tool "always allowed" in the
+    conversation (:class:`chat.models.ToolGrant`) is ``allow`` where it would ``ask``,
+    never where it is ``deny``.
+    """
+    policies = {**settings.AGENT_TOOL_POLICIES, **store.tool_policies()}
+    granted = store.conversation_grants(conversation_id=conversation_id)
+
+    def lookup(name: str) -> ToolPolicy:
+        policy = ToolPolicy(policies.get(name, ToolPolicy.ALLOW))
+        if policy == ToolPolicy.ASK and name in granted:
+            return ToolPolicy.ALLOW
+        return policy
+
+    return lookup
+
+
+def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[str, Any]:
+    """Return the edited arguments ``text`` (JSON) for ``tool_name`` once its schema
+    accepts them (the arguments stored are the JSON as given, not the schema's
+    coerced values).
+
+    Raises :class:`chat.store.ApprovalRefused` with what is wrong: not JSON, not an
+    object, or not what the tool's ``args_schema`` accepts (a tool no longer registered
+    takes any object).
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise store.ApprovalRefused(ARGUMENTS_NOT_JSON.format(error=exc)) from None
+    if not isinstance(value, dict):
+        raise store.ApprovalRefused(ARGUMENTS_NOT_OBJECT)
+    tool = next((t for t in tools if t.name == tool_name), None)
+    schema = getattr(tool, "args_schema", None)
+    if schema is not None and hasattr(schema, "model_validate"):
+        try:
+            schema.model_validate(value)
+        except ValidationError as exc:
+            errors = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise store.ApprovalRefused(
+                ARGUMENTS_INVALID.format(name=tool_name, error=errors)
+            ) from None
+    return value
+
+
+@dataclass(frozen=True)
+class DecisionFrame:
+    """A decision sent from the page: ``step_id`` of the held call, ``approve`` or not,
+    edited ``arguments`` (JSON text, None: as asked), a denial's ``reason`` and
+    ``always`` (allow the tool for the rest of the chat)."""
+
+    step_id: int
+    approve: bool
+    arguments: str | None = None
+    reason: str = ""
+    always: bool = False
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision stored: the card every tab is sent, and the run to resume (None while
+    another of its calls still waits)."""
+
+    html: str
+    run_id: int | None
+
+
+def decide(
+    frame: DecisionFrame, *, conversation_id: int, user: Any, tools: Sequence[Any]
+) -> Decided:
+    """Store the decision of ``frame`` (sync); return the card and whether to resume.
+
+    The socket's user is the conversation's owner (only the owner's sockets join it).
+    Raises :class:`chat.store.ApprovalRefused` for a step that is not a held call of
+    this conversation, one decided already, or edited arguments its tool refuses.
+    """
+    arguments = None
+    if frame.approve and frame.arguments is not None:
+        step = AgentStep.objects.filter(
+            pk=frame.step_id, run__conversation_id=conversation_id
+        ).first()
+        if step is None:
+            raise store.ApprovalRefused(store.approvals.NOT_A_HELD_CALL)
+        arguments = checked_arguments(step.tool_name, frame.arguments, tools)
+        if arguments == step.arguments:
+            arguments = None  # unchanged: approved as asked
+    decided = store.approval_decide(
+        conversation_id=conversation_id, step_id=frame.step_id,
+        outcome=Outcome.APPROVED if frame.approve else Outcome.DENIED, by=user, at=utcnow(),
+        edited_arguments=arguments, reason="" if frame.approve else frame.reason,
+        always=frame.approve and frame.always,
+    )  # fmt: skip
+    step = store.step_for_card(step_id=frame.step_id)
+    html = fragments.step_replaced(step)
+    return Decided(html=html, run_id=decided.approval.run_id if decided.run_ready else None)

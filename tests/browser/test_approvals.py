@@ -1,0 +1,109 @@
+"""People in the loop in headless Chromium, as the issue checks it: two tabs, an ``ask``
+policy on the booking tool, the travel question, the arguments edited in one tab and the
+decision seen in the other, a server restart while the run waits, then the approval; and
+a denial the model answers around."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser.test_chat_page import TRAVEL_QUESTION
+
+pytestmark = pytest.mark.browser
+
+POLICY = {"AGENT_TOOL_POLICIES": "check_bnb_availability=ask"}
+HELD = ".tool-card[data-tool=check_bnb_availability]"
+
+
+def send(page, question: str) -> None:
+    page.fill("#composer-input", question)
+    page.press("#composer-input", "Enter")
+
+
+def wait_status(page, run_index: int, status: str) -> None:
+    page.wait_for_function(
+        "([i, s]) => { const r = document.querySelectorAll('.run-status')[i];"
+        " return r && r.dataset.status === s; }",
+        arg=[run_index, status],
+    )
+
+
+def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
+    start_app, browser_page
+):
+    app = start_app(env=POLICY)
+    first = browser_page
+    first.goto(app.url + "/")
+    first.wait_for_selector("#connection[data-state=open]")
+    send(first, TRAVEL_QUESTION)
+    wait_status(first, 0, "waiting")
+    card = first.locator(HELD)
+    assert card.get_attribute("data-status") == "pending"
+    assert "waiting for approval" in card.locator(".badge").inner_text()
+    # The turn's other calls ran meanwhile.
+    assert first.locator(".tool-card[data-status=success]").count() == 2
+
+    second = first.context.new_page()
+    second.goto(first.url)
+    second.wait_for_selector(f"{HELD} [data-approval-form]")
+
+    # The server restarts while the run waits: nothing of the run was in memory.
+    app.process.terminate()
+    app.process.wait(timeout=30)
+    app = start_app(env=POLICY, database=app.database, port=app.port)
+    for page in (first, second):
+        page.wait_for_selector("#connection[data-state=open]", timeout=60_000)
+    box = first.locator(f"{HELD} textarea[name=arguments]")
+    edited = {**json.loads(box.input_value()), "rooms": 2}
+    box.fill(json.dumps(edited))
+    first.locator(f"{HELD} button.approve").click()
+
+    for page in (first, second):
+        wait_status(page, 0, "succeeded")
+        evidence = page.locator(f"{HELD} .approval-evidence")
+        assert evidence.get_attribute("data-approval") == "approved"
+        # (the card folded when the run ended: its text is read, not its rendering)
+        assert "Arguments edited before it ran" in evidence.text_content()
+        assert '"rooms": 2' in page.locator(f"{HELD} pre.args").first.text_content()
+        assert page.locator(f"{HELD}").get_attribute("data-status") == "success"
+    assert first.locator("[data-approval-form]").count() == 0
+
+    # A denial with a reason, from the other tab: the model answers without the booking.
+    send(first, TRAVEL_QUESTION)
+    wait_status(first, 1, "waiting")
+    run = second.locator(".run").nth(1)
+    run.locator(f"{HELD} [data-approval-form]").wait_for()
+    run.locator(f"{HELD} input[name=reason]").fill("we already booked a room")
+    run.locator(f"{HELD} button.deny").click()
+    for page in (first, second):
+        wait_status(page, 1, "succeeded")
+        denied = page.locator(".run").nth(1).locator(HELD)
+        assert "denied" in denied.locator(".badge").inner_text()
+        assert "we already booked a room" in denied.locator(".approval-evidence").text_content()
+        assert page.locator(".run").nth(1).locator(".turn.answer").count() == 1
+
+
+def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, browser_page):
+    app = start_app(env=POLICY)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, TRAVEL_QUESTION)
+    wait_status(page, 0, "waiting")
+    page.locator(f"{HELD} textarea[name=arguments]").fill('{"rooms": "lots"}')
+    page.locator(f"{HELD} button.approve").click()
+    page.wait_for_selector("#chat-error.visible")
+    assert "do not match the tool" in page.inner_text("#chat-error")
+    approve = page.locator(f"{HELD} button.approve")
+    page.wait_for_function("b => !b.disabled", arg=approve.element_handle())
+    # Stop ends the waiting run; the call never ran, and the chat takes a new message.
+    page.locator(".run-status .stop").click()
+    wait_status(page, 0, "cancelled")
+    assert (
+        page.locator(HELD).locator(".approval-evidence").get_attribute("data-approval")
+        == "cancelled"
+    )
+    send(page, "What is 17*23?")
+    wait_status(page, 1, "succeeded")

@@ -1,0 +1,309 @@
+"""People in the loop through the chat's socket: a call to an ``ask`` tool pauses its run,
+every tab sees the pending card and the decision, the run goes on in whichever process
+claims it, and every decision is stored as evidence.
+
+The demo model's travel question calls three tools; ``check_bnb_availability`` (the
+booking tool) is the one that asks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import User
+
+from chat import runs, store
+from chat.approvals import policy_lookup
+from chat.consumers import RUN_WAITING
+from chat.models import (
+    AgentRun,
+    AgentStep,
+    Approval,
+    ApprovalOutcome,
+    Conversation,
+    Message,
+    RunStatus,
+    StepStatus,
+    ToolApprovalPolicy,
+    ToolGrant,
+)
+from chat.reaper import sweep_approvals
+from tests.chat.conftest import wait_for_runs
+from tests.chat.test_consumer import (
+    TRAVEL_QUESTION,
+    connect,
+    make_conversation,
+    receive_until,
+    receive_until_finished,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BOOKING = "check_bnb_availability"
+
+
+@pytest.fixture(autouse=True)
+def _ask_for_booking(settings):
+    settings.AGENT_TOOL_POLICIES = {BOOKING: "ask"}
+    settings.AGENT_APPROVAL_TIMEOUT_S = 3600
+
+
+def is_waiting(frame: str) -> bool:
+    return 'class="run-status status-waiting' in frame
+
+
+def decision(step_id: int, choice: str = "approve", **fields) -> str:
+    return json.dumps({"type": "approval", "step": step_id, "decision": choice, **fields})
+
+
+@database_sync_to_async
+def rows(conversation_id: int) -> tuple[AgentRun, AgentStep, Approval]:
+    run = AgentRun.objects.filter(conversation_id=conversation_id).latest("id")
+    approval = Approval.objects.select_related("step").filter(run=run).latest("id")
+    return run, approval.step, approval
+
+
+async def ask_and_wait(conversation, user):
+    """Open a tab, ask the travel question, return the tab and the frames up to the pause."""
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    frames = await receive_until(tab, is_waiting)
+    await wait_for_runs()
+    return tab, frames
+
+
+async def test_the_booking_call_waits_with_a_card_while_the_other_calls_ran():
+    user, conversation = await make_conversation()
+    tab, frames = await ask_and_wait(conversation, user)
+    html = "\n".join(frames)
+    run, step, approval = await rows(conversation.pk)
+
+    assert run.status == RunStatus.WAITING and run.paused_at is not None
+    assert step.status == StepStatus.PENDING and step.tool_name == BOOKING
+    assert approval.outcome == ApprovalOutcome.PENDING and approval.expires_at is not None
+    assert f'data-approval-form aria-label="Decide on this call to {BOOKING}"' in html
+    assert f'name="step" value="{step.pk}"' in html
+    ran = await database_sync_to_async(lambda: list(
+        AgentStep.objects.filter(run=run, kind="tool_call").exclude(pk=step.pk)
+        .values_list("tool_name", "status")
+    ))()  # fmt: skip
+    assert ran and all(status == StepStatus.SUCCESS for _, status in ran)
+    assert runs.running_tasks() == set()  # nothing of the run is left in memory
+    await tab.disconnect()
+
+
+async def test_approval_in_one_tab_is_seen_in_the_other_and_the_run_goes_on():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    other = await connect(conversation.pk, user)
+    await other.connect()
+    caught_up = "\n".join(await receive_until(other, is_waiting))
+    run, step, _ = await rows(conversation.pk)
+    assert "data-approval-form" in caught_up  # a tab opened later sees the card too
+
+    await tab.send_to(text_data=decision(step.pk))
+    seen = "\n".join(await receive_until_finished(other))
+    await wait_for_runs()
+    run, step, approval = await rows(conversation.pk)
+
+    assert 'data-approval="approved"' in seen and "by alice at" in seen
+    assert run.status == RunStatus.SUCCEEDED and run.output
+    assert step.status == StepStatus.SUCCESS and step.result
+    assert approval.outcome == ApprovalOutcome.APPROVED and approval.decided_by_id == user.pk
+    assert approval.decided_by_name == "alice" and approval.decided_at is not None
+    assert run.waited_ms >= 0 and run.paused_at is None
+    for communicator in (tab, other):
+        await communicator.disconnect()
+
+
+async def test_edited_arguments_are_checked_against_the_tools_schema_then_run():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+
+    await tab.send_to(text_data=decision(step.pk, arguments='{"town": 5'))
+    assert "not JSON" in await tab.receive_from()
+    await tab.send_to(text_data=decision(step.pk, arguments='{"rooms": "many"}'))
+    refused = await tab.receive_from()
+    assert "do not match the tool" in refused and "Nothing was decided" in refused
+    assert (await rows(conversation.pk))[2].outcome == ApprovalOutcome.PENDING
+
+    edited = {**step.arguments, "rooms": 2}
+    await tab.send_to(text_data=decision(step.pk, arguments=json.dumps(edited)))
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    _, step, approval = await rows(conversation.pk)
+    assert approval.edited_arguments == edited and approval.arguments != edited
+    assert step.arguments == edited and step.status == StepStatus.SUCCESS
+    assert "Arguments edited before it ran" in frames
+    await tab.disconnect()
+
+
+async def test_a_denial_with_its_reason_is_the_calls_error_and_the_model_answers_around_it():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+
+    await tab.send_to(text_data=decision(step.pk, "deny", reason="no bookings this week"))
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    run, step, approval = await rows(conversation.pk)
+
+    assert approval.outcome == ApprovalOutcome.DENIED and approval.reason == "no bookings this week"
+    assert step.status == StepStatus.ERROR and step.error_type == "ApprovalDenied"
+    assert "no bookings this week" in step.result
+    assert run.status == RunStatus.SUCCEEDED and run.output  # answered without it
+    assert "Reason: no bookings this week" in frames and ">denied<" in frames
+    await tab.disconnect()
+
+
+async def test_bad_duplicate_and_foreign_decisions_are_refused_and_change_nothing():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+    mallory, theirs = await make_conversation("mallory")
+
+    for frame in (
+        json.dumps({"type": "approval", "step": step.pk}),
+        json.dumps({"type": "approval", "step": "x", "decision": "approve"}),
+        json.dumps({"type": "approval", "step": step.pk, "decision": "maybe"}),
+        json.dumps({"type": "approval", "step": step.pk, "decision": "deny", "reason": 5}),
+    ):
+        await tab.send_to(text_data=frame)
+        assert "An approval needs" in await tab.receive_from()
+    await tab.send_to(text_data=decision(step.pk, "deny", reason="x" * 1001))
+    assert "too long" in await tab.receive_from()
+    not_held = await database_sync_to_async(
+        lambda: AgentStep.objects.filter(kind="tool_call").exclude(pk=step.pk).first().pk
+    )()
+    await tab.send_to(text_data=decision(not_held))
+    assert "not a tool call waiting" in await tab.receive_from()
+    # Another user's socket is refused at its conversation; the step is not theirs either.
+    foreign = await connect(theirs.pk, mallory)
+    await foreign.connect()
+    await foreign.send_to(text_data=decision(step.pk))
+    assert "not a tool call waiting" in await foreign.receive_from()
+    await foreign.disconnect()
+    assert (await rows(conversation.pk))[2].outcome == ApprovalOutcome.PENDING
+
+    await tab.send_to(text_data=decision(step.pk, "deny"))
+    await receive_until_finished(tab)
+    await wait_for_runs()
+    await tab.send_to(text_data=decision(step.pk))
+    twice = await tab.receive_from()
+    assert "already decided: denied by alice" in twice
+    assert (await rows(conversation.pk))[2].outcome == ApprovalOutcome.DENIED
+    await tab.disconnect()
+
+
+async def test_a_message_while_waiting_is_refused_and_stop_ends_the_waiting_run():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+
+    await tab.send_to(text_data=json.dumps({"content": "And the weather tomorrow?"}))
+    assert RUN_WAITING[:40] in await tab.receive_from()
+    assert await database_sync_to_async(Message.objects.filter(
+        conversation=conversation, role="user").count)() == 1  # fmt: skip
+
+    await tab.send_to(text_data=json.dumps({"type": "cancel"}))
+    frames = "\n".join(await receive_until_finished(tab))
+    run, step, approval = await rows(conversation.pk)
+    assert run.status == RunStatus.CANCELLED and "Stopped at your request" in run.error
+    assert approval.outcome == ApprovalOutcome.CANCELLED
+    assert step.status == StepStatus.ERROR
+    assert 'data-approval="cancelled"' in frames
+
+    # The chat is not stuck: the next message runs (and asks again).
+    await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    await receive_until(tab, is_waiting)
+    await wait_for_runs()
+    await tab.disconnect()
+
+
+async def test_a_decision_after_a_restart_is_taken_by_whichever_process_gets_it():
+    """Nothing of a paused run is in memory: a "restarted" process (no run tasks, a new
+    socket) resumes it from the rows; a decision stored elsewhere (the admin) is picked
+    up by the sweep, and only once however many processes sweep."""
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    await tab.disconnect()
+    _, step, _ = await rows(conversation.pk)
+
+    @database_sync_to_async
+    def decide_in_admin():
+        from django.utils import timezone
+
+        from agents.approvals import Outcome
+
+        staff = User.objects.create_user("staff", is_staff=True)
+        store.approval_decide(conversation_id=conversation.pk, step_id=step.pk,
+                              outcome=Outcome.APPROVED, by=staff, at=timezone.now())  # fmt: skip
+
+    await decide_in_admin()
+    layer = get_channel_layer()
+    resumed = await sweep_approvals(layer)
+    again = await sweep_approvals(layer)  # a second process's sweep: nothing left to take
+    await wait_for_runs()
+    run, step, approval = await rows(conversation.pk)
+    assert resumed == [run.pk] and again == []
+    assert run.status == RunStatus.SUCCEEDED and step.status == StepStatus.SUCCESS
+    assert approval.decided_by_name == "staff"
+
+
+async def test_an_approval_that_waits_too_long_expires_as_denied(settings):
+    settings.AGENT_APPROVAL_TIMEOUT_S = 0.001
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    await sweep_approvals(get_channel_layer())
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    run, step, approval = await rows(conversation.pk)
+    assert approval.outcome == ApprovalOutcome.EXPIRED and approval.decided_by is None
+    assert step.error_type == "ApprovalExpired" and "expired" in step.result
+    assert run.status == RunStatus.SUCCEEDED
+    assert 'data-approval="expired"' in frames
+    await tab.disconnect()
+
+
+async def test_always_allow_in_this_chat_skips_the_question_next_time_but_not_elsewhere():
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+    await tab.send_to(text_data=decision(step.pk, always="on"))
+    await receive_until_finished(tab)
+    await wait_for_runs()
+    assert await database_sync_to_async(
+        ToolGrant.objects.filter(conversation=conversation, tool_name=BOOKING).exists
+    )()
+
+    await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    assert "status-waiting" not in frames
+    other = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    lookup = await database_sync_to_async(policy_lookup)(conversation_id=other.pk)
+    assert lookup(BOOKING) == "ask"
+    await tab.disconnect()
+
+
+async def test_the_admins_policy_overrides_the_setting_and_deny_never_runs():
+    await database_sync_to_async(ToolApprovalPolicy.objects.create)(
+        tool_name=BOOKING, policy="deny"
+    )
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    step = await database_sync_to_async(
+        AgentStep.objects.filter(run__conversation=conversation, tool_name=BOOKING).get
+    )()
+    assert step.error_type == "ToolDenied" and "policy is deny" in step.result
+    assert re.search(r">not allowed<", frames)
+    await tab.disconnect()
