@@ -22,11 +22,13 @@ from django.utils import timezone
 
 from agents import events
 from agents.events import (
+    ApprovalRequested,
     Event,
     ModelTurnFinished,
     ModelTurnStarted,
     ReasoningDelta,
     RunFinished,
+    RunPaused,
     RunStarted,
     RunStatus,
     StepStatus,
@@ -52,7 +54,10 @@ ONE_OF_EACH: list[Event] = [
         usage={"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
         duration_ms=4,
         raw={},
-        tool_calls=({"name": "weather_forecast", "args": {"town": "Suzhou"}, "id": "call_1"},),
+        tool_calls=(
+            {"name": "weather_forecast", "args": {"town": "Suzhou"}, "id": "call_1"},
+            {"name": "check_bnb_availability", "args": {"town": "Suzhou"}, "id": "call_2"},
+        ),
         invalid_tool_calls=(),
         reasoning="The user wants Suzhou's weather.",
     ),
@@ -69,6 +74,10 @@ ONE_OF_EACH: list[Event] = [
         error="",
         duration_ms=3,
     ),
+    ApprovalRequested(
+        iteration=1, tool_call_id="call_2", name="check_bnb_availability", args={"town": "Suzhou"}
+    ),
+    RunPaused(iterations=1, pending=("call_2",), usage={"total_tokens": 5}),
     RunFinished(status=RunStatus.SUCCEEDED, output="Sunny.", iterations=1),
 ]
 """One event of each kind, in an order a run could yield them."""
