@@ -42,6 +42,9 @@ class RunStatus(enum.StrEnum):
     REPEATED_FAILURE = "repeated_failure"
     """The model made the same failing tool call (same tool, arguments and error) several
     times in a row (``RunLimits.max_repeated_failures``)."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """The run's tokens or their cost crossed its budget (``RunLimits.max_tokens_per_run``,
+    ``max_cost_per_run``)."""
     WAITING = "waiting"
     """Paused: a tool call waits for a person's approval (:mod:`agents.approvals`). Not
     an end: the run goes on (as ``running``) once every held call is decided."""

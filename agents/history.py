@@ -76,6 +76,7 @@ NO_ANSWER = {
     RunStatus.INTERRUPTED: "the run was interrupted (the server stopped) before it answered",
     RunStatus.TIME_LIMIT: "the run reached its time limit before it answered",
     RunStatus.REPEATED_FAILURE: "the run was stopped: the same tool call kept failing",
+    RunStatus.BUDGET_EXCEEDED: "the run used up its token or cost budget before it answered",
 }
 """Why an exchange has no answer, by the status its run ended with."""
 ANSWERED = frozenset({RunStatus.SUCCEEDED, RunStatus.MAX_ITERATIONS})

@@ -11,7 +11,7 @@ the loop itself raise.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -41,9 +41,12 @@ from agents.stopping import (
     GENERATE_UNREADABLE,
     GENERATED_AT_LIMIT,
     RETURN_DIRECT_EMPTY,
+    Budget,
     RepeatedFailures,
     RunClock,
+    Trim,
     direct_answer,
+    trimmed,
 )
 from agents.strategies import Strategy
 from agents.strategies.base import IntermediateStep, TextStrategy
@@ -74,7 +77,10 @@ class RunLimits:
     without tools for a final answer); any other value raises ``ValueError``, as
     AgentExecutor's ``return_stopped_response`` does. ``max_repeated_failures``: the
     same failing call this many times in a row ends the run as ``repeated_failure``
-    (0: never).
+    (0: never). ``trim_intermediate_steps``: the last N steps (or a callable's choice)
+    in each turn's scratchpad (-1: all; :func:`agents.stopping.trimmed`). ``budget``:
+    the run's tokens and cost limits (:class:`agents.stopping.Budget`), crossing one
+    ends it as ``budget_exceeded``.
     """
 
     max_iterations: int = 15
@@ -85,6 +91,8 @@ class RunLimits:
     max_execution_time_s: float | None = None
     early_stopping_method: str = "force"
     max_repeated_failures: int = 3
+    trim_intermediate_steps: Trim = -1
+    budget: Budget = field(default_factory=Budget)
 
     def __post_init__(self) -> None:
         if self.early_stopping_method not in EARLY_STOPPING_METHODS:
@@ -205,9 +213,11 @@ async def run(
     timed out or answered with nothing, or the request outgrew the context window),
     ``max_iterations`` (with ``early_stopping_method="generate"``, with the answer of one
     last model call and a note saying so in ``error``), ``time_limit`` (the run's
-    ``max_execution_time_s`` ran out) or ``repeated_failure`` (see :mod:`agents.stopping`
-    for these controls and their LangChain sources). Cancelling the consumer's task
-    cancels pending tool calls and propagates ``asyncio.CancelledError``.
+    ``max_execution_time_s`` ran out), ``budget_exceeded`` (its tokens or their cost
+    crossed ``limits.budget`` on a turn that gave no answer) or ``repeated_failure``
+    (see :mod:`agents.stopping` for these controls and their LangChain sources).
+    Cancelling the consumer's task cancels pending tool calls and propagates
+    ``asyncio.CancelledError``.
     """
     limits = limits or RunLimits()
     strategy = strategy or ToolCallingStrategy()
@@ -226,6 +236,10 @@ async def run(
     schemas = tools_tokens(tool_list) if native else 0
     bindings = _Bindings(strategy, model, tool_list)
     clock = RunClock(limits.max_execution_time_s, resume.spent_s if resume else 0.0)
+    # Every step so far, kept only when each turn's scratchpad shows some of them.
+    trim = limits.trim_intermediate_steps
+    trimming = callable(trim) or trim > 0
+    steps_so_far: list[IntermediateStep] = []
     repeats = RepeatedFailures(limits.max_repeated_failures)
     if resume is None:
         yield RunStarted(model=model_display_name(model), tools=tuple(by_name),
@@ -260,6 +274,9 @@ async def run(
             turn = _resumed_turn(resume, batch)
             steps = [*resume.steps, *turn]
             repeats.feed_steps(steps)
+            if trimming:
+                steps_so_far = steps
+                steps = trimmed(steps, trim)
             scratchpad = fill_empty_replies(strategy.format_scratchpad(steps))
             if context is not None:
                 scratchpad_tokens = sum(map(context.counter, scratchpad))
@@ -311,6 +328,11 @@ async def run(
                 else:
                     yield ended(RunStatus.FAILED, iteration, turn.failure)
                 return
+            over = limits.budget.crossed(usage_total)
+            if over and not (turn.finish is not None and turn.answer.strip()):
+                # Spent: no more tool calls or turns (an answer given is kept).
+                yield ended(RunStatus.BUDGET_EXCEEDED, iteration, over)
+                return
             if turn.finish is not None:
                 if not turn.answer.strip():
                     yield ended(RunStatus.FAILED, iteration, EMPTY_ANSWER)
@@ -342,12 +364,20 @@ async def run(
                 pending = tuple(action.tool_call_id for action in held)
                 yield RunPaused(iterations=iteration, pending=pending, usage=usage_total)
                 return
-            new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
-            scratchpad.extend(new)
-            if context is not None:
-                # Counted once here and kept as a sum: fit() never counts the scratchpad
-                # again, so the window's per-message cache would only hold them.
-                scratchpad_tokens += sum(map(context.counter, new))
+            if trimming:
+                steps_so_far.extend(batch.intermediate_steps())
+                kept = trimmed(steps_so_far, trim)
+                scratchpad = fill_empty_replies(strategy.format_scratchpad(kept))
+                if context is not None:
+                    scratchpad_tokens = sum(map(context.counter, scratchpad))
+            else:
+                new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
+                scratchpad.extend(new)
+                if context is not None:
+                    # Counted once here and kept as a sum: fit() never counts the
+                    # scratchpad again, so the window's per-message cache would only
+                    # hold them.
+                    scratchpad_tokens += sum(map(context.counter, new))
             asked = [*batch.broken, *batch.runnable]
             answer = direct_answer([a.tool_call_id for a in asked], finished, direct)
             if answer is not None:

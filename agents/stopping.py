@@ -15,8 +15,13 @@ keeps its names:
   ``generate`` (``Agent.return_stopped_response``: one last model call for a final
   answer from the steps so far). The call itself is in :mod:`agents.runtime`.
 
-And one control AgentExecutor lacks: :class:`RepeatedFailures`, a model that makes the
-same failing call again and again ends its run instead of spinning to the limit.
+- ``trim_intermediate_steps``: only the last N steps (or what a callable keeps) go into
+  the scratchpad of each turn (``AgentExecutor._prepare_intermediate_steps``);
+  :func:`trimmed` keeps a turn's parallel calls together.
+
+And controls AgentExecutor lacks: :class:`RepeatedFailures`, a model that makes the same
+failing call again and again ends its run instead of spinning to the limit; and
+:class:`Budget`, a run's tokens or their cost past a limit end it.
 Message templates (stored as the run's error, shown to the user) are module constants.
 """
 
@@ -24,7 +29,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
@@ -192,3 +199,73 @@ def direct_answer(
         if event is not None and event.name in direct and event.status == StepStatus.SUCCESS:
             return event
     return None
+
+
+Trim = int | Callable[[list[Any]], list[Any]]
+"""``trim_intermediate_steps``: a count of steps to keep (0 or less: all), or a callable
+from the ``(action, observation)`` pairs to those to keep (LangChain's type)."""
+
+
+def trimmed(steps: list[Any], trim: Trim) -> list[Any]:
+    """Return the intermediate steps the next turn's scratchpad shows.
+
+    An int N > 0 keeps the last N steps, and then any earlier steps of the first kept
+    step's model turn (parallel native calls share their turn's ``AIMessage``, and a
+    server refuses a call without its result, or a result without its call); a callable
+    is given every step and its result used as it is (AgentExecutor's semantics); 0 or
+    less keeps them all.
+    """
+    if callable(trim):
+        return list(trim(list(steps)))
+    if trim <= 0 or len(steps) <= trim:
+        return steps
+    start = len(steps) - trim
+    first = _turn_message(steps[start][0])
+    while start > 0 and first is not None and _turn_message(steps[start - 1][0]) is first:
+        start -= 1
+    return steps[start:]
+
+
+def _turn_message(action: Any) -> Any:
+    log = getattr(action, "message_log", None)
+    return log[0] if log else None
+
+
+BUDGET_TOKENS = (
+    "Stopped: the run used {used:,} tokens, more than its budget of {limit:,} "
+    "(AGENT_MAX_RUN_TOKENS)."
+)
+BUDGET_COST = (
+    "Stopped: the run's tokens cost {used} {currency}, more than its budget of {limit} "
+    "{currency} (AGENT_MAX_RUN_COST)."
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one run may use: ``max_tokens`` (input and output together; 0: no limit) and
+    ``max_cost`` (in ``currency``; 0: no limit), priced by ``cost`` (the run's usage ->
+    its cost, None while it cannot be told: no price for the model, or only a total
+    count). Checked after each model turn on the counts the server reported; a server
+    that reports none is not limited.
+    """
+
+    max_tokens: int = 0
+    max_cost: Decimal = Decimal(0)
+    cost: Callable[[Mapping[str, int]], Decimal | None] | None = None
+    currency: str = ""
+
+    def crossed(self, usage: Mapping[str, int]) -> str:
+        """Return why ``usage`` is past the budget, or "" while it is within it."""
+        if self.max_tokens:
+            used = usage.get("total_tokens")
+            if used is None and ("input_tokens" in usage or "output_tokens" in usage):
+                used = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+            if used is not None and used > self.max_tokens:
+                return BUDGET_TOKENS.format(used=used, limit=self.max_tokens)
+        if self.max_cost and self.cost is not None:
+            spent = self.cost(usage)
+            if spent is not None and spent > self.max_cost:
+                return BUDGET_COST.format(used=f"{spent:.6f}".rstrip("0").rstrip("."),
+                                          limit=self.max_cost, currency=self.currency)  # fmt: skip
+        return ""

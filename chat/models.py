@@ -58,6 +58,7 @@ class RunStatus(models.TextChoices):
     INTERRUPTED = RunStatusEnum.INTERRUPTED.value, "Interrupted"
     TIME_LIMIT = RunStatusEnum.TIME_LIMIT.value, "Time limit reached"
     REPEATED_FAILURE = RunStatusEnum.REPEATED_FAILURE.value, "Stopped: same call kept failing"
+    BUDGET_EXCEEDED = RunStatusEnum.BUDGET_EXCEEDED.value, "Budget reached"
     WAITING = RunStatusEnum.WAITING.value, "Waiting for approval"
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from functools import partial
 from typing import TypeVar
 
 from channels.db import database_sync_to_async
@@ -28,11 +30,13 @@ from agents.prompts import SYSTEM_PROMPT
 from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
 from agents.providers.base import DEFAULT_CONTEXT_WINDOW
 from agents.runtime import RunLimits, run
+from agents.stopping import Budget
 from agents.strategies import Strategy, StrategyOptions, get_strategy
 from agents.tools import default_tools
 from chat import store
 from chat.approvals import policy_lookup
 from chat.models import AgentRun, AgentStep
+from chat.pricing import PriceRow, cost_of
 from chat.recorder import RunRecorder, Update
 from project import agent_models
 from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
@@ -254,9 +258,17 @@ def get_tools() -> list[BaseTool]:
     return default_tools(latency_s=settings.DEMO_TOOL_DELAY_MS / 1000)
 
 
-def run_limits() -> RunLimits:
-    """Return the run limits from settings."""
+def run_limits(price: PriceRow | None = None) -> RunLimits:
+    """Return the run limits from settings; ``price`` (the run's model's, or None) prices
+    its cost budget (``AGENT_MAX_RUN_COST``), which a model with no price does not have."""
+    budget = Budget(
+        max_tokens=settings.AGENT_MAX_RUN_TOKENS, max_cost=settings.AGENT_MAX_RUN_COST,
+        cost=None if price is None else partial(_cost, price),
+        currency=price.currency if price is not None else "",
+    )  # fmt: skip
     return RunLimits(
+        trim_intermediate_steps=settings.AGENT_TRIM_INTERMEDIATE_STEPS or -1,
+        budget=budget,
         max_iterations=settings.AGENT_MAX_ITERATIONS,
         tool_timeout_s=settings.AGENT_TOOL_TIMEOUT_S,
         model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
@@ -265,6 +277,10 @@ def run_limits() -> RunLimits:
         max_execution_time_s=settings.AGENT_MAX_EXECUTION_TIME_S or None,
         early_stopping_method=settings.AGENT_EARLY_STOPPING_METHOD,
     )
+
+
+def _cost(price: PriceRow, usage: Mapping[str, int]) -> Decimal | None:
+    return cost_of(usage.get("input_tokens"), usage.get("output_tokens"), price)
 
 
 def run_strategy(run_row: AgentRun) -> Strategy:
@@ -330,6 +346,7 @@ class _Start:
     run: AgentRun
     exchanges: list[Exchange]
     policy: PolicyLookup
+    price: PriceRow | None
     resumed: store.ResumeState | None = None
     steps: list[AgentStep] | None = None
 
@@ -344,12 +361,13 @@ def _load_start(*, run_id: int, resume: bool) -> _Start:
         max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
     )  # fmt: skip
     policy = policy_lookup(conversation_id=run_row.conversation_id)
+    price = store.run_price(provider=run_row.provider, model_name=run_row.model_name)
     if not resume:
-        return _Start(run_row, exchanges, policy)
+        return _Start(run_row, exchanges, policy, price)
     resumed = store.run_resume_state(run=run_row, at=utcnow(),
                                      timeout_s=settings.AGENT_APPROVAL_TIMEOUT_S)  # fmt: skip
     steps = store.run_steps_for_resume(run_id=run_id)
-    return _Start(run_row, exchanges, policy, resumed, steps)
+    return _Start(run_row, exchanges, policy, price, resumed, steps)
 
 
 async def execute_run(
@@ -411,7 +429,7 @@ async def execute_run(
                 max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
                 usage=run_row.usage_so_far, spent_s=state.spent_s,
             )  # fmt: skip
-        events = run(model, tools, messages, strategy=strategy, limits=run_limits(),
+        events = run(model, tools, messages, strategy=strategy, limits=run_limits(start.price),
                      context=context, policy=start.policy, resume=resumed)  # fmt: skip
         async for event in events:
             # A write that has started is let finish even if the run is cancelled

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
 from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -102,3 +103,15 @@ def env_tool_policies(name: str) -> dict[str, str]:
             raise ImproperlyConfigured(f"{name}: {tool!r} is named twice")
         policies[tool] = policy
     return policies
+
+
+def env_decimal(name: str, default: str) -> Decimal:
+    """Return ``name`` as a non-negative :class:`~decimal.Decimal` (money: never float)."""
+    raw = env_str(name, default).strip() or default
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
+    if not value.is_finite() or value < 0:
+        raise ImproperlyConfigured(f"{name} must be a number of at least 0, not {raw!r}")
+    return value

@@ -18,6 +18,7 @@ from project.agent_models import load_models_file
 from project.env import (
     env_bool,
     env_choice,
+    env_decimal,
     env_float,
     env_int,
     env_list,
@@ -238,6 +239,13 @@ AGENT_EARLY_STOPPING_METHOD = env_choice(
 AGENT_TOOL_POLICIES = env_tool_policies("AGENT_TOOL_POLICIES")
 # Seconds a call may wait for a person's approval before it expires as denied (0: never).
 AGENT_APPROVAL_TIMEOUT_S = env_float("AGENT_APPROVAL_TIMEOUT_S", 3600.0, minimum=0.0)
+# AgentExecutor's trim_intermediate_steps: each model turn's scratchpad shows only the
+# run's last N tool steps (a turn's parallel calls kept together); 0: all of them.
+AGENT_TRIM_INTERMEDIATE_STEPS = env_int("AGENT_TRIM_INTERMEDIATE_STEPS", 0, minimum=0)
+# Budgets per run, checked after each model turn (0: none): tokens in and out together,
+# and their cost in the model's price currency (admin: Model prices; no price: no limit).
+AGENT_MAX_RUN_TOKENS = env_int("AGENT_MAX_RUN_TOKENS", 0, minimum=0)
+AGENT_MAX_RUN_COST = env_decimal("AGENT_MAX_RUN_COST", "0")
 AGENT_MAX_OBSERVATION_CHARS = env_int("AGENT_MAX_OBSERVATION_CHARS", 8000, minimum=100)
 AGENT_MAX_RESULT_CHARS = env_int("AGENT_MAX_RESULT_CHARS", 1_000_000, minimum=100)
 # The chat page shows this much of a tool result; the admin and the CSV have it whole.

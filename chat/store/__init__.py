@@ -83,6 +83,7 @@ from chat.store.runs import (
     step_save_text,
     step_start,
 )
+from chat.store.usage import run_price
 
 __all__ = [
     "GUEST_KEY",
@@ -125,6 +126,7 @@ __all__ = [
     "run_get",
     "run_heartbeat",
     "run_pause",
+    "run_price",
     "run_request_cancel",
     "run_resume_state",
     "run_start",

@@ -35,6 +35,8 @@ MARKERS = {
     RunStatus.INTERRUPTED: ("failed", "last run was interrupted"),
     RunStatus.TIME_LIMIT: ("failed", "last run reached its time limit"),
     RunStatus.REPEATED_FAILURE: ("failed", "last run was stopped: the same call kept failing"),
+    RunStatus.BUDGET_EXCEEDED: ("failed", "last run used up its budget"),
+    RunStatus.WAITING: ("running", "a tool call waits for your approval"),
 }
 
 

@@ -27,7 +27,7 @@ from chat.store.usage import conversation_usage, usage_settle
 CANCELLED_STEP = "Cancelled before this step finished."
 ENDED_FOR_GOOD = (
     RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.MAX_ITERATIONS,
-    RunStatus.TIME_LIMIT, RunStatus.REPEATED_FAILURE,
+    RunStatus.TIME_LIMIT, RunStatus.REPEATED_FAILURE, RunStatus.BUDGET_EXCEEDED,
 )  # fmt: skip
 
 

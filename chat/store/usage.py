@@ -33,6 +33,11 @@ def usage_settle(run: AgentRun, usage: Mapping[str, int] | None = None) -> None:
     run.cost_currency = price.currency if run.cost is not None and price else ""
 
 
+def run_price(*, provider: str, model_name: str) -> ModelPrice | None:
+    """Return the price that applies to a run of ``model_name`` now (one query)."""
+    return price_for(ModelPrice.objects.all(), provider=provider, model_name=model_name)
+
+
 def conversation_usage(*, conversation_id: int) -> ConversationUsage:
     """Return the summed usage of a conversation's finished runs (one query)."""
     runs = AgentRun.objects.filter(conversation_id=conversation_id).only(

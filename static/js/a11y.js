@@ -41,6 +41,7 @@
   function describeTool(element, status) {
     var name = element.getAttribute("data-tool") || "a tool";
     if (status === "running") return "Calling " + name;
+    if (status === "pending") return name + " waits for your approval";
     if (status === "success") {
       var duration = textOf(element, ".duration");
       return name + " finished" + (duration ? " in " + duration : "");
@@ -68,6 +69,8 @@
       case "interrupted": return "Run interrupted" + (why ? ": " + why : "");
       case "time_limit": return "Run ended: time limit reached" + note;
       case "repeated_failure": return "Run stopped: the same tool call kept failing" + note;
+      case "budget_exceeded": return "Run stopped: its budget is used up" + note;
+      case "waiting": return "A tool call waits for your approval";
       default: return "Run ended: " + textOf(element, ".badge");
     }
   }

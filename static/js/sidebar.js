@@ -15,7 +15,9 @@
     max_iterations: ["failed", "last run hit the model-turn limit"],
     interrupted: ["failed", "last run was interrupted"],
     time_limit: ["failed", "last run reached its time limit"],
-    repeated_failure: ["failed", "last run was stopped: the same call kept failing"]
+    repeated_failure: ["failed", "last run was stopped: the same call kept failing"],
+    budget_exceeded: ["failed", "last run used up its budget"],
+    waiting: ["running", "a tool call waits for your approval"]
   };
 
   function $(id) { return document.getElementById(id); }

@@ -140,3 +140,49 @@ def test_the_new_statuses_are_in_the_admin_filter_the_csv_and_the_list_marker(cl
     (row,) = trace_rows(AgentRun.objects.all())
     assert row[COLUMNS.index("run_status")] == status and row[COLUMNS.index("run_error")] == "why"
     assert MARKERS[RunStatus(status)][0] == "failed"
+
+
+def costly(message: AIMessage, tokens: int) -> AIMessage:
+    message.usage_metadata = {"input_tokens": tokens - 10, "output_tokens": 10,
+                              "total_tokens": tokens}  # fmt: skip
+    return message
+
+
+async def test_a_run_past_its_token_budget_is_stored_as_budget_exceeded(settings):
+    settings.AGENT_MAX_RUN_TOKENS = 100
+    run = await ask([costly(calling("explode", {"reason": "x"}), 80),
+                     costly(calling("explode", {"reason": "y"}, "call_2"), 80)])  # fmt: skip
+    assert run.status == RunStatus.BUDGET_EXCEEDED and "AGENT_MAX_RUN_TOKENS" in run.error
+    assert (run.total_tokens, run.iterations) == (160, 2)
+    html = await drawn(run)
+    assert "Budget reached" in html and "160 tokens" in html
+    listed = await database_sync_to_async(store.conversations_listed)(
+        owner=store.Owner(user_id=run.conversation.owner_id, guest_key="")
+    )
+    assert listed[0].marker == MARKERS[RunStatus.BUDGET_EXCEEDED]
+
+
+async def test_the_cost_budget_uses_the_admins_price_for_the_runs_model(settings):
+    from decimal import Decimal
+
+    from chat.models import ModelPrice
+
+    settings.AGENT_MAX_RUN_COST = Decimal("0.0001")
+    await database_sync_to_async(ModelPrice.objects.create)(
+        model_pattern="*", input_per_million=Decimal(1000), output_per_million=Decimal(0)
+    )
+    run = await ask([costly(calling("explode", {"reason": "x"}), 200),
+                     AIMessage("never")])  # fmt: skip
+    assert run.status == RunStatus.BUDGET_EXCEEDED and "AGENT_MAX_RUN_COST" in run.error
+
+
+def test_the_settings_reach_the_runs_limits(settings):
+    from chat.runs import run_limits
+
+    settings.AGENT_TRIM_INTERMEDIATE_STEPS = 4
+    settings.AGENT_MAX_RUN_TOKENS = 9000
+    limits = run_limits()
+    assert limits.trim_intermediate_steps == 4 and limits.budget.max_tokens == 9000
+    assert limits.budget.cost is None  # no price known: the cost budget cannot apply
+    settings.AGENT_TRIM_INTERMEDIATE_STEPS = 0
+    assert run_limits().trim_intermediate_steps == -1
