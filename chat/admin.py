@@ -30,6 +30,7 @@ from django.utils.safestring import SafeString
 from agents.providers import providers
 from chat import runs as chat_runs
 from chat import store
+from chat.admin_approvals import ToolGrantInline
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
@@ -70,8 +71,9 @@ class AgentStepInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
         """Return the steps with their run: a card reads it (a tool call's labels), which
-        was one query per step, 157 for a run of 200 steps (bench/growth.py)."""
-        return super().get_queryset(request).select_related("run")
+        was one query per step, 157 for a run of 200 steps (bench/growth.py); and with the
+        decision on each call held for approval, which a held call's card shows."""
+        return super().get_queryset(request).select_related("run", "approval")
 
 
 @admin.register(Conversation)
@@ -84,7 +86,7 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_filter = ("strategy", "model_key")
     list_select_related = ("owner",)
     search_fields = ("title",)
-    inlines = (MessageInline,)
+    inlines = (ToolGrantInline, MessageInline)
 
     @admin.display(description="user", ordering="owner__username")
     def user(self, conversation: Conversation) -> str:
@@ -199,7 +201,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "model_turns", "tool_calls", "errors", "token_counts",
-        "cost_shown", "answer",
+        "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
@@ -212,6 +214,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
+            ("waited_shown",),
             ("model_turns", "tool_calls", "errors"),
             ("token_counts", "cost_shown"),
         )}),
@@ -236,6 +239,15 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="last heartbeat")
     def heartbeat_time(self, run: AgentRun) -> str:
         return when(run.heartbeat_at)
+
+    @admin.display(description="waited for approval")
+    def waited_shown(self, run: AgentRun) -> str:
+        """Return the time the run waited for people (not counted in its time limit), and
+        since when it waits now."""
+        waited = duration(run.waited_ms) if run.waited_ms else "–"
+        if run.paused_at is None:
+            return waited
+        return f"{waited} before; waiting since {when(run.paused_at)}"
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, run: AgentRun) -> str:
