@@ -43,21 +43,17 @@ ADMIN_DENIAL = "denied from the admin by {user}"
 DECIDED = "{verb} {count} call(s); their runs go on within about {heartbeat:g} s."
 
 
-def _decide(
-    modeladmin: ApprovalAdmin,
-    request: HttpRequest,
-    queryset: QuerySet[Approval],
-    outcome: Outcome,
-) -> None:
+def _decide(request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome) -> None:
     """Decide each selected call through the store; report the taken and the refused."""
     taken = 0
+    denied = outcome == Outcome.DENIED
+    reason = ADMIN_DENIAL.format(user=request.user.get_username()) if denied else ""
     for approval in queryset.select_related("run").order_by("requested_at", "pk"):
-        reason = ADMIN_DENIAL.format(user=request.user.get_username())
         try:
             store.approval_decide(
                 conversation_id=approval.run.conversation_id, step_id=approval.step_id,
                 outcome=outcome, by=request.user, at=timezone.now(),
-                reason=reason if outcome == Outcome.DENIED else "",
+                reason=reason,
             )  # fmt: skip
         except store.ApprovalRefused as refused:
             messages.warning(request, f"{approval.tool_name} in run #{approval.run_id}: {refused}")
@@ -73,14 +69,14 @@ def _decide(
 def approve_selected(
     modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
 ) -> None:
-    _decide(modeladmin, request, queryset, Outcome.APPROVED)
+    _decide(request, queryset, Outcome.APPROVED)
 
 
 @admin.action(description="Deny selected calls", permissions=["decide"])
 def deny_selected(
     modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
 ) -> None:
-    _decide(modeladmin, request, queryset, Outcome.DENIED)
+    _decide(request, queryset, Outcome.DENIED)
 
 
 @admin.register(Approval)
