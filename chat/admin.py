@@ -11,7 +11,6 @@ Every export checks :func:`chat.export.can_export` and answers 403 otherwise.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -19,21 +18,20 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
-from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.providers import providers
 from chat import runs as chat_runs
 from chat import store
+from chat.admin_approvals import ToolGrantInline
+from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice, StepKind
@@ -41,44 +39,14 @@ from chat.runs import model_badge
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
 BOM_PARAM = "bom"
-PRE = '<pre class="trace-pre">{}</pre>'
 
 
 def _wants_bom(request: HttpRequest) -> bool:
     return request.GET.get(BOM_PARAM) == "1"
 
 
-def _when(value: datetime | None, pattern: str = "Y-m-d H:i:s T") -> str:
-    """Return a time in the site's zone, by default to the second and named."""
-    return "–" if value is None else date_format(timezone.localtime(value), pattern)
-
-
 def _tokens(value: int | None) -> str:
     return "–" if value is None else str(value)
-
-
-class ReadOnlyInline(admin.TabularInline):
-    """An inline that shows rows and allows no change.
-
-    Its rows are part of the parent (a run's steps, a conversation's messages): whoever may
-    view the parent sees them, with no permission of their own needed.
-    """
-
-    extra = 0
-    can_delete = False
-
-    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        opts = self.parent_model._meta
-        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('view', opts)}")
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class MessageInline(ReadOnlyInline):
@@ -103,21 +71,9 @@ class AgentStepInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
         """Return the steps with their run: a card reads it (a tool call's labels), which
-        was one query per step, 157 for a run of 200 steps (bench/growth.py)."""
-        return super().get_queryset(request).select_related("run")
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """No adding or editing; deleting is for superusers only."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return request.user.is_active and request.user.is_superuser
+        was one query per step, 157 for a run of 200 steps (bench/growth.py); and with the
+        decision on each call held for approval, which a held call's card shows."""
+        return super().get_queryset(request).select_related("run", "approval")
 
 
 @admin.register(Conversation)
@@ -130,7 +86,7 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_filter = ("strategy", "model_key")
     list_select_related = ("owner",)
     search_fields = ("title",)
-    inlines = (MessageInline,)
+    inlines = (ToolGrantInline, MessageInline)
 
     @admin.display(description="user", ordering="owner__username")
     def user(self, conversation: Conversation) -> str:
@@ -138,15 +94,15 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="created", ordering="created_at")
     def created(self, conversation: Conversation) -> str:
-        return _when(conversation.created_at, "Y-m-d H:i")
+        return when(conversation.created_at, "Y-m-d H:i")
 
     @admin.display(description="last active", ordering="updated_at")
     def updated(self, conversation: Conversation) -> str:
-        return _when(conversation.updated_at, "Y-m-d H:i")
+        return when(conversation.updated_at, "Y-m-d H:i")
 
     @admin.display(description="deleted by its owner", ordering="hidden_at")
     def deleted(self, conversation: Conversation) -> str:
-        return "" if conversation.hidden_at is None else _when(conversation.hidden_at, "Y-m-d H:i")
+        return "" if conversation.hidden_at is None else when(conversation.hidden_at, "Y-m-d H:i")
 
 
 class HasToolErrorsFilter(admin.SimpleListFilter):
@@ -245,7 +201,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "model_turns", "tool_calls", "errors", "token_counts",
-        "cost_shown", "answer",
+        "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
         "run_error",
@@ -258,6 +214,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("provider_shown", "model_name", "endpoint_shown"),
             ("started_time", "finished_time"),
             ("heartbeat_time", "run_duration"),
+            ("waited_shown",),
             ("model_turns", "tool_calls", "errors"),
             ("token_counts", "cost_shown"),
         )}),
@@ -269,19 +226,28 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="started", ordering="started_at")
     def started(self, run: AgentRun) -> str:
-        return _when(run.started_at, "Y-m-d H:i")
+        return when(run.started_at, "Y-m-d H:i")
 
     @admin.display(description="started at")
     def started_time(self, run: AgentRun) -> str:
-        return _when(run.started_at)
+        return when(run.started_at)
 
     @admin.display(description="finished at")
     def finished_time(self, run: AgentRun) -> str:
-        return _when(run.finished_at)
+        return when(run.finished_at)
 
     @admin.display(description="last heartbeat")
     def heartbeat_time(self, run: AgentRun) -> str:
-        return _when(run.heartbeat_at)
+        return when(run.heartbeat_at)
+
+    @admin.display(description="waited for approval")
+    def waited_shown(self, run: AgentRun) -> str:
+        """Return the time the run waited for people (not counted in its time limit), and
+        since when it waits now."""
+        waited = duration(run.waited_ms) if run.waited_ms else "–"
+        if run.paused_at is None:
+            return waited
+        return f"{waited} before; waiting since {when(run.paused_at)}"
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, run: AgentRun) -> str:

@@ -19,11 +19,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
-from chat.models import AgentRun, AgentStep, Conversation
+from chat.models import AgentRun, AgentStep, Approval, Conversation
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -65,6 +66,14 @@ COLUMNS: tuple[str, ...] = (
     "run_cost_currency",
     "usage_estimated",
     "step_first_token_ms",
+    "approval_outcome",
+    "approval_requested_at",
+    "approval_decided_at",
+    "approval_decided_by",
+    "approval_original_arguments",
+    "approval_edited_arguments",
+    "approval_reason",
+    "approval_always_allowed",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -146,15 +155,49 @@ def _added_cells(run: AgentRun, step: AgentStep | None) -> list[str]:
     ]
 
 
+def _arguments(arguments: Any) -> str:
+    """Return arguments as JSON (keys sorted, UTF-8 kept), or as stored when the model
+    sent text that is not JSON; ``""`` for none."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
+def _approval_of(step: AgentStep | None) -> Approval | None:
+    """Return the approval a held call waited for, loaded with its step, or None."""
+    if step is None:
+        return None
+    try:
+        return step.approval
+    except ObjectDoesNotExist:
+        return None
+
+
+def _approval_cells(approval: Approval | None) -> list[str]:
+    """Return the columns added after the first 39: a held call's approval (how it
+    ended, when it was asked and decided, by whom, the arguments as the model asked and
+    as a person edited them, the reason, and whether the tool was then always allowed
+    in the chat); all empty for a step that was never held."""
+    if approval is None:
+        return [""] * 8
+    return [
+        approval.outcome,
+        _iso(approval.requested_at),
+        _iso(approval.decided_at),
+        approval.decided_by_name,
+        _arguments(approval.arguments),
+        _arguments(approval.edited_arguments),
+        approval.reason,
+        str(approval.always_allowed).lower(),
+    ]
+
+
 def _step_cells(step: AgentStep | None) -> list[str]:
     if step is None:
         return [""] * 16
-    if step.arguments is None:
-        arguments = ""
-    elif isinstance(step.arguments, str):
-        arguments = step.arguments
-    else:
-        arguments = json.dumps(step.arguments, ensure_ascii=False, sort_keys=True)
+    arguments = _arguments(step.arguments)
     return [
         str(step.ordinal),
         str(step.iteration),
@@ -186,7 +229,7 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     run_ids = runs.order_by().values("pk")
     steps = (
         AgentStep.objects.filter(run__in=run_ids)
-        .select_related("run__conversation__owner", "run__user_message")
+        .select_related("run__conversation__owner", "run__user_message", "approval")
         .order_by("run_id", "ordinal")
         .iterator(chunk_size=CHUNK_SIZE)
     )
@@ -201,7 +244,8 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     for _run_id, _ordinal, run, step in heapq.merge(
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
-        yield _run_cells(run) + _step_cells(step) + _added_cells(run, step)
+        cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
+        yield cells + _approval_cells(_approval_of(step))
 
 
 class _Echo:

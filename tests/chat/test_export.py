@@ -5,16 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.export import COLUMNS, csv_lines, export_response, neutralise, stream_csv, trace_rows
-from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.models import AgentRun, AgentStep, Approval, Conversation, Message
 
 pytestmark = pytest.mark.django_db
 
@@ -351,3 +353,85 @@ def test_results_are_pretty_printed_when_nothing_is_lost():
     from chat.display import pretty_json
 
     assert pretty_json('{"a": 1.5, "b": "苏州"}') == '{\n  "a": 1.5,\n  "b": "苏州"\n}'
+
+
+# Approvals (columns 40-47)
+
+APPROVAL_COLUMNS = (
+    "approval_outcome", "approval_requested_at", "approval_decided_at", "approval_decided_by",
+    "approval_original_arguments", "approval_edited_arguments", "approval_reason",
+    "approval_always_allowed",
+)  # fmt: skip
+
+
+def held(run: AgentRun, **decision) -> Approval:
+    """Store an approval for the run's first tool call (its step 2), decided or not."""
+    step = run.steps.get(ordinal=2)
+    return Approval.objects.create(
+        run=run, step=step, tool_name=step.tool_name, tool_call_id=step.tool_call_id,
+        arguments=step.arguments, requested_at=run.started_at, **decision,
+    )  # fmt: skip
+
+
+def test_the_approval_columns_come_after_the_first_39_in_the_documented_order():
+    assert COLUMNS[:39][-1] == "step_first_token_ms"  # column 39, never moved
+    assert COLUMNS[39:] == APPROVAL_COLUMNS
+
+
+def test_a_held_calls_row_has_its_decision_and_other_rows_leave_the_columns_empty():
+    alice = User.objects.create_user("alice")
+    run = make_run(owner=alice, steps=3, arguments={"town": "苏州", "nights": 2})
+    decided_at = datetime(2026, 12, 1, 11, 15, 40, 120000, tzinfo=timezone.get_fixed_timezone(480))
+    held(run, outcome="approved", decided_by=alice, decided_by_name="alice",
+         decided_at=decided_at, edited_arguments={"town": "杭州", "nights": 2},
+         reason="=cheaper there", always_allowed=True)  # fmt: skip
+
+    rows = read(export_text())
+
+    by_ordinal = {row["step_ordinal"]: row for row in rows}
+    cells = {name: by_ordinal["2"][name] for name in APPROVAL_COLUMNS}
+    assert cells == {
+        "approval_outcome": "approved",
+        "approval_requested_at": by_ordinal["2"]["run_started_at"],
+        "approval_decided_at": "2026-12-01T03:15:40.120Z",
+        "approval_decided_by": "alice",
+        "approval_original_arguments": '{"nights": 2, "town": "苏州"}',
+        "approval_edited_arguments": '{"nights": 2, "town": "杭州"}',
+        "approval_reason": "'=cheaper there",  # neutralised like any cell
+        "approval_always_allowed": "true",
+    }
+    for ordinal in ("1", "3"):  # a model turn, a call that was never held
+        assert all(by_ordinal[ordinal][name] == "" for name in APPROVAL_COLUMNS)
+
+
+def test_a_waiting_call_has_its_request_but_no_decision_yet():
+    run = make_run(status="waiting", steps=2)
+    AgentStep.objects.filter(run=run, ordinal=2).update(status="pending", result="")
+    held(run)
+
+    row = read(export_text())[1]
+
+    assert (row["run_status"], row["step_status"], row["approval_outcome"]) == (
+        "waiting", "pending", "pending"
+    )  # fmt: skip
+    assert row["approval_requested_at"].endswith("Z")
+    assert row["approval_decided_at"] == row["approval_decided_by"] == ""
+    assert row["approval_edited_arguments"] == ""
+    assert row["approval_always_allowed"] == "false"
+
+
+def test_the_export_makes_the_same_queries_however_many_held_calls(django_assert_num_queries):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            list(trace_rows(AgentRun.objects.all()))
+        return len(captured)
+
+    held(make_run(steps=3), outcome="denied", reason="no")
+    one = queries()
+    for _ in range(5):
+        held(make_run(steps=3), outcome="approved")
+    make_run(steps=0)  # a run without steps still comes from its own query
+
+    with django_assert_num_queries(one):
+        rows = list(trace_rows(AgentRun.objects.all()))
+    assert len(rows) == 6 * 3 + 1

@@ -1,0 +1,303 @@
+"""Admin for people in the loop: held tool calls and their decisions, and tool policies.
+
+- :class:`ApprovalAdmin`: one list of the calls held for a decision across conversations,
+  the waiting ones first, and every decision taken since (evidence: read-only). Staff
+  with ``chat.decide_approval`` approve or deny the selected calls with two actions,
+  through :func:`chat.store.approval_decide` like the chat's own card, so a call decided
+  already is refused with who and when, and nothing changes. The run goes on when the
+  process-wide sweep (``chat.reaper``) next finds it ready, within ``AGENT_HEARTBEAT_S``.
+- :class:`ToolApprovalPolicyAdmin`: a registered tool's policy (allow, ask, deny), which
+  overrides ``AGENT_TOOL_POLICIES``; the list shows the policy each tool has in effect.
+- :class:`ToolGrantInline`: a conversation's "always allow in this chat" grants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import Case, F, QuerySet, Value, When
+from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import truncatechars
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from agents.approvals import Outcome, ToolPolicy
+from chat import runs as chat_runs
+from chat import store
+from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.export import owner_label
+from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
+from chat.templatetags.approval_tags import arguments_json
+from chat.templatetags.chat_tags import reveal_hidden
+
+ARGUMENTS_PREVIEW_CHARS = 80
+# Put where the model reads a denial's reason (agents.approvals.PERSON_DENIED), so the
+# model, the chat's card and the audit all say where the decision came from.
+ADMIN_DENIAL = "denied from the admin by {user}"
+DECIDED = "{verb} {count} call(s); their runs go on within about {heartbeat:g} s."
+
+
+def _decide(request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome) -> None:
+    """Decide each selected call through the store; report the taken and the refused."""
+    taken = 0
+    denied = outcome == Outcome.DENIED
+    reason = ADMIN_DENIAL.format(user=request.user.get_username()) if denied else ""
+    for approval in queryset.select_related("run").order_by("requested_at", "pk"):
+        try:
+            store.approval_decide(
+                conversation_id=approval.run.conversation_id, step_id=approval.step_id,
+                outcome=outcome, by=request.user, at=timezone.now(),
+                reason=reason,
+            )  # fmt: skip
+        except store.ApprovalRefused as refused:
+            messages.warning(request, f"{approval.tool_name} in run #{approval.run_id}: {refused}")
+        else:
+            taken += 1
+    if taken:
+        verb = "Approved" if outcome == Outcome.APPROVED else "Denied"
+        heartbeat = settings.AGENT_HEARTBEAT_S
+        messages.success(request, DECIDED.format(verb=verb, count=taken, heartbeat=heartbeat))
+
+
+@admin.action(description="Approve selected calls", permissions=["decide"])
+def approve_selected(
+    modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
+) -> None:
+    _decide(request, queryset, Outcome.APPROVED)
+
+
+@admin.action(description="Deny selected calls", permissions=["decide"])
+def deny_selected(
+    modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
+) -> None:
+    _decide(request, queryset, Outcome.DENIED)
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    """Held tool calls across conversations, the waiting ones first (oldest first), then
+    the decided ones (newest first). Rows are evidence: nobody edits or deletes them (they
+    go with their run)."""
+
+    list_display = (
+        "tool", "arguments_preview", "run_link", "conversation_link", "owner", "requested",
+        "expires", "outcome", "decided_by_name", "decided", "reason_preview",
+    )  # fmt: skip
+    list_display_links = ("tool",)
+    list_filter = ("outcome",)
+    list_select_related = ("run__conversation__owner",)
+    search_fields = ("tool_name", "tool_call_id", "decided_by_name", "reason",
+                     "run__conversation__owner__username")  # fmt: skip
+    search_help_text = "Tool name, tool_call_id, who decided, the reason, the chat's owner."
+    actions = (approve_selected, deny_selected)
+    # The waiting ones first, oldest first (the nearest to expiring), then the decided
+    # ones, newest first.
+    ordering = (
+        Case(When(outcome=ApprovalOutcome.PENDING, then=Value(0)), default=Value(1)).asc(),
+        Case(When(outcome=ApprovalOutcome.PENDING, then=F("requested_at"))).asc(),
+        "-requested_at", "-pk",
+    )  # fmt: skip
+    fields = (
+        ("tool", "tool_call_id"), ("run_link", "conversation_link", "owner"),
+        ("requested_full", "expires_full"), ("outcome", "decided_by_name", "decided_full"),
+        "reason", "always_allowed", "arguments_full", "edited_arguments_full",
+    )  # fmt: skip
+    readonly_fields = (
+        "tool", "tool_call_id", "run_link", "conversation_link", "owner", "requested_full",
+        "expires_full", "outcome", "decided_by_name", "decided_full", "reason",
+        "always_allowed", "arguments_full", "edited_arguments_full",
+    )  # fmt: skip
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_decide_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("chat.decide_approval")
+
+    @admin.display(description="tool", ordering="tool_name")
+    def tool(self, approval: Approval) -> SafeString:
+        return reveal_hidden(approval.tool_name or "(no name)")
+
+    @admin.display(description="arguments")
+    def arguments_preview(self, approval: Approval) -> SafeString:
+        """Return the arguments it runs with, marked when a person edited them."""
+        edited = approval.edited_arguments is not None
+        shown = approval.edited_arguments if edited else approval.arguments
+        text = reveal_hidden(truncatechars(arguments_json(shown, None), ARGUMENTS_PREVIEW_CHARS))
+        if edited:
+            return format_html('<code>{}</code> <span class="trace-quiet">(edited)</span>', text)
+        return format_html("<code>{}</code>", text)
+
+    @admin.display(description="run", ordering="run_id")
+    def run_link(self, approval: Approval) -> SafeString:
+        url = reverse("admin:chat_agentrun_change", args=[approval.run_id])
+        return format_html(
+            '<a href="{}">#{}</a> {}', url, approval.run_id, approval.run.get_status_display()
+        )
+
+    @admin.display(description="conversation", ordering="run__conversation_id")
+    def conversation_link(self, approval: Approval) -> SafeString:
+        conversation = approval.run.conversation
+        url = reverse("admin:chat_conversation_change", args=[conversation.pk])
+        title = truncatechars(conversation.title, 32) or "(untitled)"
+        return format_html('<a href="{}">#{} {}</a>', url, conversation.pk, title)
+
+    @admin.display(description="owner", ordering="run__conversation__owner__username")
+    def owner(self, approval: Approval) -> str:
+        return owner_label(approval.run.conversation)
+
+    @admin.display(description="requested", ordering="requested_at")
+    def requested(self, approval: Approval) -> str:
+        return when(approval.requested_at, "Y-m-d H:i")
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires(self, approval: Approval) -> str:
+        if approval.expires_at is None:
+            return "never"
+        return when(approval.expires_at, "Y-m-d H:i")
+
+    @admin.display(description="decided", ordering="decided_at")
+    def decided(self, approval: Approval) -> str:
+        return "" if approval.decided_at is None else when(approval.decided_at, "Y-m-d H:i")
+
+    @admin.display(description="reason")
+    def reason_preview(self, approval: Approval) -> SafeString:
+        return reveal_hidden(truncatechars(approval.reason, 60))
+
+    @admin.display(description="requested at")
+    def requested_full(self, approval: Approval) -> str:
+        return when(approval.requested_at)
+
+    @admin.display(description="expires at")
+    def expires_full(self, approval: Approval) -> str:
+        return "never (AGENT_APPROVAL_TIMEOUT_S is 0)" if approval.expires_at is None else (
+            when(approval.expires_at)
+        )  # fmt: skip
+
+    @admin.display(description="decided at")
+    def decided_full(self, approval: Approval) -> str:
+        return when(approval.decided_at)
+
+    @admin.display(description="arguments, as the model asked")
+    def arguments_full(self, approval: Approval) -> SafeString:
+        return format_html(PRE, reveal_hidden(arguments_json(approval.arguments)))
+
+    @admin.display(description="arguments, as a person edited them")
+    def edited_arguments_full(self, approval: Approval) -> SafeString | str:
+        if approval.edited_arguments is None:
+            return "– (not edited)"
+        return format_html(PRE, reveal_hidden(arguments_json(approval.edited_arguments)))
+
+
+class ToolApprovalPolicyForm(forms.ModelForm):
+    """A policy's tool is picked from the registered ones, so none is misspelt."""
+
+    tool_name = forms.ChoiceField(label="tool")
+
+    class Meta:
+        model = ToolApprovalPolicy
+        fields = ("tool_name", "policy")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(name, name) for name in registered_tools()]
+        current = self.instance.tool_name
+        if current and current not in dict(choices):  # a tool since removed
+            choices.append((current, f"{current}, no longer registered"))
+        self.fields["tool_name"].choices = choices
+
+
+def registered_tools() -> list[str]:
+    """Return the names of the tools runs may call, in the tools' own order."""
+    return [tool.name for tool in chat_runs.get_tools()]
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """A registered tool's policy in effect, and where it comes from."""
+
+    tool_name: str
+    policy: str
+    source: str
+    setting: str  # AGENT_TOOL_POLICIES' word for it, "" when it names none
+
+
+def effective_policies(admin_rows: dict[str, str]) -> list[EffectivePolicy]:
+    """Return each registered tool's policy: the admin's row, else ``AGENT_TOOL_POLICIES``,
+    else ``allow`` (the order :class:`chat.models.ToolApprovalPolicy` documents)."""
+    configured: dict[str, str] = settings.AGENT_TOOL_POLICIES
+    shown = []
+    for name in registered_tools():
+        setting = configured.get(name, "")
+        if name in admin_rows:
+            policy, source = admin_rows[name], "set in this admin"
+        elif setting:
+            policy, source = setting, "AGENT_TOOL_POLICIES"
+        else:
+            policy, source = ToolPolicy.ALLOW.value, "default"
+        shown.append(EffectivePolicy(name, policy, source, setting))
+    return shown
+
+
+@admin.register(ToolApprovalPolicy)
+class ToolApprovalPolicyAdmin(admin.ModelAdmin):
+    """Tool policies, editable by staff with the model's permissions; each save records
+    who made it. Read when a run starts or resumes: a change applies to later calls."""
+
+    form = ToolApprovalPolicyForm
+    list_display = ("tool_name", "policy", "setting_says", "updated_at", "updated_by")
+    list_select_related = ("updated_by",)
+    readonly_fields = ("setting_says", "updated_at", "updated_by")
+    fieldsets = (
+        (None, {
+            "description": (
+                "A tool's policy here overrides AGENT_TOOL_POLICIES; a tool named in "
+                "neither runs at once (allow). Ask: each call waits for a person's "
+                "approval (the chat's owner, or staff with the permission to decide, in "
+                "the \u201capproval\u201d list). Deny: it never runs and the model is told. "
+                "\u201cAlways allow in this chat\u201d grants skip ask, never deny. A change "
+                "applies to calls made after it."
+            ),
+            "fields": ("tool_name", "policy", "setting_says", ("updated_at", "updated_by")),
+        }),
+    )  # fmt: skip
+
+    @admin.display(description="AGENT_TOOL_POLICIES says")
+    def setting_says(self, row: ToolApprovalPolicy) -> str:
+        return settings.AGENT_TOOL_POLICIES.get(row.tool_name, "") or "– (allow)"
+
+    def save_model(
+        self, request: HttpRequest, obj: ToolApprovalPolicy, form: Any, change: bool
+    ) -> None:
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        rows = store.tool_policies()
+        context = {**(extra_context or {}), "effective_policies": effective_policies(rows)}
+        return super().changelist_view(request, context)
+
+
+class ToolGrantInline(ReadOnlyInline):
+    """A conversation's "always allow in this chat" grants."""
+
+    model = ToolGrant
+    verbose_name = "tool always allowed in this chat"
+    verbose_name_plural = "tools always allowed in this chat"
+    fields = ("tool_name", "granted_by", "granted")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolGrant]:
+        return super().get_queryset(request).select_related("granted_by")
+
+    @admin.display(description="granted at")
+    def granted(self, grant: ToolGrant) -> str:
+        return when(grant.granted_at)

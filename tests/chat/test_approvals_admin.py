@@ -1,0 +1,356 @@
+"""The admin of people in the loop: the list of held calls and its two actions, the
+tool policies, the decisions on the run page and the always-allowed tools on the
+conversation page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.contrib.messages import get_messages
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from chat.models import (
+    AgentRun,
+    AgentStep,
+    Approval,
+    Conversation,
+    Message,
+    ToolApprovalPolicy,
+    ToolGrant,
+)
+
+pytestmark = pytest.mark.django_db
+
+APPROVALS = "/admin/chat/approval/"
+POLICIES = "/admin/chat/toolapprovalpolicy/"
+BOOKING = {"town": "苏州", "nights": 2}
+
+
+def held_call(
+    conversation: Conversation,
+    *,
+    tool: str = "check_bnb_availability",
+    arguments: dict | None = None,
+    requested_at=None,
+    outcome: str = "pending",
+) -> Approval:
+    """Store a run waiting for a decision on one tool call, as the loop leaves it: the
+    run ``waiting``, its model turn, the held call's step ``pending`` and its approval."""
+    at = requested_at or timezone.now()
+    message = Message.objects.create(conversation=conversation, role="user", content="Book it")
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=message, strategy="tool_calling",
+        provider="demo", model_name="demo-scripted", status="waiting", started_at=at,
+        paused_at=at, iterations=1, tool_call_count=1,
+    )  # fmt: skip
+    AgentStep.objects.create(
+        run=run, ordinal=1, iteration=1, kind="model_turn", status="success", started_at=at,
+        raw={"tool_calls": [{"name": tool, "id": f"call_{run.pk}"}]},
+    )  # fmt: skip
+    step = AgentStep.objects.create(
+        run=run, ordinal=2, iteration=1, kind="tool_call", status="pending", started_at=at,
+        tool_name=tool, tool_call_id=f"call_{run.pk}", arguments=arguments or BOOKING,
+    )  # fmt: skip
+    return Approval.objects.create(
+        run=run, step=step, tool_name=tool, tool_call_id=step.tool_call_id,
+        arguments=step.arguments, requested_at=at, expires_at=at + timedelta(hours=1),
+        outcome=outcome,
+    )  # fmt: skip
+
+
+def staff(client: Client, *codenames: str, username: str = "reviewer") -> User:
+    """Log ``client`` in as a staff user with ``codenames`` (view approvals by default)."""
+    user = User.objects.create_user(username, is_staff=True)
+    wanted = codenames or ("view_approval",)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=wanted))
+    client.force_login(user)
+    return user
+
+
+def act(client: Client, action: str, *approvals: Approval):
+    return client.post(
+        APPROVALS, {"action": action, "_selected_action": [a.pk for a in approvals]}, follow=True
+    )
+
+
+def said(response) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+# The list
+
+
+def test_the_list_shows_each_held_call_with_its_run_conversation_and_owner(alice):
+    _, conversation = alice
+    conversation.title = "Trip to Suzhou"
+    conversation.save()
+    approval = held_call(conversation)
+    client = Client()
+    staff(client)
+
+    response = client.get(APPROVALS)
+
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [approval]
+    html = response.content.decode()
+    assert "check_bnb_availability" in html
+    assert "苏州" in html  # the arguments' preview, Chinese kept readable
+    assert f'href="/admin/chat/agentrun/{approval.run_id}/change/"' in html
+    assert f'href="/admin/chat/conversation/{conversation.pk}/change/"' in html
+    assert "Trip to Suzhou" in html
+    assert ">alice<" in html
+    assert "Waiting" in html
+
+
+def test_waiting_calls_come_first_oldest_first_then_the_decided_newest_first(alice):
+    _, conversation = alice
+    now = timezone.now()
+    decided_old = held_call(conversation, requested_at=now - timedelta(hours=3),
+                            outcome="approved")  # fmt: skip
+    decided_new = held_call(conversation, requested_at=now, outcome="denied")
+    waiting_new = held_call(conversation, requested_at=now - timedelta(minutes=1))
+    waiting_old = held_call(conversation, requested_at=now - timedelta(minutes=30))
+    client = Client()
+    staff(client)
+
+    listed = list(client.get(APPROVALS).context["cl"].result_list)
+
+    assert listed == [waiting_old, waiting_new, decided_new, decided_old]
+
+
+def test_the_list_filters_on_the_outcome(alice):
+    _, conversation = alice
+    waiting = held_call(conversation)
+    held_call(conversation, outcome="denied")
+    client = Client()
+    staff(client)
+
+    listed = list(client.get(APPROVALS, {"outcome__exact": "pending"}).context["cl"].result_list)
+
+    assert listed == [waiting]
+
+
+def test_decisions_are_evidence_nobody_edits_or_deletes_them_in_the_admin(alice):
+    _, conversation = alice
+    approval = held_call(conversation, outcome="approved")
+    client = Client()
+    User.objects.create_superuser("root")
+    client.force_login(User.objects.get(username="root"))
+
+    page = client.get(f"{APPROVALS}{approval.pk}/change/")
+    assert page.status_code == 200
+    assert 'type="submit"' not in page.content.decode().split('id="content-main"')[1]
+    assert client.get(f"{APPROVALS}{approval.pk}/delete/").status_code == 403
+    assert client.get(f"{APPROVALS}add/").status_code == 403
+
+
+# The actions
+
+
+def test_approving_from_the_admin_stores_who_and_when_through_the_store(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    reviewer = staff(client, "view_approval", "decide_approval")
+
+    response = act(client, "approve_selected", approval)
+
+    approval.refresh_from_db()
+    assert approval.outcome == "approved"
+    assert approval.decided_by == reviewer
+    assert approval.decided_by_name == "reviewer"
+    assert approval.decided_at is not None
+    assert approval.edited_arguments is None and approval.reason == ""
+    assert any("Approved 1 call" in message for message in said(response))
+
+
+def test_denying_from_the_admin_says_so_in_the_reason(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+
+    act(client, "deny_selected", approval)
+
+    approval.refresh_from_db()
+    assert approval.outcome == "denied"
+    assert approval.reason == "denied from the admin by reviewer"
+
+
+def test_staff_without_the_permission_to_decide_are_not_offered_the_actions(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client)
+
+    html = client.get(APPROVALS).content.decode()
+    assert "Approve selected calls" not in html
+    response = act(client, "approve_selected", approval)
+
+    approval.refresh_from_db()
+    assert approval.outcome == "pending"
+    assert approval.decided_at is None
+    assert response.status_code == 200  # the list again, "No action selected"
+
+
+def test_a_second_decision_is_refused_with_who_decided_and_nothing_changes(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+    act(client, "approve_selected", approval)
+    approval.refresh_from_db()
+    first = (approval.outcome, approval.decided_by_id, approval.decided_at, approval.reason)
+
+    response = act(client, "deny_selected", approval)
+
+    approval.refresh_from_db()
+    assert (approval.outcome, approval.decided_by_id, approval.decided_at, approval.reason) == (
+        first
+    )
+    messages = said(response)
+    assert len(messages) == 1
+    assert "already decided: approved by reviewer" in messages[0]
+    assert "Nothing was changed" in messages[0]
+
+
+def test_one_refusal_does_not_stop_the_other_selected_calls(alice):
+    _, conversation = alice
+    expired = held_call(conversation, outcome="expired")
+    waiting = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+
+    response = act(client, "deny_selected", expired, waiting)
+
+    expired.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (expired.outcome, waiting.outcome) == ("expired", "denied")
+    assert any("already decided: expired" in m for m in said(response))
+    assert any("Denied 1 call" in m for m in said(response))
+
+
+# The run and conversation pages
+
+
+def test_the_run_page_shows_each_decision_on_its_call(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    Approval.objects.filter(pk=approval.pk).update(
+        outcome="approved", decided_by_name="alice", decided_at=timezone.now(),
+        edited_arguments={"town": "杭州", "nights": 2}, reason="cheaper there",
+        always_allowed=True,
+    )  # fmt: skip
+    client = Client()
+    staff(client, "view_agentrun")
+
+    html = client.get(f"/admin/chat/agentrun/{approval.run_id}/change/").content.decode()
+
+    assert "Held for approval: Approved" in html
+    assert "Decided by <strong>alice</strong>" in html
+    assert "always allowed in this chat" in html
+    assert "cheaper there" in html
+    assert "Arguments, as the model asked" in html and "苏州" in html
+    assert "Arguments, as a person edited them" in html and "杭州" in html
+
+
+def test_the_run_page_of_a_waiting_run_costs_the_same_queries_with_more_held_calls(
+    alice, django_assert_max_num_queries
+):
+    _, conversation = alice
+    run = held_call(conversation).run
+    client = Client()
+    staff(client, "view_agentrun")
+    with CaptureQueriesContext(connection) as one:
+        client.get(f"/admin/chat/agentrun/{run.pk}/change/")
+    for ordinal in range(3, 8):
+        step = AgentStep.objects.create(
+            run=run, ordinal=ordinal, iteration=1, kind="tool_call", status="pending",
+            started_at=run.started_at, tool_name="calculator", tool_call_id=f"c{ordinal}",
+        )  # fmt: skip
+        Approval.objects.create(run=run, step=step, tool_name="calculator",
+                                requested_at=run.started_at)  # fmt: skip
+    with django_assert_max_num_queries(len(one)):
+        client.get(f"/admin/chat/agentrun/{run.pk}/change/")
+
+
+def test_the_run_list_filters_runs_waiting_for_approval(alice):
+    _, conversation = alice
+    waiting = held_call(conversation).run
+    client = Client()
+    staff(client, "view_agentrun")
+
+    response = client.get("/admin/chat/agentrun/", {"status__exact": "waiting"})
+
+    assert "Waiting for approval" in response.content.decode()
+    assert list(response.context["cl"].result_list) == [waiting]
+
+
+def test_the_conversation_page_shows_its_always_allowed_tools(alice):
+    _, conversation = alice
+    ToolGrant.objects.create(conversation=conversation, tool_name="weather_forecast",
+                             granted_by=conversation.owner, granted_at=timezone.now())  # fmt: skip
+    client = Client()
+    staff(client, "view_conversation")
+
+    html = client.get(f"/admin/chat/conversation/{conversation.pk}/change/").content.decode()
+
+    assert "tools always allowed in this chat" in html.lower()
+    assert "weather_forecast" in html
+    assert "alice" in html
+
+
+# Tool policies
+
+
+def test_a_policy_saved_in_the_admin_records_who_set_it(client, settings):
+    settings.AGENT_TOOL_POLICIES = {"calculator": "deny"}
+    editor = staff(client, "view_toolapprovalpolicy", "add_toolapprovalpolicy",
+                   "change_toolapprovalpolicy", username="editor")  # fmt: skip
+
+    response = client.post(f"{POLICIES}add/", {"tool_name": "check_bnb_availability",
+                                                 "policy": "ask"})  # fmt: skip
+
+    assert response.status_code == 302
+    row = ToolApprovalPolicy.objects.get()
+    assert (row.tool_name, row.policy, row.updated_by) == ("check_bnb_availability", "ask", editor)
+
+
+def test_a_policy_for_a_tool_that_is_not_registered_is_refused(client):
+    staff(client, "view_toolapprovalpolicy", "add_toolapprovalpolicy")
+
+    response = client.post(f"{POLICIES}add/", {"tool_name": "rm_rf", "policy": "allow"})
+
+    assert response.status_code == 200
+    assert "tool_name" in response.context["adminform"].form.errors
+    assert not ToolApprovalPolicy.objects.exists()
+
+
+def test_the_policy_list_shows_each_registered_tools_policy_in_effect(client, settings):
+    settings.AGENT_TOOL_POLICIES = {"calculator": "deny", "weather_forecast": "ask"}
+    ToolApprovalPolicy.objects.create(tool_name="weather_forecast", policy="allow")
+    staff(client, "view_toolapprovalpolicy")
+
+    response = client.get(POLICIES)
+
+    effective = {row.tool_name: (row.policy, row.source)
+                 for row in response.context["effective_policies"]}  # fmt: skip
+    assert effective["weather_forecast"] == ("allow", "set in this admin")
+    assert effective["calculator"] == ("deny", "AGENT_TOOL_POLICIES")
+    assert effective["current_time"] == ("allow", "default")
+    assert 'id="effective-policies"' in response.content.decode()
+
+
+def test_staff_without_the_change_permission_cannot_edit_a_policy(client):
+    row = ToolApprovalPolicy.objects.create(tool_name="calculator", policy="ask")
+    staff(client, "view_toolapprovalpolicy")
+
+    client.post(f"{POLICIES}{row.pk}/change/", {"tool_name": "calculator", "policy": "allow"})
+
+    row.refresh_from_db()
+    assert row.policy == "ask"
