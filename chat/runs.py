@@ -466,6 +466,10 @@ async def execute_run(
     finally:
         heartbeat.cancel()
     assert finished is not None
+    if finished.status == RunStatus.WAITING:
+        # Decisions that came while the turn's other calls ran found the run not paused
+        # yet, and left its resuming to whoever finds it ready: this task, now.
+        await resume_ready([run_id], lambda _: listeners)
     return finished
 
 
@@ -552,7 +556,14 @@ def start_run(
 
     task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
     local = _RUNS[run_id] = LocalRun(run_id, task)
-    task.add_done_callback(lambda _: _RUNS.pop(run_id, None))
+
+    def forget(_: asyncio.Task[AgentRun | None]) -> None:
+        # Only this task's entry: a paused run resumed by its own task (every held call
+        # was decided before the pause was stored) has a new one by the time this ends.
+        if _RUNS.get(run_id) is local:
+            del _RUNS[run_id]
+
+    task.add_done_callback(forget)
     return task
 
 

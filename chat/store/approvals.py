@@ -132,6 +132,13 @@ def _pending(run_id: int) -> QuerySet[Approval]:
     return Approval.objects.filter(run_id=run_id, outcome=ApprovalOutcome.PENDING)
 
 
+def approvals_close(*, run_id: int, at: datetime) -> None:
+    """Mark the run's approvals still pending ``cancelled``: it ended (stopped, failed,
+    interrupted) while calls waited, so none of them will run, and no decision on them
+    may be taken any more."""
+    _pending(run_id).update(outcome=ApprovalOutcome.CANCELLED, decided_at=at)
+
+
 def approvals_expire(*, now: datetime) -> list[int]:
     """Mark every pending approval past its ``expires_at`` expired; return the ids of
     the runs that now have no call left waiting (to resume: the model reads the expiry
@@ -221,7 +228,7 @@ def run_stop_waiting(*, conversation_id: int, at: datetime) -> AgentRun | None:
         )
         if run is None:
             return None
-        _pending(run.pk).update(outcome=ApprovalOutcome.CANCELLED, decided_at=at)
+        approvals_close(run_id=run.pk, at=at)
         run.status, run.heartbeat_at = RunStatus.RUNNING, at
         run.cancel_requested_at = run.cancel_requested_at or at
         if run.paused_at is not None:

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import F, Max, Q
 
 from chat.models import AgentRun, Conversation, Message, RunStatus, StepStatus
+from chat.store.approvals import approvals_close
 from chat.store.conversations import title_from
 from chat.store.rows import count_tool_calls, runs_loaded
 from chat.store.usage import conversation_usage, usage_settle
@@ -76,9 +77,10 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             run.error = error
             run.finished_at = since
             run.duration_ms = max(0, int((since - run.started_at).total_seconds() * 1000))
-            run.steps.filter(status=StepStatus.RUNNING).update(
+            run.steps.filter(status__in=(StepStatus.RUNNING, StepStatus.PENDING)).update(
                 status=StepStatus.ERROR, error=INTERRUPTED_STEP, finished_at=since
             )
+            approvals_close(run_id=run.pk, at=since)
             # The loop's count of turns died with the process; the stored turns did not.
             turns = run.steps.aggregate(n=Max("iteration"))
             run.iterations = turns["n"] or 0

@@ -19,6 +19,7 @@ from chat.models import (
     StepKind,
     StepStatus,
 )
+from chat.store.approvals import approvals_close
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
 from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
@@ -228,6 +229,7 @@ def run_finish(
         usage_settle(run, usage)
         count_tool_calls(run, steps)
         run.save()
+        approvals_close(run_id=run.pk, at=finished_at)
         if output:
             Message.objects.create(
                 conversation_id=run.conversation_id,

@@ -307,3 +307,108 @@ async def test_the_admins_policy_overrides_the_setting_and_deny_never_runs():
     assert step.error_type == "ToolDenied" and "policy is deny" in step.result
     assert re.search(r">not allowed<", frames)
     await tab.disconnect()
+
+
+async def _all_runs_done() -> None:
+    """Wait until no run task is left, including runs resumed by the ones awaited."""
+    while runs.running_tasks():
+        await wait_for_runs()
+
+
+async def _held_while_another_call_runs(scripted_model, settings):
+    """Start a run whose turn holds ``book`` while ``slow`` (allowed) blocks; return the
+    run id, the gate that releases ``slow`` and the held step once it is stored."""
+    import asyncio
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from tests.fakes import tool_call
+
+    gate = asyncio.Event()
+
+    @tool
+    async def slow(town: str) -> str:
+        """A slow lookup."""
+        await gate.wait()
+        return f"slow answer for {town}"
+
+    @tool
+    def book(town: str) -> str:
+        """Book a room."""
+        return f"booked in {town}"
+
+    settings.AGENT_TOOL_POLICIES = {"book": "ask"}
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("book", {"town": "Suzhou"}, "b1"),
+                                  tool_call("slow", {"town": "Suzhou"}, "s1")]),
+        AIMessage("Booked, and the slow answer came."),
+    ]  # fmt: skip
+    monkeypatch_tools = [slow, book]
+    user, conversation = await make_conversation()
+    row = await database_sync_to_async(runs.create_run)(
+        conversation_id=conversation.pk, content="Book it."
+    )
+    runs.get_tools = lambda: monkeypatch_tools  # restored by the fixture below
+    runs.start_run(row.pk, listeners=[])
+    step = None
+    while step is None:
+        await asyncio.sleep(0.01)
+        step = await database_sync_to_async(
+            AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING).first
+        )()
+    return row.pk, conversation, user, gate, step
+
+
+@pytest.fixture
+def _restore_get_tools():
+    original = runs.get_tools
+    yield
+    runs.get_tools = original
+
+
+@pytest.mark.usefixtures("_restore_get_tools")
+async def test_a_decision_taken_before_the_pause_is_stored_resumes_the_run_at_once(
+    scripted_model, settings
+):
+    """Decided while the turn's other call still ran: the run was not waiting yet, so
+    the decision's own resume found nothing to claim; the run's task resumes it when it
+    pauses, without waiting for a sweep."""
+    from django.utils import timezone
+
+    from agents.approvals import Outcome
+
+    run_id, conversation, user, gate, step = await _held_while_another_call_runs(
+        scripted_model, settings
+    )
+    decided = await database_sync_to_async(store.approval_decide)(
+        conversation_id=conversation.pk, step_id=step.pk, outcome=Outcome.APPROVED, by=user,
+        at=timezone.now(),
+    )  # fmt: skip
+    assert decided.run_ready
+    gate.set()
+    await _all_runs_done()
+    run = await database_sync_to_async(store.run_get)(run_id=run_id)
+    assert run.status == RunStatus.SUCCEEDED and run.output.startswith("Booked")
+
+
+@pytest.mark.usefixtures("_restore_get_tools")
+async def test_a_run_stopped_before_its_pause_is_stored_leaves_no_approval_pending(
+    scripted_model, settings
+):
+    run_id, conversation, user, _gate, step = await _held_while_another_call_runs(
+        scripted_model, settings
+    )
+    await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation.pk, at=step.started_at
+    )
+    runs.cancel_local(run_id)
+    await _all_runs_done()
+    run, step, approval = await rows(conversation.pk)
+    assert run.status == RunStatus.CANCELLED
+    assert step.status == StepStatus.ERROR and approval.outcome == ApprovalOutcome.CANCELLED
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=decision(step.pk))
+    await receive_until(tab, lambda frame: "already decided: cancelled" in frame)
+    await tab.disconnect()
