@@ -107,3 +107,22 @@ def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, brows
     )
     send(page, "What is 17*23?")
     wait_status(page, 1, "succeeded")
+
+
+def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
+    from tests.browser.test_accessibility import announcements, assert_accessible
+
+    app = start_app(env=POLICY)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, TRAVEL_QUESTION)
+    wait_status(page, 0, "waiting")
+    assert_accessible(page, "a run waiting for approval")
+    said = announcements(page)
+    assert "check_bnb_availability waits for your approval" in said
+    assert "A tool call waits for your approval" in said
+    # The decision's controls are reached from the keyboard.
+    page.locator(f"{HELD} textarea[name=arguments]").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.name") == "reason"
