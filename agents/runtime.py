@@ -29,7 +29,6 @@ from agents.events import (
     RunPaused,
     RunStarted,
     RunStatus,
-    ToolCallFinished,
 )
 from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
@@ -262,12 +261,9 @@ async def run(
                 return
             batch = ToolCallBatch(resume.to_run(), by_name, iteration=resume.iteration,
                                   limits=limits.tools_within(clock), timer=timer)  # fmt: skip
-            finished: dict[str, ToolCallFinished] = {}
             call_events = batch.run()
             try:
                 async for event in call_events:
-                    if isinstance(event, ToolCallFinished):
-                        finished[event.tool_call_id] = event
                     yield event
             finally:
                 await call_events.aclose()
@@ -349,15 +345,13 @@ async def run(
                                         log=action.log)  # fmt: skip
             batch = ToolCallBatch(actions, by_name, iteration=iteration,
                                   limits=limits.tools_within(clock), timer=timer)  # fmt: skip
-            finished = {}
             call_events = batch.run()
             try:
                 async for event in call_events:
-                    if isinstance(event, ToolCallFinished):
-                        finished[event.tool_call_id] = event
                     yield event
             finally:
                 await call_events.aclose()
+            finished = batch.finished
             if held:
                 # The loop ends here; the run goes on from the stored steps once every
                 # held call is decided (agents.approvals.Resume).

@@ -221,6 +221,8 @@ class ToolCallBatch:
         self.limits = limits
         self.timer = timer  # for a lone call awaited in place (see ToolTimer)
         self.observations: dict[str, ToolMessage] = {}
+        # Each call's end event by ``tool_call_id``, as :meth:`run` yields them.
+        self.finished: dict[str, ToolCallFinished] = {}
 
     async def run(self) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
         """Yield a start and an end per action; the runnable calls run concurrently (one
@@ -280,9 +282,10 @@ class ToolCallBatch:
             content=observation, tool_call_id=call["id"], name=call["name"],
             status=outcome.status.value,
         )  # fmt: skip
-        return ToolCallFinished(
+        event = self.finished[call["id"]] = ToolCallFinished(
             iteration=self.iteration, tool_call_id=call["id"], name=call["name"],
             status=outcome.status, result=result, observation=observation,
             error=outcome.error, error_type=outcome.error_type, duration_ms=timing.duration_ms,
             started_at=timing.started_at, at=timing.finished_at,
         )  # fmt: skip
+        return event

@@ -128,6 +128,18 @@ class Stored:
                            spent_s=spent_s)  # fmt: skip
 
 
+async def paused(
+    strategy: str, name: str, args: dict, **limits
+) -> tuple[ScriptedChatModel, Stored, list]:
+    """Run a turn that calls ``name`` (an ``ask`` tool) with ``args`` to its pause;
+    return the model, the stored records and the events."""
+    stored = Stored()
+    model = ScriptedChatModel(script=[call(strategy, name, args)])
+    events = await collect(model, strategy, **limits)
+    stored.add(events)
+    return model, stored, events
+
+
 def held_id(events: list) -> str:
     (paused,) = [e for e in events if isinstance(e, RunPaused)]
     (call_id,) = paused.pending
@@ -153,10 +165,7 @@ async def test_an_ask_tool_pauses_the_run_without_running_it(strategy):
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_an_approved_call_runs_on_resume_and_the_model_reads_its_result(strategy):
-    stored = Stored()
-    model = ScriptedChatModel(script=[call(strategy, "book_hotel", {"town": "Hangzhou"})])
-    first = await collect(model, strategy)
-    stored.add(first)
+    model, stored, first = await paused(strategy, "book_hotel", {"town": "Hangzhou"})
     model.script.append(answer(strategy, "Booked, BK-1."))
     decisions = {held_id(first): Decision(Outcome.APPROVED)}
     events = await collect(model, strategy, resume=stored.resume(strategy, decisions))
@@ -173,10 +182,7 @@ async def test_an_approved_call_runs_on_resume_and_the_model_reads_its_result(st
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_edited_arguments_run_and_the_model_is_told(strategy):
-    stored = Stored()
-    model = ScriptedChatModel(script=[call(strategy, "book_hotel", {"town": "Hangzhou"})])
-    first = await collect(model, strategy)
-    stored.add(first)
+    model, stored, first = await paused(strategy, "book_hotel", {"town": "Hangzhou"})
     model.script.append(answer(strategy, "Booked two nights."))
     edited = {"town": "Hangzhou", "nights": 2}
     decisions = {held_id(first): Decision(Outcome.APPROVED, args=edited)}
@@ -190,10 +196,7 @@ async def test_edited_arguments_run_and_the_model_is_told(strategy):
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_a_denial_is_the_calls_error_and_the_model_answers_around_it(strategy):
-    stored = Stored()
-    model = ScriptedChatModel(script=[call(strategy, "book_hotel", {"town": "Hangzhou"})])
-    first = await collect(model, strategy)
-    stored.add(first)
+    model, stored, first = await paused(strategy, "book_hotel", {"town": "Hangzhou"})
     model.script.append(answer(strategy, "I did not book it."))
     decisions = {held_id(first): Decision(Outcome.DENIED, reason="too expensive")}
     events = await collect(model, strategy, resume=stored.resume(strategy, decisions))
@@ -208,10 +211,7 @@ async def test_a_denial_is_the_calls_error_and_the_model_answers_around_it(strat
 
 
 async def test_an_expired_wait_is_a_denial_that_says_so():
-    stored = Stored()
-    model = ScriptedChatModel(script=[call("tool_calling", "book_hotel", {"town": "Xi'an"})])
-    first = await collect(model, "tool_calling")
-    stored.add(first)
+    model, stored, first = await paused("tool_calling", "book_hotel", {"town": "Xi'an"})
     model.script.append(answer("tool_calling", "Nobody approved the booking."))
     decisions = {held_id(first): Decision(Outcome.EXPIRED, timeout_s=600)}
     events = await collect(model, "tool_calling", resume=stored.resume("tool_calling", decisions))
@@ -291,10 +291,7 @@ async def test_the_same_call_denied_again_and_again_ends_as_repeated_failure():
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 async def test_an_approved_return_direct_call_answers_on_resume(strategy):
-    stored = Stored()
-    model = ScriptedChatModel(script=[call(strategy, "confirm", {"code": "BK-7"})])
-    first = await collect(model, strategy)
-    stored.add(first)
+    model, stored, first = await paused(strategy, "confirm", {"code": "BK-7"})
     approved = {held_id(first): Decision(Outcome.APPROVED)}
     events = await collect(model, strategy, resume=stored.resume(strategy, approved))
     assert events[-1].status == RunStatus.SUCCEEDED and events[-1].output == "Confirmed BK-7."
