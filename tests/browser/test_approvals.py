@@ -30,15 +30,20 @@ def wait_status(page, run_index: int, status: str) -> None:
     )
 
 
+def ask_and_wait(app, page) -> None:
+    """Open the app, ask the travel question and wait for its run to wait for approval."""
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, TRAVEL_QUESTION)
+    wait_status(page, 0, "waiting")
+
+
 def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
     start_app, browser_page
 ):
     app = start_app(env=POLICY)
     first = browser_page
-    first.goto(app.url + "/")
-    first.wait_for_selector("#connection[data-state=open]")
-    send(first, TRAVEL_QUESTION)
-    wait_status(first, 0, "waiting")
+    ask_and_wait(app, first)
     card = first.locator(HELD)
     assert card.get_attribute("data-status") == "pending"
     assert "waiting for approval" in card.locator(".badge").inner_text()
@@ -86,12 +91,8 @@ def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
 
 
 def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, browser_page):
-    app = start_app(env=POLICY)
     page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
-    send(page, TRAVEL_QUESTION)
-    wait_status(page, 0, "waiting")
+    ask_and_wait(start_app(env=POLICY), page)
     page.locator(f"{HELD} textarea[name=arguments]").fill('{"rooms": "lots"}')
     page.locator(f"{HELD} button.approve").click()
     page.wait_for_selector("#chat-error.visible")
@@ -112,12 +113,8 @@ def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, brows
 def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
     from tests.browser.test_accessibility import announcements, assert_accessible
 
-    app = start_app(env=POLICY)
     page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
-    send(page, TRAVEL_QUESTION)
-    wait_status(page, 0, "waiting")
+    ask_and_wait(start_app(env=POLICY), page)
     assert_accessible(page, "a run waiting for approval")
     said = announcements(page)
     assert "check_bnb_availability waits for your approval" in said
