@@ -69,7 +69,7 @@ POLICY_DENIED = (
     "Answer without it."
 )
 PERSON_DENIED = (
-    "Error: a person reviewing this call to {name!r} denied it{reason}; it did not run. "
+    "Error: a person reviewing this call to {name!r} denied it, so it did not run.{reason} "
     "Do not call it again with the same arguments: answer without it, or say what you "
     "would need."
 )
@@ -78,6 +78,7 @@ EXPIRED = (
     "seconds and expired; it did not run. Answer without it."
 )
 EDITED = "(A person edited the arguments of this call before approving it; it ran with: {args})"
+_EDITED_HEAD = EDITED.split("{args}")[0]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def denial(name: str, decision: Decision) -> tuple[str, str]:
     """Return ``(observation, error_type)`` of a held call that will not run."""
     if decision.outcome == Outcome.EXPIRED:
         return EXPIRED.format(name=name, timeout=decision.timeout_s), APPROVAL_EXPIRED
-    reason = f": {decision.reason.strip()}" if decision.reason.strip() else ""
+    reason = f' Their reason: "{decision.reason.strip()}"' if decision.reason.strip() else ""
     return PERSON_DENIED.format(name=name, reason=reason), DENIED_BY_PERSON
 
 
@@ -112,6 +113,14 @@ def edited_note(args: Any) -> str:
     """Return the note put before the result of a call a person approved with other
     arguments, so the model knows what ran."""
     return EDITED.format(args=json.dumps(args, ensure_ascii=False, default=str))
+
+
+def without_edited_note(observation: str) -> str:
+    """Return the tool's result of an observation that starts with :func:`edited_note`
+    (``observation`` itself for any other)."""
+    if not observation.startswith(_EDITED_HEAD):
+        return observation
+    return observation.partition("\n")[2]
 
 
 def refused(action: ToolAgentAction, observation: str, error_type: str) -> ToolAgentAction:

@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from agents.approvals import without_edited_note
 from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
 from agents.strategies import ParseError
 from agents.strategies.base import (
@@ -163,12 +164,15 @@ def made_calls(after: Sequence[BaseMessage], strategy: type[TextStrategy] | None
             calls.update({c["id"]: Call(c["name"], c["args"]) for c in message.tool_calls})
         elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
             ok = message.status != "error"
-            outcomes.append(Outcome(calls[message.tool_call_id], text_of(message), ok))
+            # A call a person approved with other arguments: its result after the note.
+            content = without_edited_note(text_of(message))
+            outcomes.append(Outcome(calls[message.tool_call_id], content, ok))
         elif strategy and isinstance(before, AIMessage) and _is_observation(message, strategy):
             head, _, tail = strategy.observation_template.partition("{observation}")
             # The request for a final answer may follow the last observation's text.
             content = text_of(message).split(f"\n\n{FINAL_ANSWER_REQUEST}")[0]
             content = content.removeprefix(head).removesuffix(tail)
+            content = without_edited_note(content)
             try:
                 parsed = strategy.parse_text(text_of(before))
             except ParseError:

@@ -141,6 +141,9 @@ async def test_edited_arguments_are_checked_against_the_tools_schema_then_run():
     assert approval.edited_arguments == edited and approval.arguments != edited
     assert step.arguments == edited and step.status == StepStatus.SUCCESS
     assert "Arguments edited before it ran" in frames
+    # The demo model reads the note on the result and answers from what ran.
+    run = await database_sync_to_async(store.run_get)(run_id=step.run_id)
+    assert "有空房" in run.output or "available" in run.output, run.output
     await tab.disconnect()
 
 
