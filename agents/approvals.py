@@ -63,6 +63,8 @@ class Outcome(enum.StrEnum):
 DENIED_BY_POLICY = "ToolDenied"
 DENIED_BY_PERSON = "ApprovalDenied"
 APPROVAL_EXPIRED = "ApprovalExpired"
+APPROVAL_CANCELLED = "ApprovalCancelled"
+"""``error_type`` of a held call its run's end closed (a stop, a crash): it never ran."""
 
 POLICY_DENIED = (
     "Error: tool {name!r} may not be called here (its policy is deny); it did not run. "

@@ -33,6 +33,7 @@ from agents.events import (
 from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
 from agents.stopping import (
+    BUDGET_ANSWERED,
     EARLY_STOPPING_METHODS,
     GENERATE_ASKED_FOR_TOOLS,
     GENERATE_EMPTY,
@@ -325,15 +326,19 @@ async def run(
                     yield ended(RunStatus.FAILED, iteration, turn.failure)
                 return
             over = limits.budget.crossed(usage_total)
-            if over and not (turn.finish is not None and turn.answer.strip()):
-                # Spent: no more tool calls or turns (an answer given is kept).
+            answered = turn.finish is not None and bool(turn.answer.strip())
+            if over and not answered:
+                # Spent: no more tool calls or turns.
                 yield ended(RunStatus.BUDGET_EXCEEDED, iteration, over)
                 return
             if turn.finish is not None:
-                if not turn.answer.strip():
+                if not answered:
                     yield ended(RunStatus.FAILED, iteration, EMPTY_ANSWER)
                 else:
-                    yield ended(RunStatus.SUCCEEDED, iteration, output=turn.answer)
+                    # The turn that crossed the budget answered: its tokens are spent
+                    # either way, so the answer stands, with a note that says so.
+                    note = BUDGET_ANSWERED.format(why=over) if over else ""
+                    yield ended(RunStatus.SUCCEEDED, iteration, note, output=turn.answer)
                 return
             if clock.expired():
                 yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())

@@ -235,6 +235,9 @@ BUDGET_TOKENS = (
     "Stopped: the run used {used:,} tokens, more than its budget of {limit:,} "
     "(AGENT_MAX_RUN_TOKENS)."
 )
+BUDGET_ANSWERED = (
+    "The run crossed its budget in the model turn that answered; the answer is kept. {why}"
+)
 BUDGET_COST = (
     "Stopped: the run's tokens cost {used} {currency}, more than its budget of {limit} "
     "{currency} (AGENT_MAX_RUN_COST)."
@@ -246,8 +249,10 @@ class Budget:
     """What one run may use: ``max_tokens`` (input and output together; 0: no limit) and
     ``max_cost`` (in ``currency``; 0: no limit), priced by ``cost`` (the run's usage ->
     its cost, None while it cannot be told: no price for the model, or only a total
-    count). Checked after each model turn on the counts the server reported; a server
-    that reports none is not limited.
+    count). Checked after each model turn on the counts the model reported (the offline
+    demo's estimates too); a server that reports none is not limited. A turn that crosses
+    it and asks for tools ends the run (``budget_exceeded``); one that answers ends it
+    ``succeeded``, the answer kept with :data:`BUDGET_ANSWERED` as its note.
     """
 
     max_tokens: int = 0

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 
-from agents.approvals import APPROVAL_EXPIRED, DENIED_BY_PERSON, DENIED_BY_POLICY
+from agents.approvals import (
+    APPROVAL_CANCELLED,
+    APPROVAL_EXPIRED,
+    DENIED_BY_PERSON,
+    DENIED_BY_POLICY,
+    Outcome,
+)
 from agents.events import StepStatus
 from agents.tool_calls import CLIPPED_NOTE
 from chat.pricing import TOKENS_UNKNOWN, cost_label
@@ -30,6 +36,7 @@ REFUSED_BADGES = {
     DENIED_BY_PERSON: "denied",
     APPROVAL_EXPIRED: "expired",
     DENIED_BY_POLICY: "not allowed",
+    APPROVAL_CANCELLED: "not run",
 }
 
 # A folded tool card's one line of arguments, and the lines a long result opens with.
@@ -179,7 +186,9 @@ class StepDisplay:
         if self.is_pending:
             return "waiting for approval"
         if not self.is_error:
-            return "ok"
+            held = self.held
+            approved = held is not None and held.outcome == Outcome.APPROVED
+            return "ok · approved" if approved else "ok"
         if self.is_format_error:
             return "format error"
         refused = REFUSED_BADGES.get(self.error_type)

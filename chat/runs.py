@@ -573,7 +573,8 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
     if run_row.status != RunStatus.RUNNING:
         return
     stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
-    event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=0,
+    # A run stopped while it waited for approval has its model turns counted already.
+    event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=run_row.iterations,
                         error=STOPPED if stopped else CANCELLED)  # fmt: skip
     await _notify(listeners, await RunRecorder(run_row).record(event))
 

@@ -32,6 +32,7 @@ from chat.models import (
 from chat.store.conversations import full_ids, step_records
 from chat.store.rows import fitted, runs_loaded
 
+NEVER_RAN = "The run ended while this call waited for approval: it never ran."
 NOT_A_HELD_CALL = "That step is not a tool call waiting for approval in this conversation."
 ALREADY_DECIDED = "That tool call was already decided: {outcome}{by}{at}. Nothing was changed."
 

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max, Q
 
+from agents.approvals import APPROVAL_CANCELLED
 from chat.models import AgentRun, Conversation, Message, RunStatus, StepStatus
-from chat.store.approvals import approvals_close
+from chat.store.approvals import NEVER_RAN, approvals_close
 from chat.store.conversations import title_from
 from chat.store.rows import count_tool_calls, runs_loaded
 from chat.store.usage import conversation_usage, usage_settle
@@ -77,7 +78,11 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             run.error = error
             run.finished_at = since
             run.duration_ms = max(0, int((since - run.started_at).total_seconds() * 1000))
-            run.steps.filter(status__in=(StepStatus.RUNNING, StepStatus.PENDING)).update(
+            run.steps.filter(status=StepStatus.PENDING).update(
+                status=StepStatus.ERROR, error=NEVER_RAN, error_type=APPROVAL_CANCELLED,
+                finished_at=since,
+            )  # fmt: skip
+            run.steps.filter(status=StepStatus.RUNNING).update(
                 status=StepStatus.ERROR, error=INTERRUPTED_STEP, finished_at=since
             )
             approvals_close(run_id=run.pk, at=since)

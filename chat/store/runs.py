@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import Max, Q
 
+from agents.approvals import APPROVAL_CANCELLED
 from agents.timing import whole_ms
 from chat.models import (
     AgentRun,
@@ -19,7 +20,7 @@ from chat.models import (
     StepKind,
     StepStatus,
 )
-from chat.store.approvals import approvals_close
+from chat.store.approvals import NEVER_RAN, approvals_close
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
 from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
@@ -221,11 +222,16 @@ def run_finish(
             step.run = run  # as runs_loaded's prefetch sets it: no query for it
             if step.status not in (StepStatus.RUNNING, StepStatus.PENDING):
                 continue
+            if step.status == StepStatus.PENDING:  # held for approval: it never ran
+                step.error_type, step.error = APPROVAL_CANCELLED, NEVER_RAN
+            else:
+                step.error = closed or f"run ended: {status}"
             # Each closed step's duration agrees with its instants, as a finished one's.
-            step.status, step.error = StepStatus.ERROR, closed or f"run ended: {status}"
+            step.status = StepStatus.ERROR
             step.finished_at = max(finished_at, step.started_at)
             step.duration_ms = whole_ms(step.finished_at - step.started_at)
-            step.save(update_fields=["status", "error", "finished_at", "duration_ms"])
+            step.save(update_fields=["status", "error", "error_type", "finished_at",
+                                     "duration_ms"])  # fmt: skip
         usage_settle(run, usage)
         count_tool_calls(run, steps)
         run.save()

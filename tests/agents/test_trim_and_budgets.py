@@ -93,6 +93,8 @@ async def test_an_answer_that_crosses_the_budget_is_kept():
     model = ScriptedChatModel(script=[with_usage(answer("tool_calling", "Sunny."), 500)])
     events = await collect(model, "tool_calling", budget=Budget(max_tokens=100))
     assert events[-1].status == RunStatus.SUCCEEDED and events[-1].output == "Sunny."
+    assert events[-1].error.startswith("The run crossed its budget in the model turn that")
+    assert "500 tokens" in events[-1].error
 
 
 async def test_the_cost_budget_prices_the_runs_usage_and_an_unpriced_model_is_not_limited():

@@ -112,6 +112,7 @@ async def test_approval_in_one_tab_is_seen_in_the_other_and_the_run_goes_on():
     run, step, approval = await rows(conversation.pk)
 
     assert 'data-approval="approved"' in seen and "by alice at" in seen
+    assert ">ok · approved<" in seen  # the folded line says a person approved it
     assert run.status == RunStatus.SUCCEEDED and run.output
     assert step.status == StepStatus.SUCCESS and step.result
     assert approval.outcome == ApprovalOutcome.APPROVED and approval.decided_by_id == user.pk
@@ -217,9 +218,11 @@ async def test_a_message_while_waiting_is_refused_and_stop_ends_the_waiting_run(
     frames = "\n".join(await receive_until_finished(tab))
     run, step, approval = await rows(conversation.pk)
     assert run.status == RunStatus.CANCELLED and "Stopped at your request" in run.error
+    assert run.iterations == 1  # the turn that asked is counted, as on the page
     assert approval.outcome == ApprovalOutcome.CANCELLED
-    assert step.status == StepStatus.ERROR
-    assert 'data-approval="cancelled"' in frames
+    assert step.status == StepStatus.ERROR and step.error_type == "ApprovalCancelled"
+    assert "never ran" in step.error
+    assert 'data-approval="cancelled"' in frames and ">not run<" in frames
 
     # The chat is not stuck: the next message runs (and asks again).
     await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
