@@ -263,6 +263,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _dropped: int = 0
     _flood_notice_at: float = 0.0
     _recheck: asyncio.Task[None] | None = None
+    _watch: asyncio.Task[None] | None = None
 
     def _take_token(self) -> bool:
         """Return True if a frame may be handled now (a token bucket per socket)."""
@@ -316,6 +317,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = found
         await self.channel_layer.group_add(group_name(found), self.channel_name)
         await self.accept()
+        if getattr(self.scope.get("session"), "session_key", None) is not None:
+            self._session_checked_at = time.monotonic()  # _find_conversation just did
+            self._watch = asyncio.get_running_loop().create_task(self._watch_session())
         reaper.ensure_started()
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
@@ -352,6 +356,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return bool(interrupted)
 
     async def disconnect(self, code: int) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
         if self._recheck is not None:
             self._recheck.cancel()
         if self.conversation_id is not None:
@@ -505,19 +511,47 @@ class ChatConsumer(AsyncWebsocketConsumer):
         relay rather than before it: the check is an ORM call, and under load a fragment
         that waited for it waited in the ORM thread's queue (up to its p95 of about
         0.5 s at 200 conversations; bench/load.py --counts-only). A session that ended is
-        closed as the check returns, so a socket that only listens still goes within
-        :data:`SESSION_RECHECK_S` and that wait; it may be sent the fragments of that wait.
+        closed as the check returns; the socket may be sent the fragments of that wait. A
+        socket that gets no fragments is checked by :meth:`_watch_session`.
         """
         if self.conversation_id is None:
             return
         await self.send(text_data=message["html"])
-        due = time.monotonic() - self._session_checked_at > SESSION_RECHECK_S
-        if due and self._recheck is None:
+        if time.monotonic() - self._session_checked_at > SESSION_RECHECK_S:
+            self._start_recheck()
+
+    def _start_recheck(self) -> asyncio.Task[None]:
+        """Return the session re-check under way, starting one if none is.
+
+        The relay and :meth:`_watch_session` share it, so a socket never has two session
+        queries in flight.
+        """
+        if self._recheck is None:
             self._session_checked_at = time.monotonic()
             self._recheck = asyncio.get_running_loop().create_task(self._recheck_session())
+        return self._recheck
+
+    async def _watch_session(self) -> None:
+        """Re-check the session every :data:`SESSION_RECHECK_S` while the socket is open.
+
+        A socket that only listens gets no frame and may get no fragment for hours: without
+        this its session would never be checked again. It costs one ORM call per
+        :data:`SESSION_RECHECK_S` per socket, and none while messages or fragments keep the
+        check fresh (``_session_checked_at``). Started after the accept, cancelled at
+        disconnect; ends when the socket is closed.
+        """
+        while self.conversation_id is not None:
+            wait = self._session_checked_at + SESSION_RECHECK_S - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            # asyncio.wait, not await: cancelling the watch must not cancel a check the
+            # relay shares (disconnect cancels that one itself).
+            await asyncio.wait([self._start_recheck()])
 
     async def _recheck_session(self) -> None:
-        """Close the socket if its session has ended (see :meth:`run_fragment`)."""
+        """Close the socket if its session has ended (see :meth:`run_fragment` and
+        :meth:`_watch_session`)."""
         try:
             if self.conversation_id is not None and await self._session_ended():
                 await self._close_ended_session()

@@ -44,3 +44,39 @@ def render_markdown(text: str) -> str:
         link_rel="noopener noreferrer nofollow",
         filter_style_properties={"text-align"},
     )
+
+
+# Markdown syntax dropped by plain_text, for one-line previews. Line marks: a heading's #s,
+# a quote's >, a list item's bullet or number, a rule. Inline: code spans (their text kept
+# as written), links and images (their label), and emphasis or strikethrough delimiters
+# that open after no word character and close before none, so snake_case and 2*3*4 stay.
+_FENCE = re.compile(r"^ {0,3}(?:```|~~~)[^\n]*$", re.MULTILINE)
+_RULE = re.compile(r"^ {0,3}([-*_])(?: *\1){2,} *$", re.MULTILINE)
+_LINE_MARK = re.compile(r"^ {0,3}(?:#{1,6} +|> ?|[-*+] +|\d{1,9}[.)] +)", re.MULTILINE)
+# Spans are bounded (200 characters, 500 for a URL) so that a line of unclosed openers
+# costs a bounded scan each, never the rest of the line: linear in the text.
+_INLINE = re.compile(
+    r"(`+)(?P<code>[^\n]{1,200}?)\1"
+    r"|!?\[(?P<label>[^\]\n]{0,200})\]\([^)\n]{0,500}\)"
+    r"|(?<![\w*~])(?P<mark>\*\*|__|\*|_|~~)(?=\S)(?P<inner>[^\n]{1,200}?)(?<=\S)(?P=mark)(?![\w*~])"
+)
+
+
+def _inline_text(match: re.Match[str]) -> str:
+    if match.group("code") is not None:
+        return match.group("code").strip()
+    inner = match.group("label") if match.group("label") is not None else match.group("inner")
+    return _INLINE.sub(_inline_text, inner)
+
+
+def plain_text(text: str) -> str:
+    """Return ``text`` with its common Markdown syntax dropped, its words kept.
+
+    For previews (the conversation list's search snippet), not a renderer: a few regular
+    expressions; what they miss shows as written. The result is
+    plain text, to be autoescaped like any other. Linear in ``text`` (spans are bounded).
+    """
+    text = _FENCE.sub("", text)
+    text = _RULE.sub("", text)
+    text = _LINE_MARK.sub("", text)
+    return _INLINE.sub(_inline_text, text)

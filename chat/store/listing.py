@@ -19,6 +19,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import dateformat, timezone
 
+from chat.markdown import plain_text
 from chat.models import AgentRun, Conversation, Message, RunStatus
 from chat.store.conversations import Owner, clean_title, conversations_for_owner
 
@@ -94,7 +95,7 @@ def conversations_listed(
         # A title that matches says enough; a message that does is shown around the match.
         match = getattr(conversation, "match", None)
         in_title = query.lower() in conversation.title.lower()
-        conversation.snippet = snippet(match, query) if match and not in_title else None  # type: ignore[attr-defined]
+        conversation.snippet = message_snippet(match, query) if match and not in_title else None  # type: ignore[attr-defined]
     return listed
 
 
@@ -135,6 +136,29 @@ def snippet(text: str, query: str, *, chars: int = SNIPPET_CHARS) -> Snippet | N
     before = ("…" if start else "") + text[start:at]
     after = text[end:stop] + ("…" if stop < len(text) else "")
     return Snippet(before, text[at:end], after)
+
+
+def message_snippet(text: str, query: str, *, chars: int = SNIPPET_CHARS) -> Snippet | None:
+    """Return :func:`snippet` of a message's words, its Markdown syntax dropped
+    (:func:`chat.markdown.plain_text`): an answer's ``**Inn**`` reads "Inn".
+
+    Only a window of ``text`` around the match is stripped (answers can be long, and the
+    list has up to :data:`LIST_LENGTH` of them); ``…`` marks where the window cut it. A
+    query found only with its syntax (``**Longjing``) gets the snippet of the text as
+    written.
+    """
+    at = text.lower().find(query.lower())
+    lo, hi = (0, len(text)) if at < 0 else (max(0, at - 4 * chars), at + len(query) + 4 * chars)
+    window = text[lo:hi]
+    found = snippet(plain_text(window), query, chars=chars) or snippet(window, query, chars=chars)
+    if found is None:
+        return None
+    before, match, after = found
+    if lo and not before.startswith("…"):
+        before = "…" + before
+    if hi < len(text) and not after.endswith("…"):
+        after += "…"
+    return Snippet(before, match, after)
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,21 @@
     var kind = element.getAttribute("data-kind");
     if (kind === "tool_call") return describeTool(element, status);
     // A model turn's start is the run's, its end the answer's: only a failure is news.
-    if (kind === "model_turn" && status === "error") return "Model turn failed";
+    if (kind === "model_turn" && status === "error" && !closedByRunEnd(element)) {
+      return "Model turn failed";
+    }
     return "";
+  }
+
+  // Return true for a model turn that the end of its run closed (Stop, or a restart) rather
+  // than a failure of its own: it is marked a partial answer, or its run, sent whole with
+  // it, is stopped or interrupted. The run's own line ("Run stopped") says what happened.
+  function closedByRunEnd(turn) {
+    if (turn.classList.contains("partial")) return true;
+    var run = turn.closest(".run");
+    var line = run && run.querySelector(".run-status");
+    var ended = line ? line.getAttribute("data-status") : "";
+    return ended === "cancelled" || ended === "interrupted";
   }
 
   function watched(element) {

@@ -157,6 +157,42 @@ def test_the_live_region_follows_a_running_run_and_esc_stops_it(start_app, brows
     assert_accessible(page, "a stopped run")
 
 
+@pytest.mark.parametrize("strategy", ["tool_calling", "react"])
+def test_a_model_turn_cut_by_stop_is_announced_as_stopped_not_failed(
+    start_app, browser_page, strategy
+):
+    """Stop mid-turn closes the turn with an error status (a partial answer in a native
+    run, the format's text in a text strategy's): the run stopped, the turn did not fail."""
+    app = start_app(token_delay_ms=200)  # the reply streams slowly: Stop lands mid-turn
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    if strategy != "tool_calling":
+        page.select_option("#strategy-select", strategy)
+        page.wait_for_selector("#tool-choice-select", state="detached")
+    ask(page, "hello")
+    page.wait_for_selector(".turn[data-status=running] .turn-text:not(:empty)")
+    page.locator("#composer-input").blur()
+    page.keyboard.press("Escape")
+    page.wait_for_selector(".run-status[data-status=cancelled]")
+    wait_for_announcement(page, "^Run stopped$")
+    assert page.locator(".turn[data-status=error]").count() == 1  # the turn Stop closed
+    assert announcements(page) == ["Agent working", "Run stopped"]
+
+
+def test_a_model_turn_that_fails_is_still_announced_as_failed(start_app, browser_page):
+    # The reply streams for longer than a turn may last: the turn times out, the run fails.
+    app = start_app(token_delay_ms=200, env={"AGENT_MODEL_TIMEOUT_S": "1"})
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    ask(page, "hello")
+    page.wait_for_selector(".run-status[data-status=failed]")
+    wait_for_announcement(page, "^Run failed")
+    heard = announcements(page)
+    assert heard[:2] == ["Agent working", "Model turn failed"], heard
+
+
 def test_esc_used_by_an_open_dialog_does_not_stop_the_run(start_app, browser_page):
     app = start_app(token_delay_ms=3, tool_delay_ms=HOUR_MS)
     page = browser_page

@@ -25,8 +25,10 @@ def test_it_prints_the_trace_and_the_answer_and_stores_the_run():
     assert "→ calculator(" in text
     assert "← calculator success" in text
     assert "391" in text
-    assert "succeeded" in text
     run = AgentRun.objects.get()
+    # "model turn", the word the chat, the admin and the docs use (not "turn", not "iteration")
+    assert f"Run {run.pk} succeeded in " in text
+    assert f" ms, {run.iterations} model turn(s)\n" in text
     assert run.status == "succeeded"
     assert AgentStep.objects.filter(run=run, kind="tool_call", status="success").count() == 2
 

@@ -445,14 +445,15 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
 
 
 async def test_a_listening_socket_whose_session_ended_is_closed_without_holding_fragments(
-    client, monkeypatch
+    client, monkeypatch, consumer_clock
 ):
     """The re-check runs beside the relay: a fragment never waits for the session query."""
     from channels.layers import get_channel_layer
 
     from chat.live import GroupPublisher
 
-    monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 0.0)  # due on every fragment
+    # The periodic re-check sleeps a real minute; the frozen clock makes the fragment's due.
+    monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 60.0)
     await sync_to_async(client.get)("/", follow=True)
     conversation = await database_sync_to_async(Conversation.objects.get)()
     session_id = client.cookies["sessionid"].value
@@ -462,9 +463,31 @@ async def test_a_listening_socket_whose_session_ended_is_closed_without_holding_
     assert connected
 
     await sync_to_async(client.session.flush)()  # what logout does
+    consumer_clock.advance(61.0)
     await GroupPublisher(get_channel_layer(), conversation.pk).publish("<div id='x'></div>")
 
     assert await communicator.receive_from() == "<div id='x'></div>"
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+    await communicator.disconnect()
+
+
+async def test_a_socket_that_only_listens_is_closed_soon_after_its_session_ends(
+    client, monkeypatch
+):
+    """No frame in, no fragment out: the socket still re-checks its session on its own
+    every SESSION_RECHECK_S and closes with 4401 once it has ended."""
+    monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 0.05)
+    await sync_to_async(client.get)("/", follow=True)
+    conversation = await database_sync_to_async(Conversation.objects.get)()
+    session_id = client.cookies["sessionid"].value
+    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", b"http://127.0.0.1:8000")
+    communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await communicator.receive_nothing(timeout=0.2)  # a live session stays open
+
+    await sync_to_async(client.session.flush)()  # what logout does
+
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
     await communicator.disconnect()
 

@@ -14,9 +14,10 @@ from django.test import Client
 from django.utils import timezone
 
 from chat import store
+from chat.markdown import plain_text
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from chat.routing import websocket_urlpatterns
-from chat.store.listing import date_label, grouped_by_date, snippet
+from chat.store.listing import date_label, grouped_by_date, message_snippet, snippet
 from tests.chat.conftest import Communicator
 
 pytestmark = pytest.mark.django_db
@@ -133,6 +134,16 @@ def test_a_message_match_shows_a_snippet_with_the_match_marked(alice_client):
     assert "&lt;" in html  # escaped, not markup
 
 
+def test_a_snippet_of_a_markdown_answer_shows_its_text_not_its_syntax(alice_client):
+    client, alice = alice_client
+    add_run(chat(alice, "Trip"), "Where to stay near the tea fields?",
+            answer="## Stay\n- **Longjing Tea Terrace Inn**, see [the map](https://x.test/m)"
+                   " and `room 3`")  # fmt: skip
+    html = client.get("/c/list/", {"q": "longjing"}, **HX).content.decode()
+    snippet_html = html.split('class="match-snippet">')[1].split("</div>")[0]
+    assert snippet_html == "Stay <mark>Longjing</mark> Tea Terrace Inn, see the map and room 3"
+
+
 def test_a_title_that_matches_needs_no_snippet(alice_client):
     client, alice = alice_client
     add_run(chat(alice, "Humble garden"), "Humble Administrator's Garden?")
@@ -187,6 +198,40 @@ def test_the_page_searches_without_javascript(alice_client):
 )
 def test_a_snippet_is_one_line_cut_around_the_first_match(text, query, expected):
     assert snippet(text, query) == (expected and tuple(expected))
+
+
+@pytest.mark.parametrize(
+    ("markdown", "text"),
+    [
+        (
+            "**Longjing Tea Terrace Inn** is *near* ~~far~~ __here__",
+            "Longjing Tea Terrace Inn is near far here",
+        ),
+        ("***both***, _one_ and `**code stays**`", "both, one and **code stays**"),
+        ("[the map](https://x.test/a_b) and ![a photo](p.png)", "the map and a photo"),
+        (
+            "# Title\n> quoted\n- item\n* star\n2. second\n---",
+            "Title\nquoted\nitem\nstar\nsecond\n",
+        ),
+        ("```python\nx = 2*3*4\n```", "\nx = 2*3*4\n"),
+        ("snake_case_name and 2*3*4 and a * b * c", "snake_case_name and 2*3*4 and a * b * c"),
+        ("`__init__` and ``a `tick` b``", "__init__ and a `tick` b"),
+    ],
+)
+def test_plain_text_drops_markdown_syntax_and_keeps_the_words(markdown, text):
+    assert plain_text(markdown) == text
+
+
+def test_unclosed_markdown_delimiters_stay_as_written_at_any_length():
+    text = "_a *b **c ~~d [e ![f " * 5_000  # one line of openers that never close
+    assert plain_text(text) == text
+
+
+def test_a_snippet_of_a_long_markdown_answer_is_cut_around_the_match():
+    text = "**filler** words " * 200 + "the **Longjing** inn " + "more *words* " * 200
+    before, match, after = message_snippet(text, "longjing")
+    assert before.startswith("…") and "*" not in before + after and after.endswith("…")
+    assert (match, after[:4]) == ("Longjing", " inn")
 
 
 # Rename

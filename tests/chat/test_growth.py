@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat import fragments, store
-from chat.models import AgentRun, Conversation
+from chat.models import AgentRun, AgentStep, Conversation, Message
 from tests.chat.test_admin import make_run, weather_call
 
 pytestmark = pytest.mark.django_db
@@ -200,6 +200,86 @@ def test_the_page_costs_the_same_queries_for_4_and_30_exchanges_of_more_steps(al
     short, long = two_conversations(conversation.owner)
     counts = [queries(lambda c=c: page(client, c)) for c in (short, long)]
     assert counts[0] == counts[1]
+
+
+# Kinds of run a long conversation holds, cycled: (run status, its tool call's status).
+RUN_KINDS = [
+    ("succeeded", "success"),
+    ("succeeded", "error"),
+    ("failed", "success"),
+    ("cancelled", "error"),
+    ("max_iterations", "success"),
+]
+
+
+def bulk_exchanges(conversation: Conversation, count: int) -> list[int]:
+    """Store ``count`` runs as :func:`exchanges` does (one tool call each, the kinds of
+    :data:`RUN_KINDS` in turn), in three bulk inserts; return their ids."""
+    start = timezone.now() - timedelta(days=1)
+    kinds = [RUN_KINDS[n % len(RUN_KINDS)] for n in range(count)]
+    questions = Message.objects.bulk_create(
+        Message(conversation=conversation, role="user", content=f"Question {n}?")
+        for n in range(count)
+    )
+    runs = AgentRun.objects.bulk_create(
+        _bulk_run(question, kind, start + timedelta(minutes=n))
+        for n, (question, kind) in enumerate(zip(questions, kinds, strict=True))
+    )
+    AgentStep.objects.bulk_create(
+        step for run, kind in zip(runs, kinds, strict=True) for step in _bulk_steps(run, kind)
+    )
+    return [run.pk for run in runs]
+
+
+def _bulk_run(question: Message, kind: tuple[str, str], at) -> AgentRun:
+    status, call_status = kind
+    return AgentRun(
+        conversation_id=question.conversation_id, user_message=question,
+        strategy="tool_calling", provider="demo", model_name="demo-scripted", status=status,
+        started_at=at, finished_at=at + timedelta(seconds=2), duration_ms=2000, iterations=2,
+        output="It is **sunny**." if status == "succeeded" else "",
+        error="" if status == "succeeded" else "it ended", tool_call_count=1,
+        tool_error_count=int(call_status == "error"), input_tokens=100, output_tokens=20,
+        total_tokens=120,
+    )  # fmt: skip
+
+
+def _bulk_steps(run: AgentRun, kind: tuple[str, str]) -> list[AgentStep]:
+    """A model turn asking for one weather call, the call, and the last turn."""
+    status, call_status = kind
+    call_id = f"c{run.pk}"
+    return [
+        AgentStep(run=run, ordinal=1, iteration=1, kind="model_turn", status="success",
+                  started_at=run.started_at, text="Let me check.",
+                  raw={"tool_calls": [{"name": "weather_forecast", "id": call_id}]},
+                  input_tokens=60, output_tokens=10, total_tokens=70),
+        AgentStep(run=run, ordinal=2, iteration=1, kind="tool_call", status=call_status,
+                  started_at=run.started_at, tool_name="weather_forecast",
+                  tool_call_id=call_id, arguments={"town": "Suzhou", "days": 1},
+                  result='{"high_c": 8}' if call_status == "success" else "",
+                  error="" if call_status == "success" else "Cancelled.", duration_ms=15),
+        AgentStep(run=run, ordinal=3, iteration=2, kind="model_turn",
+                  status="success" if status == "succeeded" else "error",
+                  started_at=run.started_at, text=run.output or "The answer was",
+                  raw={"tool_calls": []}, input_tokens=40, output_tokens=10, total_tokens=50),
+    ]  # fmt: skip
+
+
+def test_a_conversation_of_200_runs_opens_with_the_queries_of_one_of_5(alice, settings):
+    """Every run shown (the window holds 200), and still no query per run or per step."""
+    settings.CHAT_PAGE_EXCHANGES = 200
+    client, conversation = alice
+    five = Conversation.objects.create(owner=conversation.owner, title="five")
+    many = Conversation.objects.create(owner=conversation.owner, title="many")
+    bulk_exchanges(five, 5)
+    ids = bulk_exchanges(many, 200)
+
+    counts = [queries(lambda c=c: page(client, c)) for c in (five, many)]
+
+    assert counts[0] == counts[1]
+    html = page(client, many)
+    assert shown(html) == ids and "Show earlier messages" not in html
+    assert html.count('data-kind="tool_call"') == 200
 
 
 def test_the_earlier_fragment_costs_the_same_queries_at_both_sizes(alice, window):

@@ -174,7 +174,7 @@ class TracePrinter:
         if end.output and (not self.stream_text or self.raw_format):
             self._line(("Answer:\n" if self.stream_text else "") + end.output)
         took = f" in {run.duration_ms} ms" if run and run.duration_ms is not None else ""
-        self._line(f"Run {run_id} {end.status}{took}, {end.iterations} turn(s)")
+        self._line(f"Run {run_id} {end.status}{took}, {end.iterations} model turn(s)")
         if end.error:
             self._line(f"Error: {end.error}")
 
