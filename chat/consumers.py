@@ -469,7 +469,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 tools=get_tools(),
             )  # fmt: skip
         except store.ApprovalRefused as exc:
-            await self.send(text_data=fragments.error(str(exc)))
+            # Said beside the card's buttons too, where the reader is looking.
+            html = fragments.error(str(exc)) + fragments.approval_error(frame.step_id, str(exc))
+            await self.send(text_data=html)
             return
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(decided.html + fragments.error(""))

@@ -166,6 +166,15 @@ def conversation_usage(run: AgentRun) -> str:
     return _render("chat/_conversation_usage.html", context)
 
 
+def approval_error(step_id: int, message: str) -> str:
+    """Return why a decision on the held call of step ``step_id`` was refused, for the
+    line beside its card's buttons (a card no longer on the page ignores it)."""
+    return format_html(
+        '<div class="approval-error" id="step-{}-approval-error" role="alert" '
+        'hx-swap-oob="true">{}</div>', step_id, message,
+    )  # fmt: skip
+
+
 def error(message: str) -> str:
     """Return an error notice for the chat page (escaped)."""
     return _render("chat/_error.html", {"message": message})

@@ -97,7 +97,18 @@
 
   function scrollDown() {
     var box = messages();
-    if (box && stickToBottom) box.scrollTop = box.scrollHeight;
+    if (!box) return;
+    // A call that waits for a decision is what the reader must see: its card is brought
+    // into view once (the turn's results below it would push it off screen), and the
+    // page stops following the bottom until they scroll back there.
+    var asking = box.querySelector("[data-approval-form]:not([data-shown])");
+    if (asking) {
+      asking.setAttribute("data-shown", "");
+      asking.scrollIntoView({ block: "center" });
+      stickToBottom = false;
+      return;
+    }
+    if (stickToBottom) box.scrollTop = box.scrollHeight;
   }
 
   function setConnection(state, text) {

@@ -47,6 +47,12 @@ def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
     card = first.locator(HELD)
     assert card.get_attribute("data-status") == "pending"
     assert "waiting for approval" in card.locator(".badge").inner_text()
+    # The card is brought into view, though the turn's results below it are long.
+    in_view = first.locator(f"{HELD} button.approve").evaluate(
+        "b => { const r = b.getBoundingClientRect(); return r.top >= 0 &&"
+        " r.bottom <= window.innerHeight; }"
+    )
+    assert in_view
     # The turn's other calls ran meanwhile.
     assert first.locator(".tool-card[data-status=success]").count() == 2
 
@@ -97,6 +103,7 @@ def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, brows
     page.locator(f"{HELD} button.approve").click()
     page.wait_for_selector("#chat-error.visible")
     assert "do not match the tool" in page.inner_text("#chat-error")
+    assert "do not match the tool" in page.locator(f"{HELD} .approval-error").inner_text()
     approve = page.locator(f"{HELD} button.approve")
     page.wait_for_function("b => !b.disabled", arg=approve.element_handle())
     # Stop ends the waiting run; the call never ran, and the chat takes a new message.
