@@ -36,7 +36,10 @@ from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.approval_tags import arguments_json
 from chat.templatetags.chat_tags import reveal_hidden
 
-ARGUMENTS_PREVIEW_CHARS = 80
+ARGUMENTS_PREVIEW_CHARS = 48
+REASON_PREVIEW_CHARS = 40
+# The list's times, in the admin's time zone: month, day and time (the page shows the year).
+LIST_TIME = "m-d H:i"
 # Put where the model reads a denial's reason (agents.approvals.PERSON_DENIED), so the
 # model, the chat's card and the audit all say where the decision came from.
 ADMIN_DENIAL = "denied from the admin by {user}"
@@ -85,9 +88,11 @@ class ApprovalAdmin(ReadOnlyAdmin):
     the decided ones (newest first). Rows are evidence: nobody edits or deletes them (they
     go with their run)."""
 
+    # Fits 1366 px (tests/browser/test_admin_layout.py): the outcome beside the tool, the
+    # conversation reached through its run.
     list_display = (
-        "tool", "arguments_preview", "run_link", "conversation_link", "owner", "requested",
-        "expires", "outcome", "decided_by_name", "decided", "reason_preview",
+        "tool", "outcome_shown", "arguments_preview", "run_link", "owner", "requested",
+        "expires", "decided_by_name", "decided", "reason_preview",
     )  # fmt: skip
     list_display_links = ("tool",)
     list_filter = ("outcome",)
@@ -154,21 +159,29 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="requested", ordering="requested_at")
     def requested(self, approval: Approval) -> str:
-        return when(approval.requested_at, "Y-m-d H:i")
+        return when(approval.requested_at, LIST_TIME)
 
     @admin.display(description="expires", ordering="expires_at")
     def expires(self, approval: Approval) -> str:
         if approval.expires_at is None:
             return "never"
-        return when(approval.expires_at, "Y-m-d H:i")
+        return when(approval.expires_at, LIST_TIME)
 
     @admin.display(description="decided", ordering="decided_at")
     def decided(self, approval: Approval) -> str:
-        return "" if approval.decided_at is None else when(approval.decided_at, "Y-m-d H:i")
+        return "" if approval.decided_at is None else when(approval.decided_at, LIST_TIME)
 
     @admin.display(description="reason")
     def reason_preview(self, approval: Approval) -> SafeString:
-        return reveal_hidden(truncatechars(approval.reason, 60))
+        return reveal_hidden(truncatechars(approval.reason, REASON_PREVIEW_CHARS))
+
+    @admin.display(description="outcome", ordering="outcome")
+    def outcome_shown(self, approval: Approval) -> SafeString:
+        """The outcome, a waiting call's in bold: the rows someone must act on."""
+        label = approval.get_outcome_display()
+        if approval.is_pending:
+            return format_html("<strong>{}</strong>", label)
+        return format_html("{}", label)
 
     @admin.display(description="requested at")
     def requested_full(self, approval: Approval) -> str:
@@ -260,7 +273,7 @@ class ToolApprovalPolicyAdmin(admin.ModelAdmin):
                 "A tool's policy here overrides AGENT_TOOL_POLICIES; a tool named in "
                 "neither runs at once (allow). Ask: each call waits for a person's "
                 "approval (the chat's owner, or staff with the permission to decide, in "
-                "the \u201capproval\u201d list). Deny: it never runs and the model is told. "
+                "the Approvals list). Deny: it never runs and the model is told. "
                 "\u201cAlways allow in this chat\u201d grants skip ask, never deny. A change "
                 "applies to calls made after it."
             ),

@@ -118,3 +118,68 @@ def test_the_conversation_list_fits_1366_px_with_its_deleted_column(start_app, b
     table = page.locator("#result_list").inner_text()
     assert "deleted by its owner" in table.lower() and "margaret.hamilton.apollo11" in table
     page.screenshot(path=str(ARTIFACTS / "admin-conversation-list.png"))
+
+
+APPROVALS_SEED = """
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from chat.models import AgentRun, AgentStep, Approval, Conversation, Message
+
+User.objects.create_superuser("root", password="pw")
+owner = User.objects.create_user("margaret.hamilton.apollo11")
+now = timezone.now()
+for i, outcome in enumerate(["pending", "approved", "denied", "expired"]):
+    conversation = Conversation.objects.create(owner=owner, title="Gardens of Suzhou " * 8)
+    question = Message.objects.create(conversation=conversation, role="user", content="q")
+    run = AgentRun.objects.create(
+        conversation=conversation, user_message=question, strategy="tool_calling",
+        provider="openai", model_name="gpt-4o-mini-2024-07-18",
+        status="waiting" if outcome == "pending" else "succeeded", started_at=now)
+    args = {"town": "Suzhou", "check_in": "2026-12-24", "nights": 3, "rooms": 2,
+            "guests": 4, "note": "near the Humble Administrator's Garden, quiet room" * 2}
+    step = AgentStep.objects.create(run=run, ordinal=1, iteration=1, kind="tool_call",
+        status="pending" if outcome == "pending" else "success", started_at=now,
+        tool_name="check_bnb_availability", tool_call_id="call_" + "x" * 24, arguments=args)
+    Approval.objects.create(
+        run=run, step=step, tool_name=step.tool_name, tool_call_id=step.tool_call_id,
+        arguments=args, requested_at=now - timedelta(minutes=i),
+        expires_at=now + timedelta(hours=1), outcome=outcome,
+        decided_by_name="" if outcome in ("pending", "expired") else owner.username,
+        decided_at=None if outcome == "pending" else now,
+        reason="We booked a room there last week already, thank you very much" * 2
+        if outcome == "denied" else "")
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_approvals_list_fits_1366_px_with_the_waiting_call_first(
+    start_app, browser_page, scheme
+):
+    app = start_app()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{app.database}",
+           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", APPROVALS_SEED], cwd=ROOT,
+                   env=env, check=True, timeout=2 * WAIT_S)  # fmt: skip
+    page = browser_page
+    page.emulate_media(color_scheme=scheme)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(app.url + "/admin/login/?next=/admin/chat/approval/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list tbody tr")
+    widths = page.evaluate("""() => {
+        const results = document.querySelector('#changelist .results');
+        return {page: document.documentElement.scrollWidth,
+                viewport: document.documentElement.clientWidth,
+                results: results.scrollWidth, resultsBox: results.clientWidth};
+    }""")
+    assert widths["page"] <= widths["viewport"], widths
+    assert widths["results"] <= widths["resultsBox"], widths
+    first = page.locator("#result_list tbody tr").first
+    assert first.locator("strong").inner_text() == "Waiting"
+    # No cell spills into the next (the tool names are the longest words).
+    assert page.evaluate("""() => Array.from(document.querySelectorAll('#result_list td'))
+        .every(td => td.scrollWidth <= td.clientWidth)""")
+    page.screenshot(path=str(ARTIFACTS / f"admin-approvals-{scheme}.png"))
