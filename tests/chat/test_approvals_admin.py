@@ -85,7 +85,7 @@ def said(response) -> list[str]:
 # The list
 
 
-def test_the_list_shows_each_held_call_with_its_run_conversation_and_owner(alice):
+def test_the_list_shows_each_held_call_with_its_run_and_owner_and_its_page_the_chat(alice):
     _, conversation = alice
     conversation.title = "Trip to Suzhou"
     conversation.save()
@@ -101,10 +101,12 @@ def test_the_list_shows_each_held_call_with_its_run_conversation_and_owner(alice
     assert "check_bnb_availability" in html
     assert "苏州" in html  # the arguments' preview, Chinese kept readable
     assert f'href="/admin/chat/agentrun/{approval.run_id}/change/"' in html
-    assert f'href="/admin/chat/conversation/{conversation.pk}/change/"' in html
-    assert "Trip to Suzhou" in html
     assert ">alice<" in html
-    assert "Waiting" in html
+    assert "<strong>Waiting</strong>" in html
+    # The list reaches the conversation through the run; the approval's page names it.
+    page = client.get(f"{APPROVALS}{approval.pk}/change/").content.decode()
+    assert f'href="/admin/chat/conversation/{conversation.pk}/change/"' in page
+    assert "Trip to Suzhou" in page
 
 
 def test_waiting_calls_come_first_oldest_first_then_the_decided_newest_first(alice):
