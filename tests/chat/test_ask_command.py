@@ -92,3 +92,17 @@ def test_ask_refuses_what_the_chat_refuses(question, reason):
     with pytest.raises(CommandError, match=reason):
         call_command("ask", question, stdout=StringIO())
     assert not Conversation.objects.exists()
+
+
+def test_a_run_that_waits_for_approval_says_where_to_decide_and_exits_3(settings):
+    settings.AGENT_TOOL_POLICIES = {"check_bnb_availability": "ask"}
+    out = StringIO()
+    with pytest.raises(CommandError, match="waiting for approval") as raised:
+        call_command("ask", "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。",
+                     stdout=out)  # fmt: skip
+    assert raised.value.returncode == 3
+    printed = out.getvalue()
+    assert "⏸ check_bnb_availability(" in printed and "waits for a person's approval" in printed
+    assert "in the admin (Approvals)" in printed and "exits with status 3" in printed
+    run = AgentRun.objects.get()
+    assert run.status == "waiting"

@@ -48,8 +48,9 @@ def _unknown_model(key: str) -> str:
 
 PAUSED = (
     "Run {run_id} is waiting for a decision on its tool calls: approve or deny them in the "
-    "browser (conversation {conversation_id}) or in the admin (Approvals); a running server "
-    "goes on with the run then."
+    "admin (Approvals), or in the browser if conversation {conversation_id} is yours (ask "
+    "--user NAME). A running server goes on with the run within AGENT_HEARTBEAT_S of the "
+    "decision. This command exits with status 3."
 )
 
 
