@@ -23,6 +23,7 @@ from agents.approvals import Outcome, PolicyLookup, ToolPolicy
 from agents.events import utcnow
 from chat import fragments, store
 from chat.models import AgentStep
+from chat.validation import unstorable
 
 MAX_REASON_CHARS = 1_000
 MAX_ARGUMENTS_CHARS = 20_000
@@ -30,6 +31,10 @@ ARGUMENTS_NOT_JSON = "The edited arguments are not JSON: {error}. Nothing was de
 ARGUMENTS_INVALID = (
     "The edited arguments do not match the tool {name!r}: {error}. Nothing was decided."
 )
+ARGUMENTS_UNSTORABLE = (
+    "The edited arguments contain characters that cannot be stored ({what}). Nothing was decided."
+)
+ARGUMENTS_TOO_DEEP = "The edited arguments are nested too deeply to read. Nothing was decided."
 ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
 
 
@@ -66,8 +71,13 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
         value = json.loads(text)
     except ValueError as exc:
         raise store.ApprovalRefused(ARGUMENTS_NOT_JSON.format(error=exc)) from None
+    except RecursionError:
+        raise store.ApprovalRefused(ARGUMENTS_TOO_DEEP) from None
     if not isinstance(value, dict):
         raise store.ApprovalRefused(ARGUMENTS_NOT_OBJECT)
+    bad = _unstorable_in(value)  # JSON escapes (\\u0000, \\ud800) parse into such text
+    if bad is not None:
+        raise store.ApprovalRefused(ARGUMENTS_UNSTORABLE.format(what=bad))
     tool = next((t for t in tools if t.name == tool_name), None)
     schema = getattr(tool, "args_schema", None)
     if schema is not None and hasattr(schema, "model_validate"):
@@ -82,6 +92,24 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
                 ARGUMENTS_INVALID.format(name=tool_name, error=errors)
             ) from None
     return value
+
+
+def _unstorable_in(value: Any) -> str | None:
+    """Return what no database stores in any key or string of the JSON ``value``, or
+    None (see :func:`chat.validation.unstorable`). Iterative: JSON nests deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            bad = unstorable(item)
+            if bad is not None:
+                return bad
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 @dataclass(frozen=True)
