@@ -150,7 +150,12 @@ def decide(
         ).first()
         if step is None:
             raise store.ApprovalRefused(store.approvals.NOT_A_HELD_CALL)
-        arguments = checked_arguments(step.tool_name, frame.arguments, tools)
+        if isinstance(step.arguments, str) and frame.arguments.strip() == step.arguments.strip():
+            # A text strategy's one-string input ("Suzhou"), which the card shows as it
+            # is, sent back unchanged: not JSON, yet approved as asked.
+            arguments = None
+        else:
+            arguments = checked_arguments(step.tool_name, frame.arguments, tools)
         if arguments == step.arguments:
             arguments = None  # unchanged: approved as asked
     decided = store.approval_decide(

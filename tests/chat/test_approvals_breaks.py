@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from channels.db import database_sync_to_async
 
 from chat.models import ApprovalOutcome
 from tests.chat.conftest import wait_for_runs
@@ -91,4 +92,57 @@ async def test_text_no_database_can_store_is_refused_in_a_decision(fields):
     await tab.send_to(text_data=decision(held.pk))
     await receive_until_finished(tab)
     await wait_for_runs()
+    await tab.disconnect()
+
+
+@pytest.fixture
+def one_string_tool(monkeypatch, settings):
+    """A one-argument ``book`` tool that asks, as the only tool runs get."""
+    from langchain_core.tools import tool
+
+    @tool
+    def book(town: str) -> str:
+        """Book a room in a town."""
+        return f"booked in {town}"
+
+    settings.AGENT_TOOL_POLICIES = {"book": "ask"}
+    monkeypatch.setattr("chat.runs.get_tools", lambda: [book])
+    monkeypatch.setattr("chat.consumers.get_tools", lambda: [book])
+
+
+@pytest.mark.usefixtures("one_string_tool")
+async def test_a_text_strategys_one_string_input_can_be_approved_from_the_card(scripted_model):
+    """ReAct's ``Action Input: Suzhou`` is stored as the text "Suzhou"; the card's textarea
+    shows it as it is and the form always sends the textarea, so approving unchanged sent
+    "Suzhou" as the edited arguments, refused as not JSON: the call could only be denied."""
+    from langchain_core.messages import AIMessage
+
+    from chat.models import Conversation, RunStatus, StepStatus
+    from tests.chat.test_approvals import is_waiting
+    from tests.chat.test_consumer import connect, make_conversation, receive_until
+
+    scripted_model.script = [
+        AIMessage("Thought: book it\nAction: book\nAction Input: Suzhou"),
+        AIMessage("Thought: done\nFinal Answer: Booked in Suzhou."),
+    ]
+    user, conversation = await make_conversation()
+    await database_sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(
+        strategy="react"
+    )
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": "Book Suzhou."}))
+    html = "\n".join(await receive_until(tab, is_waiting))
+    await wait_for_runs()
+    _, held, _ = await rows(conversation.pk)
+    assert held.arguments == "Suzhou" and ">Suzhou</textarea>" in html
+    # What the page's form sends: the textarea as it is.
+    await tab.send_to(text_data=decision(held.pk, arguments=held.arguments_json))
+    frames = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    run, held, approval = await rows(conversation.pk)
+    assert "not JSON" not in frames
+    assert approval.outcome == ApprovalOutcome.APPROVED and approval.edited_arguments is None
+    assert held.status == StepStatus.SUCCESS and held.result == "booked in Suzhou"
+    assert run.status == RunStatus.SUCCEEDED
     await tab.disconnect()
