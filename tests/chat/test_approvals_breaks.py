@@ -146,3 +146,171 @@ async def test_a_text_strategys_one_string_input_can_be_approved_from_the_card(s
     assert held.status == StepStatus.SUCCESS and held.result == "booked in Suzhou"
     assert run.status == RunStatus.SUCCEEDED
     await tab.disconnect()
+
+
+async def _settled(conversation_id: int):
+    """Wait until the run has left ``waiting``/``running`` and no run task is left;
+    return the run, its held step and its approval."""
+    import asyncio
+    import time
+
+    from chat.models import RunStatus
+    from tests.chat.test_approvals import _all_runs_done
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        await _all_runs_done()
+        run, held, approval = await rows(conversation_id)
+        if run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
+            return run, held, approval
+        await asyncio.sleep(0.05)
+    return run, held, approval
+
+
+async def _no_step_left_open(run_id: int) -> None:
+    from chat.models import AgentStep, StepStatus
+
+    open_steps = await database_sync_to_async(
+        lambda: list(
+            AgentStep.objects.filter(
+                run_id=run_id, status__in=(StepStatus.PENDING, StepStatus.RUNNING)
+            ).values_list("pk", "status")
+        )
+    )()
+    assert open_steps == []
+
+
+async def test_two_tabs_approving_and_denying_at_once_decide_it_once():
+    import asyncio
+
+    from chat.models import RunStatus
+    from tests.chat.test_consumer import connect, make_conversation
+
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    other = await connect(conversation.pk, user)
+    await other.connect()
+    _, held, _ = await rows(conversation.pk)
+    await asyncio.gather(
+        tab.send_to(text_data=decision(held.pk, "approve")),
+        other.send_to(text_data=decision(held.pk, "deny", reason="no")),
+    )
+    run, held, approval = await _settled(conversation.pk)
+    assert approval.outcome in (ApprovalOutcome.APPROVED, ApprovalOutcome.DENIED)
+    assert run.status == RunStatus.SUCCEEDED
+    await _no_step_left_open(run.pk)
+    for communicator in (tab, other):
+        await communicator.disconnect()
+
+
+async def test_approve_and_stop_at_once_end_the_run_one_way_with_nothing_left_open():
+    import asyncio
+
+    from chat.models import RunStatus
+    from tests.chat.test_consumer import connect, make_conversation
+
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    other = await connect(conversation.pk, user)
+    await other.connect()
+    _, held, _ = await rows(conversation.pk)
+    await asyncio.gather(
+        tab.send_to(text_data=decision(held.pk)),
+        other.send_to(text_data=json.dumps({"type": "cancel"})),
+        other.send_to(text_data=json.dumps({"type": "cancel"})),
+    )
+    await asyncio.sleep(0.5)
+    run, held, approval = await _settled(conversation.pk)
+    assert run.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED), run.status
+    assert approval.outcome != ApprovalOutcome.PENDING
+    await _no_step_left_open(run.pk)
+    for communicator in (tab, other):
+        await communicator.disconnect()
+
+
+async def test_a_decision_racing_the_expiry_and_two_sweeps_resume_the_run_once(settings):
+    import asyncio
+
+    from channels.layers import get_channel_layer
+
+    from chat.models import RunStatus
+    from chat.reaper import sweep_approvals
+    from tests.chat.test_consumer import make_conversation
+
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, held, _ = await rows(conversation.pk)
+    settings.AGENT_APPROVAL_TIMEOUT_S = 0.001
+    await database_sync_to_async(
+        lambda: __import__("chat.models").models.Approval.objects.filter(pk=held.approval.pk)
+        .update(expires_at=held.started_at)
+    )()  # fmt: skip
+    layer = get_channel_layer()
+    results = await asyncio.gather(
+        sweep_approvals(layer),
+        tab.send_to(text_data=decision(held.pk)),
+        sweep_approvals(layer),
+    )
+    run, held, approval = await _settled(conversation.pk)
+    resumed = [run_id for result in (results[0], results[2]) for run_id in result]
+    assert len(resumed) <= 1
+    assert approval.outcome in (ApprovalOutcome.APPROVED, ApprovalOutcome.EXPIRED)
+    assert run.status == RunStatus.SUCCEEDED
+    await _no_step_left_open(run.pk)
+    await tab.disconnect()
+
+
+async def test_an_hour_waiting_does_not_count_towards_the_runs_time_budget(settings):
+    from datetime import timedelta
+
+    from chat.models import AgentRun, RunStatus
+    from tests.chat.test_consumer import make_conversation
+
+    settings.AGENT_MAX_EXECUTION_TIME_S = 60
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    run, held, _ = await rows(conversation.pk)
+    hour = timedelta(hours=1)
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        started_at=run.started_at - hour, paused_at=run.paused_at - hour + timedelta(seconds=1)
+    )
+    await tab.send_to(text_data=decision(held.pk))
+    run, held, _ = await _settled(conversation.pk)
+    assert run.status == RunStatus.SUCCEEDED, (run.status, run.error)
+    assert run.waited_ms >= 3_590_000
+    await tab.disconnect()
+
+
+async def test_a_run_whose_resuming_process_died_after_the_claim_is_interrupted_with_evidence(
+    settings,
+):
+    """Claimed (waiting -> running) but no task: the stale sweep ends it interrupted; the
+    decision stays as evidence and the approved call is not left pending."""
+    from datetime import timedelta
+
+    from agents.events import utcnow
+    from chat import store
+    from chat.live import interrupt_stale_runs
+    from chat.models import RunStatus, StepStatus
+    from tests.chat.test_consumer import make_conversation
+
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    await tab.disconnect()
+    _, held, _ = await rows(conversation.pk)
+
+    @database_sync_to_async
+    def decide_claim_and_die():
+        from agents.approvals import Outcome
+
+        store.approval_decide(conversation_id=conversation.pk, step_id=held.pk,
+                              outcome=Outcome.APPROVED, by=user, at=utcnow())  # fmt: skip
+        return store.run_claim_resume(run_id=held.run_id, at=utcnow())
+
+    assert await decide_claim_and_die() == conversation.pk
+    later = utcnow() + timedelta(seconds=settings.AGENT_HEARTBEAT_S * 10 + 60)
+    await database_sync_to_async(interrupt_stale_runs)(conversation_id=conversation.pk, now=later)
+    run, held, approval = await rows(conversation.pk)
+    assert run.status == RunStatus.INTERRUPTED
+    assert held.status == StepStatus.ERROR
+    assert approval.outcome == ApprovalOutcome.APPROVED and approval.decided_by_name == "alice"
