@@ -27,6 +27,9 @@ from chat.validation import unstorable
 
 MAX_REASON_CHARS = 1_000
 MAX_ARGUMENTS_CHARS = 20_000
+ARGUMENTS_TOO_LONG = (
+    "The edited arguments are too long: at most {limit:,} characters. Nothing was decided."
+)
 ARGUMENTS_NOT_JSON = "The edited arguments are not JSON: {error}. Nothing was decided."
 ARGUMENTS_INVALID = (
     "The edited arguments do not match the tool {name!r}: {error}. Nothing was decided."
@@ -158,6 +161,10 @@ def decide(
             arguments = checked_arguments(step.tool_name, frame.arguments, tools)
         if arguments == step.arguments:
             arguments = None  # unchanged: approved as asked
+        elif len(frame.arguments) > MAX_ARGUMENTS_CHARS:
+            # Edits only: the card sends the arguments with every decision, and a model's
+            # call may well have asked for more (Daphne's 1 MiB frame limit bounds those).
+            raise store.ApprovalRefused(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
     decided = store.approval_decide(
         conversation_id=conversation_id, step_id=frame.step_id,
         outcome=Outcome.APPROVED if frame.approve else Outcome.DENIED, by=user, at=utcnow(),

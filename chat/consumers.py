@@ -26,7 +26,7 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, reaper, store
-from chat.approvals import MAX_ARGUMENTS_CHARS, MAX_REASON_CHARS, DecisionFrame, decide
+from chat.approvals import MAX_REASON_CHARS, DecisionFrame, decide
 from chat.live import (
     CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
@@ -75,7 +75,6 @@ MAX_STEP_ID = 2**63
 NOT_A_HELD_CALL = store.approvals.NOT_A_HELD_CALL
 UNSTORABLE = "The decision contains characters that cannot be stored ({what}). Nothing was decided."
 REASON_TOO_LONG = "The reason is too long: at most {limit:,} characters."
-ARGUMENTS_TOO_LONG = "The edited arguments are too long: at most {limit:,} characters."
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
     "(or press Stop) before sending another message."
@@ -170,8 +169,6 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
         raise FrameError(BAD_DECISION)
     if not isinstance(reason, str):
         raise FrameError(BAD_DECISION)
-    if arguments is not None and len(arguments) > MAX_ARGUMENTS_CHARS:
-        raise FrameError(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
     reason = reason.strip()
     if len(reason) > MAX_REASON_CHARS:
         raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS))

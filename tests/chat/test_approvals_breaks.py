@@ -314,3 +314,67 @@ async def test_a_run_whose_resuming_process_died_after_the_claim_is_interrupted_
     assert run.status == RunStatus.INTERRUPTED
     assert held.status == StepStatus.ERROR
     assert approval.outcome == ApprovalOutcome.APPROVED and approval.decided_by_name == "alice"
+
+
+@pytest.mark.usefixtures("one_string_tool")
+async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_model, settings):
+    """The card's textarea (sent with every decision) holds the arguments pretty-printed;
+    a call the model made with more than 20,000 characters of them was refused as "too
+    long" on approval, so it could only be denied. The limit is for edits."""
+    import dataclasses
+
+    from langchain_core.messages import AIMessage
+
+    from chat.models import RunStatus, StepStatus
+    from tests.chat.test_approvals import is_waiting
+    from tests.chat.test_consumer import connect, make_conversation, receive_until
+    from tests.fakes import tool_call
+
+    settings.AGENT_MODEL = dataclasses.replace(settings.AGENT_MODEL, context_window=200_000)
+    town = "Suzhou " * 4_000  # 28,000 characters
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("book", {"town": town}, "b1")]),
+        AIMessage("Booked."),
+    ]
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": "Book it."}))
+    await receive_until(tab, is_waiting)
+    await wait_for_runs()
+    _, held, _ = await rows(conversation.pk)
+    await tab.send_to(text_data=decision(held.pk, arguments=held.arguments_json))
+    answer = await tab.receive_from()
+    assert "too long" not in answer
+    run, held, approval = await _settled(conversation.pk)
+    assert approval.outcome == ApprovalOutcome.APPROVED and approval.edited_arguments is None
+    assert held.status == StepStatus.SUCCESS and run.status == RunStatus.SUCCEEDED, run.error
+    await tab.disconnect()
+
+
+@pytest.mark.usefixtures("one_string_tool")
+async def test_an_edit_over_the_limit_is_still_refused(scripted_model):
+    from langchain_core.messages import AIMessage
+
+    from tests.chat.test_approvals import is_waiting
+    from tests.chat.test_consumer import connect, make_conversation, receive_until
+    from tests.fakes import tool_call
+
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("book", {"town": "Suzhou"}, "b1")]),
+        AIMessage("Booked."),
+    ]
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": "Book it."}))
+    await receive_until(tab, is_waiting)
+    await wait_for_runs()
+    _, held, _ = await rows(conversation.pk)
+    edit = json.dumps({"town": "x" * 20_001})
+    await _refused_and_still_pending(
+        tab, conversation, decision(held.pk, arguments=edit), "too long"
+    )
+    await tab.send_to(text_data=decision(held.pk, "deny"))
+    await _settled(conversation.pk)
+    await tab.disconnect()
