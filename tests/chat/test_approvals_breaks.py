@@ -378,3 +378,37 @@ async def test_an_edit_over_the_limit_is_still_refused(scripted_model):
     await tab.send_to(text_data=decision(held.pk, "deny"))
     await _settled(conversation.pk)
     await tab.disconnect()
+
+
+async def test_markup_in_arguments_and_reason_is_escaped_in_the_card_admin_and_csv(client):
+    """The model writes the arguments and the person the reason: neither runs as HTML on
+    the card, the evidence or the admin, nor as a formula in the CSV."""
+    from chat import fragments, store
+    from chat.export import csv_lines, trace_rows
+    from chat.models import AgentRun
+    from tests.chat.test_consumer import make_conversation
+
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, held, _ = await rows(conversation.pk)
+    evil = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+    await tab.send_to(text_data=decision(held.pk, "deny", reason="=HYPERLINK(1)" + evil))
+    run, held, approval = await _settled(conversation.pk)
+    await tab.disconnect()
+
+    @database_sync_to_async
+    def rendered():
+        card = fragments.step_replaced(store.step_for_card(step_id=held.pk))
+        staff = __import__("django.contrib.auth.models").contrib.auth.models.User
+        admin = staff.objects.create_superuser("root", password="pw")
+        client.force_login(admin)
+        page = client.get(f"/admin/chat/approval/{approval.pk}/change/").content.decode()
+        listing = client.get("/admin/chat/approval/").content.decode()
+        csv = "".join(csv_lines(trace_rows(AgentRun.objects.filter(pk=run.pk))))
+        return card, page, listing, csv
+
+    card, page, listing, csv = await rendered()
+    for html in (card, page, listing):
+        assert "HYPERLINK(1)&lt;script&gt;" in html  # shown, escaped
+        assert "<script>alert(1)" not in html and "<img src=x" not in html
+    assert "=HYPERLINK" in csv and ",=HYPERLINK" not in csv and '"=HYPERLINK' not in csv
