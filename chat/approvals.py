@@ -23,13 +23,21 @@ from agents.approvals import Outcome, PolicyLookup, ToolPolicy
 from agents.events import utcnow
 from chat import fragments, store
 from chat.models import AgentStep
+from chat.validation import unstorable
 
 MAX_REASON_CHARS = 1_000
 MAX_ARGUMENTS_CHARS = 20_000
+ARGUMENTS_TOO_LONG = (
+    "The edited arguments are too long: at most {limit:,} characters. Nothing was decided."
+)
 ARGUMENTS_NOT_JSON = "The edited arguments are not JSON: {error}. Nothing was decided."
 ARGUMENTS_INVALID = (
     "The edited arguments do not match the tool {name!r}: {error}. Nothing was decided."
 )
+ARGUMENTS_UNSTORABLE = (
+    "The edited arguments contain characters that cannot be stored ({what}). Nothing was decided."
+)
+ARGUMENTS_TOO_DEEP = "The edited arguments are nested too deeply to read. Nothing was decided."
 ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
 
 
@@ -66,8 +74,13 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
         value = json.loads(text)
     except ValueError as exc:
         raise store.ApprovalRefused(ARGUMENTS_NOT_JSON.format(error=exc)) from None
+    except RecursionError:
+        raise store.ApprovalRefused(ARGUMENTS_TOO_DEEP) from None
     if not isinstance(value, dict):
         raise store.ApprovalRefused(ARGUMENTS_NOT_OBJECT)
+    bad = _unstorable_in(value)  # JSON escapes (\\u0000, \\ud800) parse into such text
+    if bad is not None:
+        raise store.ApprovalRefused(ARGUMENTS_UNSTORABLE.format(what=bad))
     tool = next((t for t in tools if t.name == tool_name), None)
     schema = getattr(tool, "args_schema", None)
     if schema is not None and hasattr(schema, "model_validate"):
@@ -82,6 +95,24 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
                 ARGUMENTS_INVALID.format(name=tool_name, error=errors)
             ) from None
     return value
+
+
+def _unstorable_in(value: Any) -> str | None:
+    """Return what no database stores in any key or string of the JSON ``value``, or
+    None (see :func:`chat.validation.unstorable`). Iterative: JSON nests deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            bad = unstorable(item)
+            if bad is not None:
+                return bad
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 @dataclass(frozen=True)
@@ -122,9 +153,18 @@ def decide(
         ).first()
         if step is None:
             raise store.ApprovalRefused(store.approvals.NOT_A_HELD_CALL)
-        arguments = checked_arguments(step.tool_name, frame.arguments, tools)
+        if isinstance(step.arguments, str) and frame.arguments.strip() == step.arguments.strip():
+            # A text strategy's one-string input ("Suzhou"), which the card shows as it
+            # is, sent back unchanged: not JSON, yet approved as asked.
+            arguments = None
+        else:
+            arguments = checked_arguments(step.tool_name, frame.arguments, tools)
         if arguments == step.arguments:
             arguments = None  # unchanged: approved as asked
+        elif len(frame.arguments) > MAX_ARGUMENTS_CHARS:
+            # Edits only: the card sends the arguments with every decision, and a model's
+            # call may well have asked for more (Daphne's 1 MiB frame limit bounds those).
+            raise store.ApprovalRefused(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
     decided = store.approval_decide(
         conversation_id=conversation_id, step_id=frame.step_id,
         outcome=Outcome.APPROVED if frame.approve else Outcome.DENIED, by=user, at=utcnow(),

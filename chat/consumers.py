@@ -26,7 +26,7 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, reaper, store
-from chat.approvals import MAX_ARGUMENTS_CHARS, MAX_REASON_CHARS, DecisionFrame, decide
+from chat.approvals import MAX_REASON_CHARS, DecisionFrame, decide
 from chat.live import (
     CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
@@ -46,7 +46,7 @@ from chat.runs import (
     start_run,
 )
 from chat.security import log_refusal, session_ended
-from chat.validation import MessageError, clean_message
+from chat.validation import MessageError, clean_message, unstorable
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,11 @@ BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
     "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
 )
+# Step ids are 64-bit signed integers: a larger one makes the database driver raise.
+MAX_STEP_ID = 2**63
+NOT_A_HELD_CALL = store.approvals.NOT_A_HELD_CALL
+UNSTORABLE = "The decision contains characters that cannot be stored ({what}). Nothing was decided."
 REASON_TOO_LONG = "The reason is too long: at most {limit:,} characters."
-ARGUMENTS_TOO_LONG = "The edited arguments are too long: at most {limit:,} characters."
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
     "(or press Stop) before sending another message."
@@ -155,22 +158,24 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
     """Return the decision of an ``approval`` frame; raise :class:`FrameError` for a
     missing or malformed field (a form sends ``step`` as text, ``always`` as "on")."""
     step, decision = payload.get("step"), payload.get("decision")
-    if isinstance(step, str) and step.strip().isdigit():
-        step = int(step)
+    if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
+        step = int(step)  # isdigit() alone is true of "²", which int() refuses
     if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
         raise FrameError(BAD_DECISION)
+    if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
+        raise FrameError(NOT_A_HELD_CALL)
     arguments, reason = payload.get("arguments"), payload.get("reason", "")
     if arguments is not None and not isinstance(arguments, str):
         raise FrameError(BAD_DECISION)
     if not isinstance(reason, str):
         raise FrameError(BAD_DECISION)
-    if arguments is not None and len(arguments) > MAX_ARGUMENTS_CHARS:
-        raise FrameError(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
     reason = reason.strip()
     if len(reason) > MAX_REASON_CHARS:
         raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS))
-    if "\x00" in reason or (arguments is not None and "\x00" in arguments):
-        raise FrameError(BAD_DECISION)
+    for text in (reason, arguments or ""):
+        bad = unstorable(text)
+        if bad is not None:
+            raise FrameError(UNSTORABLE.format(what=bad))
     always = payload.get("always") in (True, "on", "true", "1")
     return DecisionFrame(step_id=step, approve=decision == "approve",
                          arguments=arguments if arguments and arguments.strip() else None,

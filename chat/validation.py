@@ -21,6 +21,18 @@ def _visible(char: str) -> bool:
     return category[0] not in "CZM" and char not in BLANK_LOOKING
 
 
+def unstorable(text: str) -> str | None:
+    """Return what in ``text`` no database stores, or None: a NUL character (Postgres
+    refuses it in text and jsonb) or an unpaired UTF-16 surrogate (no UTF-8 encoding)."""
+    if "\x00" in text:
+        return "a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "an unpaired surrogate"
+    return None
+
+
 def clean_message(content: str, *, max_chars: int) -> str:
     """Return ``content`` stripped of surrounding white space.
 
@@ -30,12 +42,9 @@ def clean_message(content: str, *, max_chars: int) -> str:
     is longer than ``max_chars`` characters.
     """
     content = content.strip()
-    if "\x00" in content:
-        raise MessageError(BAD_CHARACTERS.format(what="a NUL character"))
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MessageError(BAD_CHARACTERS.format(what="an unpaired surrogate")) from None
+    bad = unstorable(content)
+    if bad is not None:
+        raise MessageError(BAD_CHARACTERS.format(what=bad))
     if not any(_visible(char) for char in content):
         raise MessageError(EMPTY_MESSAGE)
     if len(content) > max_chars:
