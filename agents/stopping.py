@@ -27,11 +27,12 @@ Message templates (stored as the run's error, shown to the user) are module cons
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
@@ -271,6 +272,13 @@ class Budget:
         if self.max_cost and self.cost is not None:
             spent = self.cost(usage)
             if spent is not None and spent > self.max_cost:
-                return BUDGET_COST.format(used=f"{spent:.6f}".rstrip("0").rstrip("."),
-                                          limit=self.max_cost, currency=self.currency)  # fmt: skip
+                return BUDGET_COST.format(used=_plain(spent), limit=_plain(self.max_cost),
+                                          currency=self.currency)  # fmt: skip
         return ""
+
+
+def _plain(amount: Decimal) -> str:
+    """Return ``amount`` in plain digits to at most 10 decimals (never ``1E-7``)."""
+    with contextlib.suppress(InvalidOperation):  # too large for decimals: kept whole
+        amount = amount.quantize(Decimal("1e-10"))
+    return f"{amount.normalize():f}"

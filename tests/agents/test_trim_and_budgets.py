@@ -107,8 +107,10 @@ async def test_the_cost_budget_prices_the_runs_usage_and_an_unpriced_model_is_no
     budget = Budget(max_cost=Decimal("0.5"), cost=price, currency="USD")
     events = await collect(ScriptedChatModel(script=list(script)), "tool_calling", budget=budget)
     assert events[-1].status == RunStatus.BUDGET_EXCEEDED
-    assert events[-1].error == BUDGET_COST.format(used="0.82", limit=Decimal("0.5"),
-                                                  currency="USD")  # fmt: skip
+    assert events[-1].error == BUDGET_COST.format(used="0.82", limit="0.5", currency="USD")
+    tiny = Budget(max_cost=Decimal("1E-7"), cost=price, currency="USD")
+    events = await collect(ScriptedChatModel(script=list(script)), "tool_calling", budget=tiny)
+    assert "budget of 0.0000001 USD" in events[-1].error
     unpriced = Budget(max_cost=Decimal("0.5"), cost=lambda usage: None, currency="")
     events = await collect(ScriptedChatModel(script=list(script)), "tool_calling",
                            budget=unpriced)  # fmt: skip
