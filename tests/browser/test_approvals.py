@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_chat_page import TRAVEL_QUESTION
 
 pytestmark = pytest.mark.browser
@@ -53,6 +54,7 @@ def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
         " r.bottom <= window.innerHeight; }"
     )
     assert in_view
+    first.screenshot(path=str(ARTIFACTS / "approval-pending.png"))
     # The turn's other calls ran meanwhile.
     assert first.locator(".tool-card[data-status=success]").count() == 2
 
@@ -80,6 +82,8 @@ def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
         assert '"rooms": 2' in page.locator(f"{HELD} pre.args").first.text_content()
         assert page.locator(f"{HELD}").get_attribute("data-status") == "success"
     assert first.locator("[data-approval-form]").count() == 0
+    second.locator(HELD).evaluate("card => { card.open = true; card.scrollIntoView(); }")
+    second.screenshot(path=str(ARTIFACTS / "approval-decided.png"))
 
     # A denial with a reason, from the other tab: the model answers without the booking.
     send(first, TRAVEL_QUESTION)
