@@ -50,11 +50,30 @@ for i, (status, strategy, model, tool_errors, format_errors) in enumerate(shapes
 """
 
 
-def seed(database) -> None:
+def seed(database, code: str = SEED) -> None:
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}",
            "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=ROOT, env=env,
+    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env,
                    check=True, timeout=2 * WAIT_S)  # fmt: skip
+
+
+def open_list(page, app, path: str, scheme: str = "light") -> dict:
+    """Log in as root, open the admin list at ``path`` at 1366 px in ``scheme``, and
+    return its widths: the page's and the results' scroll and box widths."""
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"{app.url}/admin/login/?next={path}")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list tbody tr")
+    return page.evaluate("""() => {
+        const results = document.querySelector('#changelist .results');
+        return {page: document.documentElement.scrollWidth,
+                viewport: document.documentElement.clientWidth,
+                results: results.scrollWidth, resultsBox: results.clientWidth,
+                right: results.getBoundingClientRect().right};
+    }""")
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -62,22 +81,9 @@ def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_
     app = start_app()
     seed(app.database)
     page = browser_page
-    page.set_viewport_size({"width": 1366, "height": 900})
-    page.emulate_media(color_scheme=scheme)
-    page.goto(app.url + "/admin/login/?next=/admin/chat/agentrun/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#result_list tbody tr")
+    widths = open_list(page, app, "/admin/chat/agentrun/", scheme)
 
     assert page.locator("#result_list tbody tr").count() == 4
-    widths = page.evaluate("""() => {
-        const results = document.querySelector('#changelist .results');
-        return {page: document.documentElement.scrollWidth,
-                viewport: document.documentElement.clientWidth,
-                results: results.scrollWidth, resultsBox: results.clientWidth,
-                right: results.getBoundingClientRect().right};
-    }""")
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
     for column in ("cost_shown", "tokens", "run_duration", "errors", "model_turns", "status_shown"):
@@ -101,18 +107,7 @@ def test_the_conversation_list_fits_1366_px_with_its_deleted_column(start_app, b
     app = start_app()
     seed(app.database)
     page = browser_page
-    page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(app.url + "/admin/login/?next=/admin/chat/conversation/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#result_list tbody tr")
-    widths = page.evaluate("""() => {
-        const results = document.querySelector('#changelist .results');
-        return {page: document.documentElement.scrollWidth,
-                viewport: document.documentElement.clientWidth,
-                results: results.scrollWidth, resultsBox: results.clientWidth};
-    }""")
+    widths = open_list(page, app, "/admin/chat/conversation/")
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
     table = page.locator("#result_list").inner_text()
@@ -157,24 +152,9 @@ def test_the_approvals_list_fits_1366_px_with_the_waiting_call_first(
     start_app, browser_page, scheme
 ):
     app = start_app()
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{app.database}",
-           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "shell", "-c", APPROVALS_SEED], cwd=ROOT,
-                   env=env, check=True, timeout=2 * WAIT_S)  # fmt: skip
+    seed(app.database, APPROVALS_SEED)
     page = browser_page
-    page.emulate_media(color_scheme=scheme)
-    page.set_viewport_size({"width": 1366, "height": 900})
-    page.goto(app.url + "/admin/login/?next=/admin/chat/approval/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#result_list tbody tr")
-    widths = page.evaluate("""() => {
-        const results = document.querySelector('#changelist .results');
-        return {page: document.documentElement.scrollWidth,
-                viewport: document.documentElement.clientWidth,
-                results: results.scrollWidth, resultsBox: results.clientWidth};
-    }""")
+    widths = open_list(page, app, "/admin/chat/approval/", scheme)
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
     first = page.locator("#result_list tbody tr").first
