@@ -187,17 +187,18 @@ def test_export_traces_refuses_a_bad_date():
 def test_purge_runs_deletes_old_finished_runs_with_their_steps_and_messages():
     old = make_run(age=timedelta(days=100))
     stuck = make_run(age=timedelta(days=100), status="running")
+    waiting = make_run(age=timedelta(days=100), status="waiting")
     recent = make_run(age=timedelta(days=5))
     dry = io.StringIO()
     call_command("purge_runs", "--older-than", "90d", "--dry-run", stdout=dry)
     assert "Would delete 1 runs and 2 steps" in dry.getvalue()
-    assert AgentRun.objects.count() == 3
+    assert AgentRun.objects.count() == 4
 
     out = io.StringIO()
     call_command("purge_runs", "--older-than", "90d", stdout=out)
 
     assert "Deleted 1 runs and 2 steps" in out.getvalue()
-    assert set(AgentRun.objects.values_list("pk", flat=True)) == {stuck.pk, recent.pk}
+    assert set(AgentRun.objects.values_list("pk", flat=True)) == {stuck.pk, waiting.pk, recent.pk}
     assert not AgentStep.objects.filter(run_id=old.pk).exists()
     assert not Message.objects.filter(conversation_id=old.conversation_id).exists()
     assert not Conversation.objects.filter(pk=old.conversation_id).exists()

@@ -52,8 +52,11 @@ class Command(BaseCommand):
             raise CommandError("--older-than reaches back before the year 1.") from None
         # Runs of a dead process would otherwise stay "running", and unpurgeable, forever.
         store.runs_interrupt_stale(now=timezone.now())
-        # A run still going is never purged, however old: it is not evidence yet.
-        runs = AgentRun.objects.filter(started_at__lt=cutoff).exclude(status=RunStatus.RUNNING)
+        # A run still going (or waiting for a decision on a tool call) is never purged,
+        # however old: it is not evidence yet.
+        runs = AgentRun.objects.filter(started_at__lt=cutoff).exclude(
+            status__in=(RunStatus.RUNNING, RunStatus.WAITING)
+        )
         run_count = runs.count()
         step_count = AgentStep.objects.filter(run__in=runs.values("pk")).count()
         when = f"{cutoff:%Y-%m-%d %H:%M} UTC"
