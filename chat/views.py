@@ -15,8 +15,8 @@ from agents.demo.scenarios import EXAMPLES
 from chat import fragments, live, store
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
-from chat.models import TOOL_CHOICE_AUTO, Conversation
-from chat.runs import get_tools, model_badge, model_choices
+from chat.models import TOOL_CHOICE_AUTO, Conversation, RunStatus
+from chat.runs import STOPPED, get_tools, model_badge, model_choices
 from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
@@ -373,10 +373,11 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     """Delete a conversation from its owner's list; runs stay for audit until purge.
 
     See :func:`chat.store.conversation_delete`: hidden if it has messages, deleted if
-    not. 404 unless it is the requester's. A run still going is stopped (it stays, as
-    cancelled, with the others), and the conversation's open sockets, in any tab or
-    process, are closed (4404). Deleting the open conversation (``active``) goes to a new
-    chat (htmx: ``HX-Redirect``); another answers htmx with the list.
+    not. 404 unless it is the requester's. A run still going, or waiting for a decision on
+    a tool call, is stopped (it stays, as cancelled, with the others), and the
+    conversation's open sockets, in any tab or process, are closed (4404). Deleting the
+    open conversation (``active``) goes to a new chat (htmx: ``HX-Redirect``); another
+    answers htmx with the list.
     """
     owner = _owner(request)
     now = timezone.now()
@@ -384,6 +385,11 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     if deleted is None:
         raise Http404("No such conversation.")
     running = store.run_request_cancel(conversation_id=conversation_id, at=now)
+    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now)
+    if waiting is not None:  # no task runs it: its end is stored here, its calls never run
+        store.run_finish(run_id=waiting.pk, status=RunStatus.CANCELLED, output="",
+                         error=STOPPED, iterations=waiting.iterations, usage={},
+                         finished_at=now)  # fmt: skip
     live.conversation_deleted_sync(conversation_id, run_id=running.pk if running else None)
     active = _active(request)
     if request.headers.get("HX-Request"):

@@ -356,3 +356,19 @@ def test_staff_without_the_change_permission_cannot_edit_a_policy(client):
 
     row.refresh_from_db()
     assert row.policy == "ask"
+
+
+def test_deleting_a_chat_stops_its_waiting_run_so_nobody_can_resume_it(alice):
+    client, conversation = alice
+    approval = held_call(conversation)
+
+    assert client.post(f"/c/{conversation.pk}/delete/").status_code == 302
+
+    run = AgentRun.objects.get(pk=approval.run_id)
+    approval.refresh_from_db()
+    step = AgentStep.objects.get(pk=approval.step_id)
+    assert run.status == "cancelled" and run.iterations == 1
+    assert approval.outcome == "cancelled" and step.error_type == "ApprovalCancelled"
+    from chat.store import runs_ready
+
+    assert runs_ready() == []  # the sweep finds nothing to resume
