@@ -251,15 +251,17 @@ def conversation_replace_model(
     The only change a conversation with messages allows: its model ``old_key`` is gone
     from the configuration (the caller checks that), so it could not answer any more.
     Returns None if it is not the owner's, or the conversation unchanged if its model is
-    no longer ``old_key`` (another tab switched it first) or a run is going.
+    no longer ``old_key`` (another tab switched it first) or a run is going (or waiting
+    for a decision on a tool call).
     """
     with transaction.atomic():
         conversation = conversation_get(owner=owner, conversation_id=conversation_id)
         if conversation is None:
             return None
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-        going = conversation.runs.filter(status=RunStatus.RUNNING).exists()
-        if conversation.model_key != old_key or going:
+        # A waiting run goes on with its conversation's model when it resumes.
+        going = conversation.runs.filter(status__in=(RunStatus.RUNNING, RunStatus.WAITING))
+        if conversation.model_key != old_key or going.exists():
             return conversation
         conversation.model_key = model_key
         conversation.save(update_fields=["model_key", "updated_at"])
