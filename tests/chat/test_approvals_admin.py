@@ -372,3 +372,17 @@ def test_deleting_a_chat_stops_its_waiting_run_so_nobody_can_resume_it(alice):
     from chat.store import runs_ready
 
     assert runs_ready() == []  # the sweep finds nothing to resume
+
+
+def test_a_waiting_runs_vanished_model_is_not_replaced_under_it(alice):
+    from chat import store
+
+    _, conversation = alice
+    Conversation.objects.filter(pk=conversation.pk).update(model_key="retired")
+    held_call(conversation)
+    owner = store.Owner.of(conversation.owner, None)
+
+    kept = store.conversation_replace_model(owner=owner, conversation_id=conversation.pk,
+                                            old_key="retired", model_key="demo")  # fmt: skip
+
+    assert kept.model_key == "retired"  # the run resumes with the model it began with
