@@ -411,6 +411,14 @@ async def execute_run(
         assert update.run is not None
         return update.run
 
+    async def left_paused() -> None:
+        # Cancelled once paused: the run belongs to its rows, not to this task, which had
+        # only its tail left (a server stopping cancels it then). Only a Stop that came
+        # meanwhile ends it, as a Stop on a waiting run does.
+        await _through_cancels(asyncio.ensure_future(
+            _stop_paused_if_asked(run_id, recorder.conversation_id, listeners)
+        ))  # fmt: skip
+
     heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, local))
     try:
         try:
@@ -448,6 +456,9 @@ async def execute_run(
                 raise asyncio.CancelledError
     except asyncio.CancelledError:
         local.ending = True
+        if finished is not None and finished.status == RunStatus.WAITING:
+            await left_paused()
+            raise
 
         async def record_cancel() -> AgentRun:
             if events is not None:
@@ -469,7 +480,12 @@ async def execute_run(
     if finished.status == RunStatus.WAITING:
         # Decisions that came while the turn's other calls ran found the run not paused
         # yet, and left its resuming to whoever finds it ready: this task, now.
-        await resume_ready([run_id], lambda _: listeners)
+        try:
+            await resume_ready([run_id], lambda _: listeners)
+        except asyncio.CancelledError:
+            local.ending = True
+            await left_paused()
+            raise
     return finished
 
 
@@ -577,6 +593,19 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
     event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=run_row.iterations,
                         error=STOPPED if stopped else CANCELLED)  # fmt: skip
     await _notify(listeners, await RunRecorder(run_row).record(event))
+
+
+async def _stop_paused_if_asked(
+    run_id: int, conversation_id: int, listeners: Sequence[Listener]
+) -> None:
+    """End run ``run_id``, paused as its task was cancelled, if someone pressed Stop."""
+    if not await database_sync_to_async(store.run_cancel_requested)(run_id=run_id):
+        return
+    waiting = await database_sync_to_async(store.run_stop_waiting)(
+        conversation_id=conversation_id, at=utcnow()
+    )
+    if waiting is not None and waiting.pk == run_id:
+        await finish_stopped(run_id, listeners)
 
 
 async def finish_stopped(run_id: int, listeners: Sequence[Listener]) -> None:

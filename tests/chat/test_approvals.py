@@ -418,3 +418,41 @@ async def test_a_run_stopped_before_its_pause_is_stored_leaves_no_approval_pendi
     await tab.send_to(text_data=decision(step.pk))
     await receive_until(tab, lambda frame: "already decided: cancelled" in frame)
     await tab.disconnect()
+
+
+@pytest.mark.parametrize("stop_asked", [False, True])
+@pytest.mark.parametrize("where", ["while its pause is published", "in its tail"])
+async def test_a_run_task_cancelled_after_its_pause_leaves_it_waiting_unless_stop_was_asked(
+    stop_asked, where
+):
+    """A server stopping cancels the tasks it runs; a run that has just paused has only
+    its task's tail left, and must stay waiting for its decision (found by the two-process
+    test: it was recorded as cancelled). A Stop pressed meanwhile still ends it."""
+    import asyncio
+
+    from agents.events import RunPaused
+
+    _, conversation = await make_conversation()
+    row = await database_sync_to_async(runs.create_run)(
+        conversation_id=conversation.pk, content=TRAVEL_QUESTION
+    )
+    if stop_asked:
+        await database_sync_to_async(AgentRun.objects.filter(pk=row.pk).update)(
+            cancel_requested_at=row.started_at
+        )
+
+    async def server_stops_at_the_pause(update) -> None:
+        if isinstance(update.event, RunPaused):
+            asyncio.current_task().cancel()
+            if where == "while its pause is published":
+                await asyncio.sleep(0)  # the cancel lands here, inside the run's loop
+
+    task = runs.start_run(row.pk, listeners=[server_stops_at_the_pause])
+    await asyncio.gather(task, return_exceptions=True)
+    run, step, approval = await rows(conversation.pk)
+    if stop_asked:
+        assert run.status == RunStatus.CANCELLED
+        assert approval.outcome == ApprovalOutcome.CANCELLED
+    else:
+        assert run.status == RunStatus.WAITING and step.status == StepStatus.PENDING
+        assert approval.outcome == ApprovalOutcome.PENDING

@@ -268,3 +268,35 @@ def test_a_restart_of_the_process_running_a_run_ends_it_at_once_in_the_other_tab
     first = AgentRun.objects.filter(conversation_id=conversation_id).order_by("pk").first()
     assert first.status == "cancelled" and first.error == CANCELLED
     assert len(set(runs_seen)) == 2
+
+
+TRAVEL = "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。"
+WAITING = re.compile(r'id="run-(\d+)-status" data-status="waiting"')
+HELD_STEP = re.compile(r'name="step" value="(\d+)"')
+ENDED = re.compile(r'id="run-(\d+)-status" data-status="(?!running|waiting)(\w+)"')
+
+
+def test_a_run_paused_on_a_process_that_stopped_is_resumed_by_the_other(two_servers):
+    """The run asks for approval on B, B stops (nothing of the run is in memory), the
+    decision is sent to A: A resumes the run from the rows and both tabs' evidence is
+    the same (docs/architecture.md, "People in the loop")."""
+    a, b = two_servers(AGENT_TOOL_POLICIES="check_bnb_availability=ask",
+                       AGENT_SHUTDOWN_GRACE_S="0")  # fmt: skip
+    conversation_id, cookie = new_conversation(a)
+
+    async def converse() -> str:
+        async with two_tabs(a, b, conversation_id, cookie, TRAVEL) as (tab_a, _, ws_a):
+            await tab_a.wait_for(WAITING, "the run waiting for approval, seen on A")
+            step_id = (await tab_a.wait_for(HELD_STEP, "the held call's card on A")).group(1)
+            b.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(b.process.wait, WAIT_S)
+            await ws_a.send(json.dumps({"type": "approval", "step": step_id,
+                                        "decision": "approve"}))  # fmt: skip
+            final = await tab_a.wait_for(ENDED, "the resumed run's end on A")
+        return final.group(2)
+
+    assert asyncio.run(converse()) == "succeeded"
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    approval = run.approvals.get()
+    assert run.status == "succeeded" and approval.outcome == "approved"
+    assert run.steps.get(pk=approval.step_id).status == "success"
