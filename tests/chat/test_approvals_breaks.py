@@ -182,10 +182,9 @@ async def _no_step_left_open(run_id: int) -> None:
     assert open_steps == []
 
 
-async def test_two_tabs_approving_and_denying_at_once_decide_it_once():
-    import asyncio
-
-    from chat.models import RunStatus
+async def two_tabs_waiting():
+    """Ask the travel question in one tab, open a second, return the conversation, both
+    tabs and the held call's step once the run waits."""
     from tests.chat.test_consumer import connect, make_conversation
 
     user, conversation = await make_conversation()
@@ -193,6 +192,15 @@ async def test_two_tabs_approving_and_denying_at_once_decide_it_once():
     other = await connect(conversation.pk, user)
     await other.connect()
     _, held, _ = await rows(conversation.pk)
+    return conversation, tab, other, held
+
+
+async def test_two_tabs_approving_and_denying_at_once_decide_it_once():
+    import asyncio
+
+    from chat.models import RunStatus
+
+    conversation, tab, other, held = await two_tabs_waiting()
     await asyncio.gather(
         tab.send_to(text_data=decision(held.pk, "approve")),
         other.send_to(text_data=decision(held.pk, "deny", reason="no")),
@@ -209,13 +217,8 @@ async def test_approve_and_stop_at_once_end_the_run_one_way_with_nothing_left_op
     import asyncio
 
     from chat.models import RunStatus
-    from tests.chat.test_consumer import connect, make_conversation
 
-    user, conversation = await make_conversation()
-    tab, _ = await ask_and_wait(conversation, user)
-    other = await connect(conversation.pk, user)
-    await other.connect()
-    _, held, _ = await rows(conversation.pk)
+    conversation, tab, other, held = await two_tabs_waiting()
     await asyncio.gather(
         tab.send_to(text_data=decision(held.pk)),
         other.send_to(text_data=json.dumps({"type": "cancel"})),

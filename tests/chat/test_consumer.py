@@ -424,9 +424,9 @@ async def test_an_idle_socket_survives_the_redis_layers_blocking_read(scripted_m
     await communicator.disconnect()
 
 
-async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client, scripted_model):
-    """Logging out (or in: the key changes) ends the old session; its open socket goes too."""
-    scripted_model.script = [AIMessage("never sent")]
+async def socket_of_a_session(client):
+    """Open the page with ``client`` (its session, its conversation) and connect a socket
+    with its session cookie; return the connected socket and the conversation."""
     await sync_to_async(client.get)("/", follow=True)
     conversation = await database_sync_to_async(Conversation.objects.get)()
     session_id = client.cookies["sessionid"].value
@@ -434,6 +434,13 @@ async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client,
     communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
     connected, _ = await communicator.connect()
     assert connected
+    return communicator, conversation
+
+
+async def test_a_socket_whose_session_ended_can_no_longer_send_or_listen(client, scripted_model):
+    """Logging out (or in: the key changes) ends the old session; its open socket goes too."""
+    scripted_model.script = [AIMessage("never sent")]
+    communicator, _ = await socket_of_a_session(client)
 
     await sync_to_async(client.session.flush)()  # what logout does
     await communicator.send_to(text_data=json.dumps({"content": "after logout"}))
@@ -454,13 +461,7 @@ async def test_a_listening_socket_whose_session_ended_is_closed_without_holding_
 
     # The periodic re-check sleeps a real minute; the frozen clock makes the fragment's due.
     monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 60.0)
-    await sync_to_async(client.get)("/", follow=True)
-    conversation = await database_sync_to_async(Conversation.objects.get)()
-    session_id = client.cookies["sessionid"].value
-    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", b"http://127.0.0.1:8000")
-    communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator, conversation = await socket_of_a_session(client)
 
     await sync_to_async(client.session.flush)()  # what logout does
     consumer_clock.advance(61.0)
@@ -477,13 +478,7 @@ async def test_a_socket_that_only_listens_is_closed_soon_after_its_session_ends(
     """No frame in, no fragment out: the socket still re-checks its session on its own
     every SESSION_RECHECK_S and closes with 4401 once it has ended."""
     monkeypatch.setattr("chat.consumers.SESSION_RECHECK_S", 0.05)
-    await sync_to_async(client.get)("/", follow=True)
-    conversation = await database_sync_to_async(Conversation.objects.get)()
-    session_id = client.cookies["sessionid"].value
-    communicator = asgi_communicator(f"/ws/chat/{conversation.pk}/", b"http://127.0.0.1:8000")
-    communicator.scope["headers"].append((b"cookie", f"sessionid={session_id}".encode()))
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator, _ = await socket_of_a_session(client)
     assert await communicator.receive_nothing(timeout=0.2)  # a live session stays open
 
     await sync_to_async(client.session.flush)()  # what logout does
