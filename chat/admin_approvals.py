@@ -19,9 +19,11 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import Case, F, QuerySet, Value, When
 from django.http import HttpRequest, HttpResponse
 from django.template.defaultfilters import truncatechars
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -31,10 +33,12 @@ from agents.approvals import Outcome, ToolPolicy
 from chat import runs as chat_runs
 from chat import store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.approvals import MAX_REASON_CHARS
 from chat.export import owner_label
 from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.approval_tags import arguments_json
 from chat.templatetags.chat_tags import reveal_hidden
+from chat.validation import unstorable
 
 ARGUMENTS_PREVIEW_CHARS = 48
 REASON_PREVIEW_CHARS = 40
@@ -43,14 +47,24 @@ LIST_TIME = "m-d H:i"
 # Put where the model reads a denial's reason (agents.approvals.PERSON_DENIED), so the
 # model, the chat's card and the audit all say where the decision came from.
 ADMIN_DENIAL = "denied from the admin by {user}"
+ADMIN_DENIAL_WHY = "{reason} (denied from the admin by {user})"
+REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
 DECIDED = "{verb} {count} call(s); their runs go on within about {heartbeat:g} s."
 
 
-def _decide(request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome) -> None:
-    """Decide each selected call through the store; report the taken and the refused."""
+def _decide(
+    request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome, reason: str = ""
+) -> None:
+    """Decide each selected call through the store; report the taken and the refused.
+
+    A denial's reason (what the person typed, if anything) says it came from the admin
+    and from whom: the model, the chat's card and the audit read it.
+    """
     taken = 0
-    denied = outcome == Outcome.DENIED
-    reason = ADMIN_DENIAL.format(user=request.user.get_username()) if denied else ""
+    if outcome == Outcome.DENIED:
+        user = request.user.get_username()
+        why = ADMIN_DENIAL_WHY if reason else ADMIN_DENIAL
+        reason = why.format(reason=reason, user=user)
     for approval in queryset.select_related("run").order_by("requested_at", "pk"):
         try:
             store.approval_decide(
@@ -75,11 +89,29 @@ def approve_selected(
     _decide(request, queryset, Outcome.APPROVED)
 
 
-@admin.action(description="Deny selected calls", permissions=["decide"])
+@admin.action(description="Deny selected calls…", permissions=["decide"])
 def deny_selected(
     modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
-) -> None:
-    _decide(request, queryset, Outcome.DENIED)
+) -> TemplateResponse | None:
+    """Ask for an optional reason (the model reads it), then deny the selected calls
+    (Django's delete_selected confirms the same way: the form posts the action again)."""
+    if request.POST.get("confirm") == "deny":
+        reason = " ".join(request.POST.get("reason", "").split())[:MAX_REASON_CHARS]
+        what = unstorable(reason)
+        if what is not None:
+            messages.error(request, REASON_REFUSED.format(what=what))
+            return None
+        _decide(request, queryset, Outcome.DENIED, reason=reason)
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Deny the selected calls",
+        "opts": modeladmin.model._meta,
+        "approvals": queryset.select_related("run"),
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "max_reason_chars": MAX_REASON_CHARS,
+    }
+    return TemplateResponse(request, "admin/chat/approval/deny_selected.html", context)
 
 
 @admin.register(Approval)

@@ -72,10 +72,12 @@ def staff(client: Client, *codenames: str, username: str = "reviewer") -> User:
     return user
 
 
-def act(client: Client, action: str, *approvals: Approval):
-    return client.post(
-        APPROVALS, {"action": action, "_selected_action": [a.pk for a in approvals]}, follow=True
-    )
+def act(client: Client, action: str, *approvals: Approval, **form: str):
+    """Run an admin action on ``approvals``; a denial is confirmed (with ``reason``)."""
+    if action == "deny_selected":
+        form = {"confirm": "deny", **form}
+    data = {"action": action, "_selected_action": [a.pk for a in approvals], **form}
+    return client.post(APPROVALS, data, follow=True)
 
 
 def said(response) -> list[str]:
@@ -182,6 +184,29 @@ def test_denying_from_the_admin_says_so_in_the_reason(alice):
     approval.refresh_from_db()
     assert approval.outcome == "denied"
     assert approval.reason == "denied from the admin by reviewer"
+
+
+def test_denying_asks_for_a_reason_the_model_will_read(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+    data = {"action": "deny_selected", "_selected_action": [approval.pk]}
+
+    page = client.post(APPROVALS, data)  # the first post asks
+    assert page.status_code == 200 and 'name="reason"' in page.content.decode()
+    approval.refresh_from_db()
+    assert approval.outcome == "pending"
+
+    refused = act(client, "deny_selected", approval, reason="bad\x00reason")
+    approval.refresh_from_db()
+    assert approval.outcome == "pending"
+    assert any("cannot be stored" in m for m in said(refused))
+
+    act(client, "deny_selected", approval, reason="  The budget is   spent.  ")
+    approval.refresh_from_db()
+    assert approval.outcome == "denied"
+    assert approval.reason == "The budget is spent. (denied from the admin by reviewer)"
 
 
 def test_staff_without_the_permission_to_decide_are_not_offered_the_actions(alice):
