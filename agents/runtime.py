@@ -29,6 +29,7 @@ from agents.events import (
     RunPaused,
     RunStarted,
     RunStatus,
+    ToolCallFinished,
 )
 from agents.history import fill_empty_replies
 from agents.model_turn import ModelTurn
@@ -249,6 +250,23 @@ async def run(
         return RunFinished(status=status, output=output, iterations=iterations, error=error,
                            usage=usage_total)  # fmt: skip
 
+    def after_batch(
+        iteration: int, steps: Sequence[IntermediateStep], finished: dict[str, ToolCallFinished]
+    ) -> RunFinished | None:
+        """Return the run's end once a turn's calls are done, if it ends there: a
+        ``return_direct`` answer, the same failing call again and again, or its time."""
+        answer = direct_answer(steps, finished, direct)
+        if answer is not None:
+            name, result = answer
+            if result.strip():
+                return ended(RunStatus.SUCCEEDED, iteration, output=result)
+            return ended(RunStatus.FAILED, iteration, RETURN_DIRECT_EMPTY.format(name=name))
+        if repeats.tripped:
+            return ended(RunStatus.REPEATED_FAILURE, iteration, repeats.reason())
+        if clock.expired():
+            return ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
+        return None
+
     # One timer for the run's lone tool calls and one for its model turns, each set
     # again only when it falls due.
     timer = ToolTimer()
@@ -269,28 +287,15 @@ async def run(
             finally:
                 await call_events.aclose()
             turn = _resumed_turn(resume, batch)
-            steps = [*resume.steps, *turn]
-            repeats.feed_steps(steps)
-            if trimming:
-                steps_so_far = steps
-                steps = trimmed(steps, trim)
-            scratchpad = fill_empty_replies(strategy.format_scratchpad(steps))
+            steps_so_far = [*resume.steps, *turn]
+            repeats.feed_steps(steps_so_far)
+            kept = trimmed(steps_so_far, trim)
+            scratchpad = fill_empty_replies(strategy.format_scratchpad(kept))
             if context is not None:
                 scratchpad_tokens = sum(map(context.counter, scratchpad))
-            answer = _direct_in(turn, direct)
-            if answer is not None:
-                name, result = answer
-                if result.strip():
-                    yield ended(RunStatus.SUCCEEDED, resume.iteration, output=result)
-                else:
-                    yield ended(RunStatus.FAILED, resume.iteration,
-                                RETURN_DIRECT_EMPTY.format(name=name))  # fmt: skip
-                return
-            if repeats.tripped:
-                yield ended(RunStatus.REPEATED_FAILURE, resume.iteration, repeats.reason())
-                return
-            if clock.expired():
-                yield ended(RunStatus.TIME_LIMIT, resume.iteration, clock.reason())
+            end = after_batch(resume.iteration, turn, batch.finished)
+            if end is not None:
+                yield end
                 return
         for iteration in range(first, limits.max_iterations + 1):
             if clock.expired():
@@ -356,42 +361,32 @@ async def run(
                     yield event
             finally:
                 await call_events.aclose()
-            finished = batch.finished
             if held:
                 # The loop ends here; the run goes on from the stored steps once every
                 # held call is decided (agents.approvals.Resume).
                 pending = tuple(action.tool_call_id for action in held)
                 yield RunPaused(iterations=iteration, pending=pending, usage=usage_total)
                 return
+            pairs = batch.intermediate_steps()  # in the order the model asked
             if trimming:
-                steps_so_far.extend(batch.intermediate_steps())
+                steps_so_far.extend(pairs)
                 kept = trimmed(steps_so_far, trim)
                 scratchpad = fill_empty_replies(strategy.format_scratchpad(kept))
                 if context is not None:
                     scratchpad_tokens = sum(map(context.counter, scratchpad))
             else:
-                new = fill_empty_replies(strategy.format_scratchpad(batch.intermediate_steps()))
+                new = fill_empty_replies(strategy.format_scratchpad(pairs))
                 scratchpad.extend(new)
                 if context is not None:
                     # Counted once here and kept as a sum: fit() never counts the
                     # scratchpad again, so the window's per-message cache would only
                     # hold them.
                     scratchpad_tokens += sum(map(context.counter, new))
-            asked = [*batch.broken, *batch.runnable]
-            answer = direct_answer([a.tool_call_id for a in asked], finished, direct)
-            if answer is not None:
-                if answer.result.strip():
-                    yield ended(RunStatus.SUCCEEDED, iteration, output=answer.result)
-                else:
-                    error = RETURN_DIRECT_EMPTY.format(name=answer.name)
-                    yield ended(RunStatus.FAILED, iteration, error)
-                return
-            repeats.feed((a.tool_input, finished[a.tool_call_id]) for a in asked)
-            if repeats.tripped:
-                yield ended(RunStatus.REPEATED_FAILURE, iteration, repeats.reason())
-                return
-            if clock.expired():
-                yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
+            finished = batch.finished
+            repeats.feed((a.tool_input, finished[a.tool_call_id]) for a, _ in pairs)
+            end = after_batch(iteration, pairs, finished)
+            if end is not None:
+                yield end
                 return
 
         limit = limits.max_iterations
@@ -457,15 +452,6 @@ def _resumed_turn(resume: Resume, batch: ToolCallBatch) -> list[IntermediateStep
                 )
         turn.append((action, observation))
     return turn
-
-
-def _direct_in(turn: Sequence[IntermediateStep], direct: frozenset[str]) -> tuple[str, str] | None:
-    """Return ``(tool name, result)`` of the first ``return_direct`` call of a resumed
-    turn that succeeded (:func:`agents.stopping.direct_answer` for a rebuilt turn)."""
-    for action, observation in turn:
-        if action.tool in direct and observation.status != "error":
-            return action.tool, str(observation.content)
-    return None
 
 
 def _final_request(scratchpad: list[BaseMessage], text: str) -> list[BaseMessage]:

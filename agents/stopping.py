@@ -181,24 +181,33 @@ class RepeatedFailures:
 
 
 def direct_answer(
-    order: Sequence[str], finished: Mapping[str, ToolCallFinished], direct: frozenset[str]
-) -> ToolCallFinished | None:
-    """Return the finished call whose result answers the run, or None.
+    steps: Sequence[tuple[ToolAgentAction, ToolMessage]],
+    finished: Mapping[str, ToolCallFinished],
+    direct: frozenset[str],
+) -> tuple[str, str] | None:
+    """Return ``(tool name, result)`` of the call that answers the run, or None.
 
-    ``order``: the batch's ``tool_call_id``s in the order the model asked; ``finished``:
-    their end events by id; ``direct``: the names of the ``return_direct`` tools. The
-    first call to such a tool that succeeded wins: a failed one is an observation like
-    any other, and the loop goes on. LangChain's ``AgentExecutor`` looks at a step only
-    when the turn made a single call; here a turn of several calls runs them all and
-    then ends with the first ``return_direct`` one's result (as LangGraph's
-    ``create_react_agent`` ends after a batch holding one).
+    ``steps``: a turn's ``(action, observation)`` pairs in the order the model asked;
+    ``finished``: the end events of those that ran in this batch, by ``tool_call_id``
+    (their whole result; a call a resumed run made before its pause has only its
+    observation); ``direct``: the names of the ``return_direct`` tools. The first call
+    to such a tool that succeeded wins: a failed one is an observation like any other,
+    and the loop goes on. LangChain's ``AgentExecutor`` looks at a step only when the
+    turn made a single call; here a turn of several calls runs them all and then ends
+    with the first ``return_direct`` one's result (as LangGraph's ``create_react_agent``
+    ends after a batch holding one).
     """
     if not direct:
         return None
-    for call_id in order:
-        event = finished.get(call_id)
-        if event is not None and event.name in direct and event.status == StepStatus.SUCCESS:
-            return event
+    for action, observation in steps:
+        if action.tool not in direct:
+            continue
+        event = finished.get(action.tool_call_id)
+        if event is not None:
+            if event.status == StepStatus.SUCCESS:
+                return event.name, event.result
+        elif observation.status != StepStatus.ERROR:
+            return action.tool, str(observation.content)
     return None
 
 

@@ -298,6 +298,15 @@ async def test_an_approved_return_direct_call_answers_on_resume(strategy):
     assert len(model.prompts) == 1  # no model turn after it
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+async def test_an_edited_return_direct_answer_is_the_tools_whole_result_without_the_note(strategy):
+    model, stored, first = await paused(strategy, "confirm", {"code": "BK-7"})
+    edited = {held_id(first): Decision(Outcome.APPROVED, args={"code": "BK-8"})}
+    events = await collect(model, strategy, resume=stored.resume(strategy, edited),
+                           max_observation_chars=5)  # fmt: skip
+    assert events[-1].status == RunStatus.SUCCEEDED and events[-1].output == "Confirmed BK-8."
+
+
 async def test_the_usage_before_the_pause_is_kept():
     stored = Stored()
     reply = call("tool_calling", "book_hotel", {"town": "Hangzhou"})
