@@ -155,6 +155,14 @@ class ToolTimer(OwnCancel):
             self._handle = None
 
 
+def schema_errors(exc: ValidationError) -> str:
+    """Return what a tool's ``args_schema`` refused, one ``"field: message"`` per error,
+    joined by "; " (``"arguments: ..."`` for the object as a whole)."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+    )
+
+
 def tool_error_type(exc: BaseException) -> str:
     """Return the ``error_type`` of an exception a tool raised: its class name.
 
@@ -191,10 +199,7 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
         message = timed_out.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
     except ValidationError as exc:
-        errors = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        )
-        message = SCHEMA_MISMATCH.format(name=name, error=errors)
+        message = SCHEMA_MISMATCH.format(name=name, error=schema_errors(exc))
         return _Outcome(StepStatus.ERROR, message, error_text(exc), type(exc).__name__)
     except Exception as exc:
         message = TOOL_RAISED.format(name=name, error=error_text(exc))

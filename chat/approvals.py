@@ -4,9 +4,8 @@ resuming the runs that waited for one.
 The loop (:mod:`agents.approvals`) holds a call to an ``ask`` tool and pauses its run;
 this module says which tools those are (:func:`policy_lookup`: ``AGENT_TOOL_POLICIES``,
 overridden per tool by staff in the admin, and the conversation's "always allow"
-grants), turns a decision frame into a stored decision (:func:`decide`), and resumes a
-run whose calls are all decided, in whichever process gets there first
-(:func:`resume_ready`).
+grants), and turns a decision frame into a stored decision (:func:`decide`); the run goes on in
+whichever process claims it first (:func:`chat.runs.resume_ready`).
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from pydantic import ValidationError
 
 from agents.approvals import Outcome, PolicyLookup, ToolPolicy
 from agents.events import utcnow
+from agents.tool_calls import schema_errors
 from chat import fragments, store
-from chat.models import AgentStep
 from chat.validation import unstorable
 
 MAX_REASON_CHARS = 1_000
@@ -87,12 +86,9 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
         try:
             schema.model_validate(value)
         except ValidationError as exc:
-            errors = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
+            error = schema_errors(exc)
             raise store.ApprovalRefused(
-                ARGUMENTS_INVALID.format(name=tool_name, error=errors)
+                ARGUMENTS_INVALID.format(name=tool_name, error=error)
             ) from None
     return value
 
@@ -129,7 +125,7 @@ class DecisionFrame:
 
 
 @dataclass(frozen=True)
-class Decided:
+class DecisionShown:
     """A decision stored: the card every tab is sent, and the run to resume (None while
     another of its calls still waits)."""
 
@@ -139,7 +135,7 @@ class Decided:
 
 def decide(
     frame: DecisionFrame, *, conversation_id: int, user: Any, tools: Sequence[Any]
-) -> Decided:
+) -> DecisionShown:
     """Store the decision of ``frame`` (sync); return the card and whether to resume.
 
     The socket's user is the conversation's owner (only the owner's sockets join it).
@@ -148,9 +144,7 @@ def decide(
     """
     arguments = None
     if frame.approve and frame.arguments is not None:
-        step = AgentStep.objects.filter(
-            pk=frame.step_id, run__conversation_id=conversation_id
-        ).first()
+        step = store.step_of_conversation(conversation_id=conversation_id, step_id=frame.step_id)
         if step is None:
             raise store.ApprovalRefused(store.approvals.NOT_A_HELD_CALL)
         if isinstance(step.arguments, str) and frame.arguments.strip() == step.arguments.strip():
@@ -173,4 +167,4 @@ def decide(
     )  # fmt: skip
     step = store.step_for_card(step_id=frame.step_id)
     html = fragments.step_replaced(step)
-    return Decided(html=html, run_id=decided.approval.run_id if decided.run_ready else None)
+    return DecisionShown(html=html, run_id=decided.approval.run_id if decided.run_ready else None)

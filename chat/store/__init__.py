@@ -36,6 +36,7 @@ from chat.store.approvals import (
     runs_ready,
     runs_waiting,
     step_for_card,
+    step_of_conversation,
     tool_policies,
 )
 from chat.store.conversations import (
@@ -143,6 +144,7 @@ __all__ = [
     "runs_window",
     "step_finish",
     "step_for_card",
+    "step_of_conversation",
     "step_resume",
     "step_save_text",
     "step_start",

@@ -240,6 +240,11 @@ def run_stop_waiting(*, conversation_id: int, at: datetime) -> AgentRun | None:
         return run
 
 
+def step_of_conversation(*, conversation_id: int, step_id: int) -> AgentStep | None:
+    """Return step ``step_id`` if it belongs to a run of the conversation, else None."""
+    return AgentStep.objects.filter(pk=step_id, run__conversation_id=conversation_id).first()
+
+
 def step_for_card(*, step_id: int) -> AgentStep:
     """Return a step loaded for its card (its run and approval)."""
     return AgentStep.objects.select_related("run", "approval").get(pk=step_id)
