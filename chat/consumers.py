@@ -40,10 +40,10 @@ from chat.runs import (
     cancel_local,
     create_run,
     end_unstarted_run,
-    finish_stopped,
     get_tools,
     resume_ready,
     start_run,
+    stop_waiting,
 )
 from chat.security import log_refusal, session_ended
 from chat.validation import MessageError, clean_message, unstorable
@@ -444,12 +444,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         assert self.conversation_id is not None
         if await self._interrupt_stale_runs():
             return  # its process is dead: now it is marked so, in every tab
-        waiting = await database_sync_to_async(store.run_stop_waiting)(
-            conversation_id=self.conversation_id, at=utcnow()
-        )
-        if waiting is not None:  # no task runs it: its end is recorded here
-            publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-            await finish_stopped(waiting.pk, [publisher])
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        if await stop_waiting(self.conversation_id, [publisher]):
             return
         run = await database_sync_to_async(store.run_request_cancel)(
             conversation_id=self.conversation_id, at=utcnow()

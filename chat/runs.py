@@ -599,20 +599,21 @@ async def _stop_paused_if_asked(
     run_id: int, conversation_id: int, listeners: Sequence[Listener]
 ) -> None:
     """End run ``run_id``, paused as its task was cancelled, if someone pressed Stop."""
-    if not await database_sync_to_async(store.run_cancel_requested)(run_id=run_id):
-        return
+    if await database_sync_to_async(store.run_cancel_requested)(run_id=run_id):
+        await stop_waiting(conversation_id, listeners)
+
+
+async def stop_waiting(conversation_id: int, listeners: Sequence[Listener]) -> bool:
+    """Stop the conversation's run that waits for decisions on its tool calls: no task
+    runs it, so its cancelled end is recorded here (its held calls never run); tell the
+    listeners. Return False when no run of the conversation waits."""
     waiting = await database_sync_to_async(store.run_stop_waiting)(
         conversation_id=conversation_id, at=utcnow()
     )
-    if waiting is not None and waiting.pk == run_id:
-        await finish_stopped(run_id, listeners)
-
-
-async def finish_stopped(run_id: int, listeners: Sequence[Listener]) -> None:
-    """Record the cancelled end of run ``run_id``, stopped while it waited for decisions
-    on its tool calls (:func:`chat.store.run_stop_waiting`: no task runs it); tell the
-    listeners. Its held calls are closed as cancelled."""
-    await _finish_if_running(run_id, listeners)
+    if waiting is None:
+        return False
+    await _finish_if_running(waiting.pk, listeners)
+    return True
 
 
 async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:

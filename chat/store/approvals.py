@@ -140,25 +140,22 @@ def approvals_close(*, run_id: int, at: datetime) -> None:
     _pending(run_id).update(outcome=ApprovalOutcome.CANCELLED, decided_at=at)
 
 
-def approvals_expire(*, now: datetime) -> list[int]:
-    """Mark every pending approval past its ``expires_at`` expired; return the ids of
-    the runs that now have no call left waiting (to resume: the model reads the expiry
-    as a denial)."""
+def approvals_expire(*, now: datetime) -> int:
+    """Mark every pending approval past its ``expires_at`` expired (the model reads it
+    as a denial once its run resumes, :func:`runs_ready`); return how many."""
     due = Approval.objects.filter(outcome=ApprovalOutcome.PENDING, expires_at__lte=now)
-    run_ids = set(due.values_list("run_id", flat=True))
-    if not run_ids:
-        return []
-    due.update(outcome=ApprovalOutcome.EXPIRED, decided_at=now)
-    return sorted(runs_ready(run_ids=run_ids))
+    return due.update(outcome=ApprovalOutcome.EXPIRED, decided_at=now)
 
 
-def runs_ready(*, run_ids: set[int] | None = None) -> list[int]:
+def _none_pending() -> Exists:
+    """A filter for runs with no approval left pending: ``~Exists`` of one."""
+    return ~Exists(Approval.objects.filter(run_id=OuterRef("pk"), outcome=ApprovalOutcome.PENDING))
+
+
+def runs_ready() -> list[int]:
     """Return the ids of waiting runs with no call left waiting (decided, not resumed:
     decided in the admin, expired, or their resuming process died), oldest first."""
-    pending = Approval.objects.filter(run_id=OuterRef("pk"), outcome=ApprovalOutcome.PENDING)
-    runs = AgentRun.objects.filter(status=RunStatus.WAITING).filter(~Exists(pending))
-    if run_ids is not None:
-        runs = runs.filter(pk__in=run_ids)
+    runs = AgentRun.objects.filter(status=RunStatus.WAITING).filter(_none_pending())
     return list(runs.order_by("paused_at", "id").values_list("pk", flat=True))
 
 
@@ -170,10 +167,9 @@ def run_claim_resume(*, run_id: int, at: datetime) -> int | None:
     if run is None or run["paused_at"] is None:
         return None
     waited = max(0, whole_ms(at - run["paused_at"]))
-    pending = Approval.objects.filter(run_id=OuterRef("pk"), outcome=ApprovalOutcome.PENDING)
     waiting = AgentRun.objects.filter(
         pk=run_id, status=RunStatus.WAITING, paused_at=run["paused_at"]
-    ).filter(~Exists(pending))
+    ).filter(_none_pending())
     claimed = waiting.update(
         status=RunStatus.RUNNING, heartbeat_at=at, paused_at=None,
         waited_ms=F("waited_ms") + waited,
@@ -269,8 +265,3 @@ def conversation_grants(*, conversation_id: int) -> set[str]:
             "tool_name", flat=True
         )
     )
-
-
-def runs_waiting() -> QuerySet[AgentRun]:
-    """Return the runs waiting for a decision, across conversations, oldest first."""
-    return AgentRun.objects.filter(status=RunStatus.WAITING).order_by("paused_at", "id")
