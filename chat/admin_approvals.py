@@ -34,9 +34,9 @@ from chat import runs as chat_runs
 from chat import store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.approvals import MAX_REASON_CHARS
+from chat.display import arguments_json
 from chat.export import owner_label
 from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
-from chat.templatetags.approval_tags import arguments_json
 from chat.templatetags.chat_tags import reveal_hidden
 from chat.validation import unstorable
 

@@ -12,7 +12,7 @@ import json
 import re
 from decimal import Decimal
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
@@ -62,6 +62,17 @@ STORED_CLIP_NOTE = re.compile(
     .replace(r"\{total:,\}", r"([\d,]+)")
     + r"\Z"
 )
+
+
+def arguments_json(arguments: Any, indent: int | None = 2) -> str:
+    """Return a tool call's stored arguments as JSON, Chinese kept readable: pretty, or
+    on one line with keys sorted (``indent`` None); as stored when the model sent text
+    that is not JSON, and ``""`` for none."""
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=indent is None, indent=indent)
 
 
 class RunDisplay:
@@ -217,10 +228,8 @@ class StepDisplay:
 
     @property
     def arguments_json(self) -> str:
-        """Return the arguments pretty-printed as JSON (Chinese kept readable)."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False, indent=2)
+        """Return the arguments pretty-printed as JSON (:func:`arguments_json`)."""
+        return arguments_json(self.arguments)
 
     @cached_property
     def result_display(self) -> str:

@@ -18,7 +18,7 @@ from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
 from agents.providers import ProviderEntry, find_provider
-from chat.display import RunDisplay, StepDisplay
+from chat.display import RunDisplay, StepDisplay, arguments_json
 from chat.pricing import ConversationUsage
 
 
@@ -568,6 +568,4 @@ class Approval(models.Model):
     @property
     def arguments_json(self) -> str:
         """Return the arguments the model asked for, pretty-printed as JSON."""
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(self.arguments, ensure_ascii=False, indent=2)
+        return arguments_json(self.arguments)
