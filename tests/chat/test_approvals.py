@@ -40,6 +40,7 @@ from tests.chat.test_consumer import (
     receive_until,
     receive_until_finished,
 )
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -262,9 +263,14 @@ async def test_a_decision_after_a_restart_is_taken_by_whichever_process_gets_it(
 
 
 async def test_an_approval_that_waits_too_long_expires_as_denied(settings):
-    settings.AGENT_APPROVAL_TIMEOUT_S = 0.001
+    settings.AGENT_APPROVAL_TIMEOUT_S = 60
     user, conversation = await make_conversation()
     tab, _ = await ask_and_wait(conversation, user)
+    _, _, held = await rows(conversation.pk)
+    # Its time is up (set, not waited for: the sweep compares it with the clock).
+    await database_sync_to_async(Approval.objects.filter(pk=held.pk).update)(
+        expires_at=held.requested_at
+    )
     await sweep_approvals(get_channel_layer())
     frames = "\n".join(await receive_until_finished(tab))
     await wait_for_runs()
@@ -357,12 +363,12 @@ async def _held_while_another_call_runs(scripted_model, settings):
     )
     runs.get_tools = lambda: monkeypatch_tools  # restored by the fixture below
     runs.start_run(row.pk, listeners=[])
-    step = None
-    while step is None:
+    held = AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING)
+    # Polled from here, not with wait_until in the ORM thread: the run writes there.
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while (step := await database_sync_to_async(held.first)()) is None:
+        assert asyncio.get_running_loop().time() < deadline, "no held call's step"
         await asyncio.sleep(0.01)
-        step = await database_sync_to_async(
-            AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING).first
-        )()
     return row.pk, conversation, user, gate, step
 
 

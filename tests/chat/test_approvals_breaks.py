@@ -152,21 +152,22 @@ async def test_a_text_strategys_one_string_input_can_be_approved_from_the_card(s
 
 async def _settled(conversation_id: int):
     """Wait until the run has left ``waiting``/``running`` and no run task is left;
-    return the run, its held step and its approval."""
+    return the run, its held step and its approval (fails after ``WAIT_S``)."""
     import asyncio
     import time
 
     from chat.models import RunStatus
     from tests.chat.test_approvals import _all_runs_done
+    from tests.timing import WAIT_S
 
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + WAIT_S
+    while True:
         await _all_runs_done()
         run, held, approval = await rows(conversation_id)
         if run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
             return run, held, approval
+        assert time.monotonic() < deadline, f"run {run.pk} still {run.status}"
         await asyncio.sleep(0.05)
-    return run, held, approval
 
 
 async def _no_step_left_open(run_id: int) -> None:
@@ -224,7 +225,6 @@ async def test_approve_and_stop_at_once_end_the_run_one_way_with_nothing_left_op
         other.send_to(text_data=json.dumps({"type": "cancel"})),
         other.send_to(text_data=json.dumps({"type": "cancel"})),
     )
-    await asyncio.sleep(0.5)
     run, held, approval = await _settled(conversation.pk)
     assert run.status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED), run.status
     assert approval.outcome != ApprovalOutcome.PENDING
