@@ -462,3 +462,25 @@ async def test_a_run_task_cancelled_after_its_pause_leaves_it_waiting_unless_sto
     else:
         assert run.status == RunStatus.WAITING and step.status == StepStatus.PENDING
         assert approval.outcome == ApprovalOutcome.PENDING
+
+
+@pytest.mark.parametrize("strategy", ["react", "structured_chat", "xml"])
+async def test_a_text_strategys_run_pauses_and_resumes_from_its_rows(strategy):
+    """The text strategies' held call is parsed from the model's text: its stored log
+    rebuilds the scratchpad on resume (the demo model checks what it reads back)."""
+    user, conversation = await make_conversation()
+    await database_sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(
+        strategy=strategy
+    )
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+    assert step.tool_name == BOOKING and step.text  # the model text it was parsed from
+
+    await tab.send_to(text_data=decision(step.pk))
+    await receive_until_finished(tab)
+    await _all_runs_done()
+    run, step, approval = await rows(conversation.pk)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert step.status == StepStatus.SUCCESS and approval.outcome == ApprovalOutcome.APPROVED
+    assert "有空房" in run.output or "available" in run.output, run.output
+    await tab.disconnect()
