@@ -29,11 +29,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agents.approvals import Outcome, ToolPolicy
+from agents.approvals import Outcome
 from chat import runs as chat_runs
 from chat import store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
-from chat.approvals import MAX_REASON_CHARS
+from chat.approvals import MAX_REASON_CHARS, policy_of
 from chat.display import arguments_json
 from chat.export import owner_label
 from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
@@ -274,19 +274,13 @@ class EffectivePolicy:
 
 
 def effective_policies(admin_rows: dict[str, str]) -> list[EffectivePolicy]:
-    """Return each registered tool's policy: the admin's row, else ``AGENT_TOOL_POLICIES``,
-    else ``allow`` (the order :class:`chat.models.ToolApprovalPolicy` documents)."""
-    configured: dict[str, str] = settings.AGENT_TOOL_POLICIES
+    """Return each registered tool's policy in effect and where it comes from, as runs
+    read it (:func:`chat.approvals.policy_of`)."""
     shown = []
     for name in registered_tools():
-        setting = configured.get(name, "")
-        if name in admin_rows:
-            policy, source = admin_rows[name], "set in this admin"
-        elif setting:
-            policy, source = setting, "AGENT_TOOL_POLICIES"
-        else:
-            policy, source = ToolPolicy.ALLOW.value, "default"
-        shown.append(EffectivePolicy(name, policy, source, setting))
+        policy, source = policy_of(name, admin_rows)
+        setting = settings.AGENT_TOOL_POLICIES.get(name, "")
+        shown.append(EffectivePolicy(name, policy.value, source, setting))
     return shown
 
 

@@ -40,19 +40,35 @@ ARGUMENTS_TOO_DEEP = "The edited arguments are nested too deeply to read. Nothin
 ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
 
 
+# Where a tool's policy comes from (the admin's policies page says it).
+FROM_ADMIN = "set in this admin"
+FROM_SETTING = "AGENT_TOOL_POLICIES"
+BY_DEFAULT = "default"
+
+
+def policy_of(name: str, admin_policies: dict[str, str]) -> tuple[ToolPolicy, str]:
+    """Return tool ``name``'s policy and where it comes from: the admin's
+    (:class:`chat.models.ToolApprovalPolicy`, ``admin_policies`` by tool name), else
+    ``AGENT_TOOL_POLICIES``'s, else ``allow``."""
+    if name in admin_policies:
+        return ToolPolicy(admin_policies[name]), FROM_ADMIN
+    if name in settings.AGENT_TOOL_POLICIES:
+        return ToolPolicy(settings.AGENT_TOOL_POLICIES[name]), FROM_SETTING
+    return ToolPolicy.ALLOW, BY_DEFAULT
+
+
 def policy_lookup(*, conversation_id: int) -> PolicyLookup:
     """Return the tool policies a run of the conversation uses (sync: two queries).
 
-    A tool's policy is the admin's (:class:`chat.models.ToolApprovalPolicy`), else
-    ``AGENT_TOOL_POLICIES``'s, else ``allow``; a tool "always allowed" in the
-    conversation (:class:`chat.models.ToolGrant`) is ``allow`` where it would ``ask``,
-    never where it is ``deny``.
+    A tool's policy is :func:`policy_of`'s; a tool "always allowed" in the conversation
+    (:class:`chat.models.ToolGrant`) is ``allow`` where it would ``ask``, never where it
+    is ``deny``.
     """
-    policies = {**settings.AGENT_TOOL_POLICIES, **store.tool_policies()}
+    admin_policies = store.tool_policies()
     granted = store.conversation_grants(conversation_id=conversation_id)
 
     def lookup(name: str) -> ToolPolicy:
-        policy = ToolPolicy(policies.get(name, ToolPolicy.ALLOW))
+        policy, _ = policy_of(name, admin_policies)
         if policy == ToolPolicy.ASK and name in granted:
             return ToolPolicy.ALLOW
         return policy
