@@ -204,6 +204,7 @@ async def test_a_denial_is_the_calls_error_and_the_model_answers_around_it(strat
     (done,) = [e for e in events if isinstance(e, ToolCallFinished)]
     assert done.status == StepStatus.ERROR and done.error_type == DENIED_BY_PERSON
     assert "too expensive" in done.result
+    assert 'denied it, so it did not run. Their reason: "too expensive" Do not' in done.result
     assert "too expensive" in last_request_text(model)
     assert events[-1].status == RunStatus.SUCCEEDED
     if strategy == "tool_calling":
