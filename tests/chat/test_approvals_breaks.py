@@ -321,6 +321,22 @@ async def test_a_run_whose_resuming_process_died_after_the_claim_is_interrupted_
     assert approval.outcome == ApprovalOutcome.APPROVED and approval.decided_by_name == "alice"
 
 
+async def booked_and_waiting():
+    """Ask "Book it." over a socket (the scripted model calls ``book``, an ``ask``
+    tool); return the socket, the conversation and the held call's step once it waits."""
+    from tests.chat.test_approvals import is_waiting
+    from tests.chat.test_consumer import connect, make_conversation, receive_until
+
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": "Book it."}))
+    await receive_until(tab, is_waiting)
+    await wait_for_runs()
+    _, held, _ = await rows(conversation.pk)
+    return tab, conversation, held
+
+
 @pytest.mark.usefixtures("one_string_tool")
 async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_model, settings):
     """The card's textarea (sent with every decision) holds the arguments pretty-printed;
@@ -331,8 +347,6 @@ async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_mode
     from langchain_core.messages import AIMessage
 
     from chat.models import RunStatus, StepStatus
-    from tests.chat.test_approvals import is_waiting
-    from tests.chat.test_consumer import connect, make_conversation, receive_until
     from tests.fakes import tool_call
 
     settings.AGENT_MODEL = dataclasses.replace(settings.AGENT_MODEL, context_window=200_000)
@@ -341,13 +355,7 @@ async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_mode
         AIMessage("", tool_calls=[tool_call("book", {"town": town}, "b1")]),
         AIMessage("Booked."),
     ]
-    user, conversation = await make_conversation()
-    tab = await connect(conversation.pk, user)
-    await tab.connect()
-    await tab.send_to(text_data=json.dumps({"content": "Book it."}))
-    await receive_until(tab, is_waiting)
-    await wait_for_runs()
-    _, held, _ = await rows(conversation.pk)
+    tab, conversation, held = await booked_and_waiting()
     await tab.send_to(text_data=decision(held.pk, arguments=held.arguments_json))
     answer = await tab.receive_from()
     assert "too long" not in answer
@@ -361,21 +369,13 @@ async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_mode
 async def test_an_edit_over_the_limit_is_still_refused(scripted_model):
     from langchain_core.messages import AIMessage
 
-    from tests.chat.test_approvals import is_waiting
-    from tests.chat.test_consumer import connect, make_conversation, receive_until
     from tests.fakes import tool_call
 
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("book", {"town": "Suzhou"}, "b1")]),
         AIMessage("Booked."),
     ]
-    user, conversation = await make_conversation()
-    tab = await connect(conversation.pk, user)
-    await tab.connect()
-    await tab.send_to(text_data=json.dumps({"content": "Book it."}))
-    await receive_until(tab, is_waiting)
-    await wait_for_runs()
-    _, held, _ = await rows(conversation.pk)
+    tab, conversation, held = await booked_and_waiting()
     edit = json.dumps({"town": "x" * 20_001})
     await _refused_and_still_pending(
         tab, conversation, decision(held.pk, arguments=edit), "too long"
