@@ -3,7 +3,6 @@ delete)."""
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -16,8 +15,8 @@ from agents.demo.scenarios import EXAMPLES
 from chat import fragments, live, store
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
-from chat.models import TOOL_CHOICE_AUTO, Conversation
-from chat.runs import get_tools, model_badge, model_choices, stop_waiting
+from chat.models import TOOL_CHOICE_AUTO, Conversation, RunStatus
+from chat.runs import STOPPED, get_tools, model_badge, model_choices
 from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
@@ -386,7 +385,13 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     if deleted is None:
         raise Http404("No such conversation.")
     running = store.run_request_cancel(conversation_id=conversation_id, at=now)
-    async_to_sync(stop_waiting)(conversation_id, [])  # no task runs it: stopped here
+    # A run waiting for a decision has no task: its end is stored here, in this thread
+    # (chat.runs.stop_waiting does the same from async code, for the pages it tells).
+    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now)
+    if waiting is not None:
+        store.run_finish(run_id=waiting.pk, status=RunStatus.CANCELLED, output="",
+                         error=STOPPED, iterations=waiting.iterations, usage={},
+                         finished_at=now)  # fmt: skip
     live.conversation_deleted_sync(conversation_id, run_id=running.pk if running else None)
     active = _active(request)
     if request.headers.get("HX-Request"):
