@@ -89,8 +89,8 @@
     }
     var loaded = state.anchor ? state.anchor.previousElementSibling : null;
     if (!loaded || !loaded.matches(".history")) return;
-    // htmx wires new content up when it settles (20 ms on): the next control gets the
-    // focus now, and Enter on it must work at once.
+    // htmx wires new content up when it settles, after this swap's events: the next
+    // control gets the focus now, and Enter on it must work at once.
     if (window.htmx) window.htmx.process(loaded);
     var next = loaded.querySelector(":scope > .earlier [data-show-earlier]");
     if (next) {

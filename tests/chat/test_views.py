@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
@@ -34,6 +36,34 @@ def stored_run(conversation: Conversation, *, question: str, result: str, answer
     )  # fmt: skip
     Message.objects.create(conversation=conversation, role="assistant", content=answer, run=run)
     return run
+
+
+class _HeadText(HTMLParser):
+    """Collects text found before ``<body>``: a browser ends the head at the first text,
+    so every element after it (styles, scripts, the htmx config) lands in the body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_body = False
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.in_body = self.in_body or tag == "body"
+
+    def handle_data(self, data: str) -> None:
+        if not self.in_body and data.strip() and self.lasttag not in ("title", "script", "style"):
+            self.text.append(data.strip())
+
+
+@pytest.mark.parametrize("url", ["/", "/accounts/login/", "/c/999999/"])
+def test_each_page_has_its_head_whole_and_no_template_comment_shows(client, url):
+    """A ``{# #}`` comment over several lines is not a comment to Django: printed in the
+    head, its text pushed the page's styles, scripts and htmx config into the body and
+    the page 38 px past the window (found by the timeline's browser test)."""
+    html = client.get(url, follow=True).content.decode()
+    parser = _HeadText()
+    parser.feed(html)
+    assert parser.text == [] and "{#" not in html and "#}" not in html
 
 
 def test_home_gives_a_visitor_a_conversation_of_their_own(client):
