@@ -253,7 +253,8 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 
 class ToolApprovalPolicyForm(forms.ModelForm):
-    """A policy's tool is picked from the registered ones, so none is misspelt."""
+    """A policy's tool is picked from the registered ones, so none is misspelt; each
+    choice says what ``AGENT_TOOL_POLICIES`` sets for it, the policy this row overrides."""
 
     tool_name = forms.ChoiceField(label="tool")
 
@@ -263,11 +264,17 @@ class ToolApprovalPolicyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        choices = [(name, name) for name in registered_tools()]
+        choices = [(name, _tool_choice(name)) for name in registered_tools()]
         current = self.instance.tool_name
         if current and current not in dict(choices):  # a tool since removed
             choices.append((current, f"{current}, no longer registered"))
         self.fields["tool_name"].choices = choices
+
+
+def _tool_choice(name: str) -> str:
+    """Return a tool's label in the policy form: its name, and the setting's word for it."""
+    setting = settings.AGENT_TOOL_POLICIES.get(name)
+    return f"{name} (AGENT_TOOL_POLICIES: {setting})" if setting else name
 
 
 def registered_tools() -> list[str]:
@@ -318,6 +325,13 @@ class ToolApprovalPolicyAdmin(admin.ModelAdmin):
             "fields": ("tool_name", "policy", "setting_says", ("updated_at", "updated_by")),
         }),
     )  # fmt: skip
+
+    def get_fieldsets(self, request: HttpRequest, obj: ToolApprovalPolicy | None = None) -> Any:
+        """A new row has no tool yet: the setting's word is in each tool's choice instead."""
+        if obj is not None:
+            return self.fieldsets
+        ((name, options),) = self.fieldsets
+        return ((name, {**options, "fields": ("tool_name", "policy")}),)
 
     @admin.display(description="AGENT_TOOL_POLICIES says")
     def setting_says(self, row: ToolApprovalPolicy) -> str:
