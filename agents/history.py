@@ -205,21 +205,28 @@ def closing_text(exchange: Exchange, strategy: Strategy) -> str:
 
 
 def intermediate_steps(
-    exchange: Exchange, strategy: Strategy, max_observation_chars: int
+    exchange: Exchange,
+    strategy: Strategy,
+    max_observation_chars: int,
+    *,
+    format_slips: bool = False,
 ) -> list[IntermediateStep]:
     """Return ``(action, observation)`` pairs of the tool work of ``exchange``.
 
     The pairs are the ones the run's loop kept (:class:`agents.tool_calls.ToolCallBatch`),
     rebuilt from the records: for native calls each action's ``message_log`` holds its
     turn's ``AIMessage`` (one per turn, with only the calls sent back), for the text
-    strategies each action's ``log`` is the text the call was parsed from.
+    strategies each action's ``log`` is the text the call was parsed from. A text
+    strategy's format slips (a reply that did not parse, and the format error the model
+    was told) are left out of an earlier exchange's work; ``format_slips`` keeps them, as
+    the run's live scratchpad had them (a paused run's, rebuilt to go on).
     """
     calls = {(c.iteration, c.tool_call_id): c for c in exchange.calls}
     if isinstance(strategy, TextStrategy):
         return [
             (_action(call, log=call.log), _observation(call, max_observation_chars))
             for call in exchange.calls
-            if not call.is_format_error and call.log.strip()
+            if format_slips or (not call.is_format_error and call.log.strip())
         ]
     steps: list[IntermediateStep] = []
     for turn in exchange.turns:
@@ -401,8 +408,8 @@ def resume_from(
     and calls (in the order stored; the last turn is the paused one).
 
     The scratchpad is rebuilt as an earlier exchange's tool work is
-    (:func:`intermediate_steps`): a text strategy's format slips are left out, which the
-    run's live scratchpad had shown the model.
+    (:func:`intermediate_steps`), with a text strategy's format slips kept: the model's
+    next request is the one it would have got had the run not paused.
     """
     iteration = max((turn.iteration for turn in turns), default=1)
 
@@ -412,7 +419,7 @@ def resume_from(
             turns=tuple(t for t in turns if keep(t.iteration)),
             calls=tuple(c for c in calls if keep(c.iteration)),
         )  # fmt: skip
-        return intermediate_steps(exchange, strategy, max_observation_chars)
+        return intermediate_steps(exchange, strategy, max_observation_chars, format_slips=True)
 
     return Resume(
         iteration=iteration,

@@ -4,8 +4,10 @@
   the waiting ones first, and every decision taken since (evidence: read-only). Staff
   with ``chat.decide_approval`` approve or deny the selected calls with two actions,
   through :func:`chat.store.approval_decide` like the chat's own card, so a call decided
-  already is refused with who and when, and nothing changes. The run goes on when the
-  process-wide sweep (``chat.reaper``) next finds it ready, within ``AGENT_HEARTBEAT_S``.
+  already is refused with who and when, and nothing changes. Open pages of the chat show
+  the decision at once, and one of their sockets resumes the run
+  (:func:`chat.live.decisions_taken`); with no page open, the process-wide sweep
+  (``chat.reaper``) resumes it within ``AGENT_HEARTBEAT_S``.
 - :class:`ToolApprovalPolicyAdmin`: a registered tool's policy (allow, ask, deny), which
   overrides ``AGENT_TOOL_POLICIES``; the list shows the policy each tool has in effect.
 - :class:`ToolGrantInline`: a conversation's "always allow in this chat" grants.
@@ -30,8 +32,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.approvals import Outcome
+from chat import fragments, live, store
 from chat import runs as chat_runs
-from chat import store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.approvals import MAX_REASON_CHARS, policy_of
 from chat.display import arguments_json
@@ -49,37 +51,47 @@ LIST_TIME = "m-d H:i"
 ADMIN_DENIAL = "denied from the admin by {user}"
 ADMIN_DENIAL_WHY = "{reason} (denied from the admin by {user})"
 REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
-DECIDED = "{verb} {count} call(s); their runs go on within about {heartbeat:g} s."
+DECIDED = (
+    "{verb} {count} call(s); their runs go on now where the chat is open, else within "
+    "about {heartbeat:g} s."
+)
 
 
 def _decide(
     request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome, reason: str = ""
 ) -> None:
-    """Decide each selected call through the store; report the taken and the refused.
+    """Decide each selected call through the store; report the taken and the refused,
+    and show the taken in the chats' open pages, whose sockets resume the runs now ready.
 
     A denial's reason (what the person typed, if anything) says it came from the admin
     and from whom: the model, the chat's card and the audit read it.
     """
-    taken = 0
+    cards: list[tuple[int, str]] = []
+    ready: list[tuple[int, int]] = []
     if outcome == Outcome.DENIED:
         user = request.user.get_username()
         why = ADMIN_DENIAL_WHY if reason else ADMIN_DENIAL
         reason = why.format(reason=reason, user=user)
     for approval in queryset.select_related("run").order_by("requested_at", "pk"):
         try:
-            store.approval_decide(
-                conversation_id=approval.run.conversation_id, step_id=approval.step_id,
+            conversation_id = approval.run.conversation_id
+            decided = store.approval_decide(
+                conversation_id=conversation_id, step_id=approval.step_id,
                 outcome=outcome, by=request.user, at=timezone.now(),
                 reason=reason,
             )  # fmt: skip
         except store.ApprovalRefused as refused:
             messages.warning(request, f"{approval.tool_name} in run #{approval.run_id}: {refused}")
-        else:
-            taken += 1
-    if taken:
+            continue
+        step = store.step_for_card(step_id=approval.step_id)
+        cards.append((conversation_id, fragments.step_replaced(step)))
+        if decided.run_ready:
+            ready.append((conversation_id, approval.run_id))
+    if cards:
         verb = "Approved" if outcome == Outcome.APPROVED else "Denied"
         heartbeat = settings.AGENT_HEARTBEAT_S
-        messages.success(request, DECIDED.format(verb=verb, count=taken, heartbeat=heartbeat))
+        messages.success(request, DECIDED.format(verb=verb, count=len(cards), heartbeat=heartbeat))
+    live.decisions_taken_sync(cards, ready)
 
 
 @admin.action(description="Approve selected calls", permissions=["decide"])
@@ -241,7 +253,8 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 
 class ToolApprovalPolicyForm(forms.ModelForm):
-    """A policy's tool is picked from the registered ones, so none is misspelt."""
+    """A policy's tool is picked from the registered ones, so none is misspelt; each
+    choice says what ``AGENT_TOOL_POLICIES`` sets for it, the policy this row overrides."""
 
     tool_name = forms.ChoiceField(label="tool")
 
@@ -251,11 +264,17 @@ class ToolApprovalPolicyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        choices = [(name, name) for name in registered_tools()]
+        choices = [(name, _tool_choice(name)) for name in registered_tools()]
         current = self.instance.tool_name
         if current and current not in dict(choices):  # a tool since removed
             choices.append((current, f"{current}, no longer registered"))
         self.fields["tool_name"].choices = choices
+
+
+def _tool_choice(name: str) -> str:
+    """Return a tool's label in the policy form: its name, and the setting's word for it."""
+    setting = settings.AGENT_TOOL_POLICIES.get(name)
+    return f"{name} (AGENT_TOOL_POLICIES: {setting})" if setting else name
 
 
 def registered_tools() -> list[str]:
@@ -306,6 +325,13 @@ class ToolApprovalPolicyAdmin(admin.ModelAdmin):
             "fields": ("tool_name", "policy", "setting_says", ("updated_at", "updated_by")),
         }),
     )  # fmt: skip
+
+    def get_fieldsets(self, request: HttpRequest, obj: ToolApprovalPolicy | None = None) -> Any:
+        """A new row has no tool yet: the setting's word is in each tool's choice instead."""
+        if obj is not None:
+            return self.fieldsets
+        ((name, options),) = self.fieldsets
+        return ((name, {**options, "fields": ("tool_name", "policy")}),)
 
     @admin.display(description="AGENT_TOOL_POLICIES says")
     def setting_says(self, row: ToolApprovalPolicy) -> str:

@@ -507,6 +507,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Cancel a run of this conversation if this process runs it (see ``_cancel_run``)."""
         cancel_local(int(message["run_id"]))
 
+    async def run_resume(self, message: dict[str, Any]) -> None:
+        """Resume a run of this conversation whose calls were decided elsewhere (the
+        admin, see :func:`chat.live.decisions_taken`), if this socket claims it first."""
+        if self.conversation_id is None:
+            return
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        await resume_ready([int(message["run_id"])], lambda _: [publisher])
+
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group.
 

@@ -25,9 +25,13 @@ logger = logging.getLogger(__name__)
 FRAGMENT_MESSAGE_TYPE = "run.fragment"  # {"html": ...}: relay to the page
 CANCEL_MESSAGE_TYPE = "run.cancel"  # {"run_id": ...}: cancel it where it runs
 DELETED_MESSAGE_TYPE = "conversation.deleted"  # close the socket (4404)
+RESUME_MESSAGE_TYPE = "run.resume"  # {"run_id": ...}: its calls are decided, resume it
 
 Addressed = tuple[int, str]
 """A fragment and the conversation whose pages it is for: ``(conversation_id, html)``."""
+
+AddressedRun = tuple[int, int]
+"""A run and its conversation: ``(conversation_id, run_id)``."""
 
 Element = tuple[int, str]
 """A model turn's streamed element: ``(step_id, target)``, target ``text`` or ``reasoning``."""
@@ -217,3 +221,27 @@ def conversation_deleted_sync(conversation_id: int, *, run_id: int | None) -> No
 def conversation_renamed_sync(conversation_id: int, html: str) -> None:
     """Send a renamed conversation's title to its open pages, from sync code (views)."""
     publish_each_sync([(conversation_id, html)])
+
+
+async def decisions_taken(
+    channel_layer: Any, cards: Iterable[Addressed], ready: Iterable[AddressedRun]
+) -> None:
+    """Show decisions taken outside the chat (the admin) in their conversations' pages,
+    then ask those pages' sockets, in any process, to resume the runs now ready.
+
+    ``cards`` are the decided calls' cards; ``ready`` the ``(conversation_id, run_id)`` of
+    runs with no call left waiting. Every socket of the conversation tries; the first to
+    claim the run resumes it (:func:`chat.runs.resume_ready`). A conversation with no page
+    open hears nothing: the sweep (:mod:`chat.reaper`) resumes its run.
+    """
+    await publish_each(channel_layer, cards)
+    for conversation_id, run_id in ready:
+        await channel_layer.group_send(
+            group_name(conversation_id), {"type": RESUME_MESSAGE_TYPE, "run_id": run_id}
+        )
+
+
+def decisions_taken_sync(cards: list[Addressed], ready: list[AddressedRun]) -> None:
+    """Like :func:`decisions_taken`, from sync code (the admin), on the default layer."""
+    if cards or ready:
+        async_to_sync(decisions_taken)(get_channel_layer(), cards, ready)

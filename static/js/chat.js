@@ -208,18 +208,22 @@
     return false;
   }
 
-  // Esc stops the running run wherever the focus is. Listened for on window, so every
-  // element's and the document's handlers run first: one that used the key (a drawer
-  // closing) calls preventDefault, and then the run goes on.
+  // Esc stops the run going on (running, or waiting for a decision) wherever the focus
+  // is. Listened for on window, so every element's and the document's handlers run
+  // first: one that used the key (a drawer closing) calls preventDefault, and then the
+  // run goes on.
   window.addEventListener("keydown", function (event) {
     if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
     if (dialogOpen()) return;
     // Esc in the conversation list (its search box, a rename box) is theirs: a search
     // field clears itself; the run goes on.
+    // So is Esc on a held call's card: someone editing its arguments is deciding on the
+    // call, not stopping the run (the card's Deny and the Stop button are there for that).
     var target = event.target;
-    if (target && target.closest && target.closest(".sidebar")) return;
+    if (target && target.closest && target.closest(".sidebar, [data-approval-form]")) return;
     var stop = document.querySelector(
-      "#messages .run-status[data-status='running'] .stop-form button:not([disabled])");
+      "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
+      " .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
     stop.click();
@@ -231,13 +235,19 @@
   });
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     var message = (event.detail && event.detail.message) || "";
-    if (typeof message === "string" && message.indexOf("chat-error visible") !== -1) {
-      // A decision the server refused (bad arguments, decided already): its form, if
-      // still there, can be used again.
-      document.querySelectorAll("[data-approval-form][data-sent]").forEach(function (form) {
+    if (typeof message === "string") {
+      // A decision the server refused (bad arguments, decided already) says why beside
+      // its card's buttons: that form, if still there, can be used again. Other notices
+      // (a message refused while the decision goes through) leave sent forms as they are.
+      var refused = /id="step-(\d+)-approval-error"/g;
+      var found;
+      while ((found = refused.exec(message)) !== null) {
+        var line = document.getElementById("step-" + found[1] + "-approval-error");
+        var form = line && line.closest("[data-approval-form][data-sent]");
+        if (!form) continue;
         form.removeAttribute("data-sent");
         form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
-      });
+      }
     }
     if (pending !== null && typeof message === "string") {
       if (message.indexOf("data-message-accepted") !== -1) {

@@ -322,3 +322,34 @@ async def test_the_usage_before_the_pause_is_kept():
     approved = {held_id(first): Decision(Outcome.APPROVED)}
     events = await collect(model, "tool_calling", resume=stored.resume("tool_calling", approved))
     assert events[-1].usage == {"input_tokens": 30, "output_tokens": 7, "total_tokens": 37}
+
+
+# A reply that does not parse in any text strategy: an Action with no input.
+SLIP = "Thought: I should book.\nAction: book_hotel"
+
+
+def shown(request: list) -> list[tuple[str, str]]:
+    return [(type(message).__name__, str(message.content)) for message in request]
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "tool_calling"])
+async def test_a_resumed_text_run_shows_the_model_its_format_slip_as_before_the_pause(strategy):
+    """After the decision the model gets the request it would have got had nothing
+    paused: its scratchpad rebuilt from the rows keeps the reply that did not parse and
+    the format error it was told, as the live scratchpad did."""
+    script = [AIMessage(SLIP), call(strategy, "book_hotel", {"town": "Hangzhou"}),
+              answer(strategy, "Booked, BK-1.")]  # fmt: skip
+    straight = ScriptedChatModel(script=list(script))
+    await collect(straight, strategy, policy=lambda name: ToolPolicy.ALLOW)
+    BOOKED.clear()
+
+    model = ScriptedChatModel(script=script[:2])
+    first = await collect(model, strategy)
+    stored = Stored()
+    stored.add(first)
+    model.script.append(script[2])
+    decisions = {held_id(first): Decision(Outcome.APPROVED)}
+    await collect(model, strategy, resume=stored.resume(strategy, decisions))
+
+    assert SLIP in last_request_text(model)
+    assert shown(model.prompts[-1]) == shown(straight.prompts[-1])

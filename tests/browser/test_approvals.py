@@ -121,6 +121,46 @@ def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, brows
     wait_status(page, 1, "succeeded")
 
 
+def test_esc_stops_a_waiting_run_but_not_from_the_card_being_decided(start_app, browser_page):
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    stop = page.locator(".run-status .stop")
+    # Esc while editing the call's arguments is about the card: the run keeps waiting
+    # (Stop, pressed, is disabled in the same handler: nothing to wait for here).
+    page.locator(f"{HELD} textarea[name=arguments]").focus()
+    page.keyboard.press("Escape")
+    assert stop.is_enabled() and stop.inner_text() == "Stop"
+    # Anywhere else, Esc stops it, as it stops a running one.
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("Escape")
+    wait_status(page, 0, "cancelled")
+    assert page.locator("[data-approval-form]").count() == 0
+
+
+def test_a_notice_about_something_else_leaves_a_sent_decision_alone(start_app, browser_page):
+    """A sent decision's buttons stay disabled until its card comes back; only a refusal
+    of that decision (said beside its buttons) makes them usable again, not any notice."""
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    step = page.locator(f"{HELD} input[name=step]").input_value()
+    usable = page.evaluate(
+        """step => {
+             const form = document.querySelector('[data-approval-form]');
+             form.setAttribute('data-sent', '');
+             form.querySelectorAll('button').forEach(b => { b.disabled = true; });
+             const heard = message => document.body.dispatchEvent(new CustomEvent(
+               'htmx:wsAfterMessage', {bubbles: true, detail: {message}}));
+             const enabled = () => [...form.querySelectorAll('button')].every(b => !b.disabled);
+             heard('<div id="chat-error" class="chat-error visible">Nothing to stop.</div>');
+             const afterOther = enabled();
+             heard(`<div class="approval-error" id="step-${step}-approval-error">No.</div>`);
+             return [afterOther, enabled()];
+           }""",
+        step,
+    )
+    assert usable == [False, True]
+
+
 def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
     from tests.browser.test_accessibility import announcements, assert_accessible
 

@@ -14,7 +14,8 @@ import re
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
+from django.test import Client
 
 from chat import runs, store
 from chat.approvals import policy_lookup
@@ -262,6 +263,36 @@ async def test_a_decision_after_a_restart_is_taken_by_whichever_process_gets_it(
     assert resumed == [run.pk] and again == []
     assert run.status == RunStatus.SUCCEEDED and step.status == StepStatus.SUCCESS
     assert approval.decided_by_name == "staff"
+
+
+async def test_a_decision_in_the_admin_shows_in_the_open_tab_and_the_run_goes_on_at_once(
+    settings,
+):
+    """The open tab hears of the admin's decision and its socket resumes the run: no
+    sweep (set to an hour here) is waited for."""
+    settings.AGENT_HEARTBEAT_S = 3600
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, _, held = await rows(conversation.pk)
+
+    @database_sync_to_async
+    def approve_in_admin():
+        client = Client()
+        reviewer = User.objects.create_user("reviewer", is_staff=True)
+        wanted = ("view_approval", "decide_approval")
+        reviewer.user_permissions.add(*Permission.objects.filter(codename__in=wanted))
+        client.force_login(reviewer)
+        data = {"action": "approve_selected", "_selected_action": [held.pk]}
+        return client.post("/admin/chat/approval/", data)
+
+    assert (await approve_in_admin()).status_code == 302
+    seen = "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    run, step, approval = await rows(conversation.pk)
+    assert 'data-approval="approved"' in seen and "by reviewer at" in seen
+    assert approval.decided_by_name == "reviewer"
+    assert run.status == RunStatus.SUCCEEDED and step.status == StepStatus.SUCCESS
+    await tab.disconnect()
 
 
 async def test_an_approval_that_waits_too_long_expires_as_denied(settings):

@@ -348,6 +348,24 @@ def test_a_policy_saved_in_the_admin_records_who_set_it(client, settings):
     assert (row.tool_name, row.policy, row.updated_by) == ("check_bnb_availability", "ask", editor)
 
 
+def test_the_policy_form_says_what_the_setting_sets_for_each_tool(client, settings):
+    """The hint follows the tool picked: it is in each choice (a new row's read-only
+    "AGENT_TOOL_POLICIES says" could only say the default, whatever tool was picked)."""
+    settings.AGENT_TOOL_POLICIES = {"check_bnb_availability": "ask"}
+    staff(client, "view_toolapprovalpolicy", "add_toolapprovalpolicy",
+          "change_toolapprovalpolicy")  # fmt: skip
+
+    added = client.get(f"{POLICIES}add/")
+    choices = dict(added.context["adminform"].form.fields["tool_name"].choices)
+    assert choices["check_bnb_availability"] == "check_bnb_availability (AGENT_TOOL_POLICIES: ask)"
+    assert choices["calculator"] == "calculator"
+    assert "AGENT_TOOL_POLICIES says" not in added.content.decode()
+
+    row = ToolApprovalPolicy.objects.create(tool_name="check_bnb_availability", policy="allow")
+    changed = client.get(f"{POLICIES}{row.pk}/change/").content.decode()
+    assert "AGENT_TOOL_POLICIES says" in changed and ">ask<" in changed
+
+
 def test_a_policy_for_a_tool_that_is_not_registered_is_refused(client):
     staff(client, "view_toolapprovalpolicy", "add_toolapprovalpolicy")
 

@@ -1,7 +1,9 @@
 """Two Daphne processes on one PostgreSQL database and one Redis channel layer.
 
 A run started through process B is seen, event by event, by a socket on process A; a
-reload on either shows the same history; Stop pressed on A stops the run B runs. Each
+reload on either shows the same history; Stop pressed on A stops the run B runs; a run
+waiting for approval goes on in the other process (a decision sent there, or taken in its
+admin). Each
 test starts both servers on pytest-django's test database (``django_db(transaction=True)``:
 what anyone writes is committed, so all see it, and it is flushed afterwards).
 """
@@ -299,4 +301,57 @@ def test_a_run_paused_on_a_process_that_stopped_is_resumed_by_the_other(two_serv
     run = AgentRun.objects.get(conversation_id=conversation_id)
     approval = run.approvals.get()
     assert run.status == "succeeded" and approval.outcome == "approved"
+    assert run.steps.get(pk=approval.step_id).status == "success"
+
+
+SELECTED = re.compile(r'name="_selected_action" value="(\d+)"')
+CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+APPROVED = re.compile(r'data-approval="approved"[^>]*>.*?by reviewer at', re.S)
+
+
+def approve_in_admin(server: Server) -> None:
+    """Log in to ``server``'s admin as ``reviewer`` and approve the one held call there."""
+    with httpx.Client(base_url=server.url, timeout=WAIT_S, follow_redirects=True) as http:
+        login = http.get("/admin/login/")
+        form = {"username": "reviewer", "password": "pw-reviewer-1", "next": "/admin/",
+                "csrfmiddlewaretoken": CSRF.search(login.text).group(1)}  # fmt: skip
+        assert http.post("/admin/login/", data=form).url.path == "/admin/"
+        listed = http.get("/admin/chat/approval/")
+        [selected] = SELECTED.findall(listed.text)
+        decided = http.post("/admin/chat/approval/", data={
+            "action": "approve_selected", "_selected_action": selected,
+            "csrfmiddlewaretoken": CSRF.search(listed.text).group(1),
+        })  # fmt: skip
+        assert "Approved 1 call" in decided.text, decided.text[-2000:]
+
+
+def test_a_decision_in_one_process_admin_resumes_the_run_in_the_other(two_servers):
+    """The run waits on B, its one tab open there; staff approve the call in A's admin:
+    the tab sees the decision and B's socket resumes the run, through Redis. The sweeps
+    are ten minutes apart here: nothing else could have moved it."""
+    from django.contrib.auth.models import User
+
+    a, b = two_servers(AGENT_TOOL_POLICIES="check_bnb_availability=ask",
+                       AGENT_HEARTBEAT_S="600", AGENT_STALE_AFTER_S="1800")  # fmt: skip
+    conversation_id, cookie = new_conversation(a)
+    User.objects.create_superuser("reviewer", "reviewer@example.com", "pw-reviewer-1")
+
+    async def converse() -> str:
+        tab = Tab()
+        async with open_socket(b, conversation_id, cookie) as ws_b:
+            reader = asyncio.create_task(tab.read(ws_b))
+            try:
+                await ws_b.send(json.dumps({"content": TRAVEL}))
+                await tab.wait_for(WAITING, "the run waiting for approval, on B")
+                await asyncio.to_thread(approve_in_admin, a)
+                await tab.wait_for(APPROVED, "the admin's decision on the card, on B")
+                final = await tab.wait_for(ENDED, "the resumed run's end on B")
+            finally:
+                await stop([reader])
+        return final.group(2)
+
+    assert asyncio.run(converse()) == "succeeded"
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    approval = run.approvals.get()
+    assert approval.outcome == "approved" and approval.decided_by_name == "reviewer"
     assert run.steps.get(pk=approval.step_id).status == "success"
