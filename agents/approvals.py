@@ -130,29 +130,26 @@ def refused(action: ToolAgentAction, observation: str, error_type: str) -> ToolA
     return action.model_copy(update={"error": observation, "error_type": error_type})
 
 
-def split_by_policy(
+def apply_policy(
     actions: Sequence[ToolAgentAction], policy: PolicyLookup | None, tools: Mapping[str, Any]
-) -> tuple[list[ToolAgentAction], list[ToolAgentAction]]:
-    """Return ``(to_report, held)``: the turn's actions in the order the model asked,
-    those that run or are reported now (``allow``; ``deny`` ones turned into errors;
-    broken ones and unknown tools as they are) and those held for a person (``ask``)."""
+) -> tuple[list[ToolAgentAction], frozenset[str]]:
+    """Return ``(actions, held)``: the turn's actions in the order the model asked, those
+    of ``deny`` tools turned into errors (broken ones and unknown tools as they are), and
+    the ``tool_call_id`` of each one held for a person (``ask``)."""
     if policy is None:
-        return list(actions), []
-    now: list[ToolAgentAction] = []
-    held: list[ToolAgentAction] = []
+        return list(actions), frozenset()
+    decided: list[ToolAgentAction] = []
+    held: set[str] = set()
     for action in actions:
-        if action.error or action.tool not in tools:
-            now.append(action)
-            continue
-        match policy(action.tool):
-            case ToolPolicy.ASK:
-                held.append(action)
-            case ToolPolicy.DENY:
-                error = POLICY_DENIED.format(name=action.tool)
-                now.append(refused(action, error, DENIED_BY_POLICY))
-            case _:
-                now.append(action)
-    return now, held
+        if not action.error and action.tool in tools:
+            match policy(action.tool):
+                case ToolPolicy.ASK:
+                    held.add(action.tool_call_id)
+                case ToolPolicy.DENY:
+                    error = POLICY_DENIED.format(name=action.tool)
+                    action = refused(action, error, DENIED_BY_POLICY)
+        decided.append(action)
+    return decided, frozenset(held)
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,9 @@ from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from agents.approvals import PolicyLookup, Resume, edited_note, split_by_policy
+from agents.approvals import PolicyLookup, Resume, apply_policy, edited_note
 from agents.context import ContextOverflow, ContextWindow, tools_tokens
 from agents.events import (
-    ApprovalRequested,
     Event,
     ModelTurnStarted,
     RunFinished,
@@ -348,12 +347,9 @@ async def run(
             if clock.expired():
                 yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
                 return
-            actions, held = split_by_policy(turn.actions, policy, by_name)
-            for action in held:  # shown at once; the turn's other calls run meanwhile
-                yield ApprovalRequested(iteration=iteration, tool_call_id=action.tool_call_id,
-                                        name=action.tool, args=action.tool_input,
-                                        log=action.log)  # fmt: skip
-            batch = ToolCallBatch(actions, by_name, iteration=iteration,
+            # A held call is shown at once, in its place; the turn's other calls run meanwhile.
+            actions, held = apply_policy(turn.actions, policy, by_name)
+            batch = ToolCallBatch(actions, by_name, iteration=iteration, held=held,
                                   limits=limits.tools_within(clock), timer=timer)  # fmt: skip
             call_events = batch.run()
             try:
@@ -361,10 +357,10 @@ async def run(
                     yield event
             finally:
                 await call_events.aclose()
-            if held:
+            if batch.held:
                 # The loop ends here; the run goes on from the stored steps once every
                 # held call is decided (agents.approvals.Resume).
-                pending = tuple(action.tool_call_id for action in held)
+                pending = tuple(action.tool_call_id for action in batch.held)
                 yield RunPaused(iterations=iteration, pending=pending, usage=usage_total)
                 return
             pairs = batch.intermediate_steps()  # in the order the model asked

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -20,7 +20,14 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from agents.events import StepStatus, ToolCallFinished, ToolCallStarted, is_format_error, utcnow
+from agents.events import (
+    ApprovalRequested,
+    StepStatus,
+    ToolCallFinished,
+    ToolCallStarted,
+    is_format_error,
+    utcnow,
+)
 from agents.model_turn import call_dict, error_text
 from agents.strategies import ToolAgentAction
 from agents.timing import OwnCancel, Stopwatch
@@ -210,17 +217,23 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
 class ToolCallBatch:
     """The actions of the ``iteration``-th model turn, run with ``tools``.
 
-    After :meth:`run` has run to its end, :meth:`intermediate_steps` pairs every action
-    with its observation (a ToolMessage paired by ``tool_call_id``), in the order the
-    model asked, whatever order the calls finished in.
+    ``held``: the ``tool_call_id`` of actions waiting for a person's decision
+    (:mod:`agents.approvals`): announced, not run. After :meth:`run` has run to its end,
+    :meth:`intermediate_steps` pairs every other action with its observation (a
+    ToolMessage paired by ``tool_call_id``), in the order the model asked, whatever order
+    the calls finished in.
     """
 
     def __init__(self, actions: Sequence[ToolAgentAction], tools: Mapping[str, BaseTool], *,
-                 iteration: int, limits: ToolLimits,
+                 iteration: int, limits: ToolLimits, held: Collection[str] = frozenset(),
                  timer: ToolTimer | None = None) -> None:  # fmt: skip
-        # Calls that cannot run (a format error) are reported first; the rest run.
-        self.broken = [action for action in actions if action.error]
-        self.runnable = [action for action in actions if not action.error]
+        self.actions = list(actions)
+        self.held_ids = frozenset(held)
+        self.held = [action for action in actions if action.tool_call_id in held]
+        reported = [action for action in actions if action.tool_call_id not in held]
+        # Calls that cannot run (a format error, a denial) are reported at once; the rest run.
+        self.broken = [action for action in reported if action.error]
+        self.runnable = [action for action in reported if not action.error]
         self.tools = tools
         self.iteration = iteration
         self.limits = limits
@@ -229,18 +242,24 @@ class ToolCallBatch:
         # Each call's end event by ``tool_call_id``, as :meth:`run` yields them.
         self.finished: dict[str, ToolCallFinished] = {}
 
-    async def run(self) -> AsyncIterator[ToolCallStarted | ToolCallFinished]:
-        """Yield a start and an end per action; the runnable calls run concurrently (one
+    async def run(self) -> AsyncIterator[ApprovalRequested | ToolCallStarted | ToolCallFinished]:
+        """Yield every action's start in the order the model asked (a held one's
+        :class:`ApprovalRequested`), then an end per action that is not held: the broken
+        ones' at once, then the runnable calls' as they finish (they run concurrently; one
         alone is awaited in place)."""
+        for action in self.actions:
+            if action.tool_call_id in self.held_ids:
+                yield ApprovalRequested(iteration=self.iteration, tool_call_id=action.tool_call_id,
+                                        name=action.tool, args=action.tool_input,
+                                        log=action.log)  # fmt: skip
+            else:
+                yield self._started(action)
         for action in self.broken:
-            yield self._started(action)
             summary = action.error.splitlines()[0] if action.error else ""
             error_type = action.error_type or "OutputParserException"
             outcome = _Outcome(StepStatus.ERROR, action.error, f"{error_type}: {summary}",
                                error_type)  # fmt: skip
             yield self._finished(call_dict(action), outcome, _Timing.instant())
-        for action in self.runnable:
-            yield self._started(action)
         if len(self.runnable) == 1:
             # The usual turn makes one call: awaited here, without a task to schedule and
             # gather (a cancelled run still cancels it: the await is in the run's task).
@@ -256,8 +275,13 @@ class ToolCallBatch:
                 task.cancel()
 
     def intermediate_steps(self) -> list[tuple[ToolAgentAction, ToolMessage]]:
-        """Return ``(action, observation)`` pairs in the order the model asked."""
-        return [(a, self.observations[a.tool_call_id]) for a in [*self.broken, *self.runnable]]
+        """Return ``(action, observation)`` pairs in the order the model asked (held
+        actions have none)."""
+        return [
+            (a, self.observations[a.tool_call_id])
+            for a in self.actions
+            if a.tool_call_id not in self.held_ids
+        ]
 
     def _started(self, action: ToolAgentAction) -> ToolCallStarted:
         return ToolCallStarted(

@@ -353,3 +353,21 @@ async def test_a_resumed_text_run_shows_the_model_its_format_slip_as_before_the_
 
     assert SLIP in last_request_text(model)
     assert shown(model.prompts[-1]) == shown(straight.prompts[-1])
+
+
+async def test_a_turns_calls_are_shown_in_the_order_the_model_asked_held_and_denied_too():
+    """The cards follow the model's order: a held call was shown first and a call the
+    policy denies before the calls that ran (a walkthrough saw the booking jump to the
+    top of its turn)."""
+    turn = AIMessage("", tool_calls=[tool_call("weather", {"town": "Suzhou"}, "c1"),
+                                     tool_call("book_hotel", {"town": "Suzhou"}, "c2"),
+                                     tool_call("confirm", {"code": "BK-1"}, "c3")])  # fmt: skip
+    rules = {"book_hotel": ToolPolicy.ASK, "confirm": ToolPolicy.DENY}
+    model = ScriptedChatModel(script=[turn])
+    events = await collect(model, "tool_calling",
+                           policy=lambda name: rules.get(name, ToolPolicy.ALLOW))  # fmt: skip
+    shown = [(type(e).__name__, e.tool_call_id) for e in events
+             if isinstance(e, ApprovalRequested | ToolCallStarted)]  # fmt: skip
+    assert shown == [("ToolCallStarted", "c1"), ("ApprovalRequested", "c2"),
+                     ("ToolCallStarted", "c3")]  # fmt: skip
+    assert events[-1].pending == ("c2",)
