@@ -65,6 +65,11 @@ DENIED_BY_PERSON = "ApprovalDenied"
 APPROVAL_EXPIRED = "ApprovalExpired"
 APPROVAL_CANCELLED = "ApprovalCancelled"
 """``error_type`` of a held call its run's end closed (a stop, a crash): it never ran."""
+REFUSAL_TYPES = frozenset(
+    {DENIED_BY_POLICY, DENIED_BY_PERSON, APPROVAL_EXPIRED, APPROVAL_CANCELLED}
+)
+"""``error_type`` values of calls that did not run because of a policy or a decision: not
+tool errors (the tool was never asked), so not counted as such."""
 
 POLICY_DENIED = (
     "Error: tool {name!r} may not be called here (its policy is deny); it did not run. "
@@ -75,6 +80,8 @@ PERSON_DENIED = (
     "Do not call it again with the same arguments: answer without it, or say what you "
     "would need."
 )
+DENIAL_REASON = ' Their reason: "{reason}"'
+"""Put in :data:`PERSON_DENIED` when the person gave a reason."""
 EXPIRED = (
     "Error: this call to {name!r} waited for a person's approval for over {timeout:g} "
     "seconds and expired; it did not run. Answer without it."
@@ -107,7 +114,7 @@ def denial(name: str, decision: Decision) -> tuple[str, str]:
     """Return ``(observation, error_type)`` of a held call that will not run."""
     if decision.outcome == Outcome.EXPIRED:
         return EXPIRED.format(name=name, timeout=decision.timeout_s), APPROVAL_EXPIRED
-    reason = f' Their reason: "{decision.reason.strip()}"' if decision.reason.strip() else ""
+    reason = DENIAL_REASON.format(reason=decision.reason.strip()) if decision.reason.strip() else ""
     return PERSON_DENIED.format(name=name, reason=reason), DENIED_BY_PERSON
 
 

@@ -20,7 +20,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agents.approvals import without_edited_note
+from agents.approvals import (
+    DENIAL_REASON,
+    EXPIRED,
+    PERSON_DENIED,
+    POLICY_DENIED,
+    without_edited_note,
+)
 from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
 from agents.strategies import ParseError
 from agents.strategies.base import (
@@ -37,6 +43,26 @@ _NAMED_TOWN = re.compile(r"\b(?:in|at|for)\s+([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-
 _FIELD = re.compile(r"\{([\w.\[\]]+)(?:\|([^{}]*))?\}")
 # What the runtime puts before a tool's own error message (agents.tool_calls.TOOL_RAISED).
 _RUNTIME_PREFIX = re.compile(r"^Error: (?:tool '[^']*' failed: )?(?:\w*(?:Error|Exception): )?")
+
+
+def _template(template: str, **fields: str) -> re.Pattern[str]:
+    """Return a pattern matching ``template`` with each ``{field}`` matching ``fields``'s
+    pattern for it (format specs such as ``!r`` and ``:g`` ignored)."""
+    parts = re.split(r"\{(\w+)[^}]*\}", template)
+    pattern = "".join(
+        re.escape(part) if i % 2 == 0 else fields[part] for i, part in enumerate(parts)
+    )
+    return re.compile(pattern, re.S)
+
+
+# The observations of calls that did not run (agents.approvals): said as such, not as a
+# tool's failure, and without the instructions the model was given.
+_REASON = _template(DENIAL_REASON, reason="(?P<reason>.*)").pattern
+_REFUSALS = (
+    ("denied", _template(PERSON_DENIED, name=".*?", reason=f"(?:{_REASON})?")),
+    ("expired", _template(EXPIRED, name=".*?", timeout=".*?")),
+    ("policy_denied", _template(POLICY_DENIED, name=".*?")),
+)
 
 
 @dataclass(frozen=True)
@@ -252,6 +278,18 @@ def _label(call: Call, lang: str) -> str:
     return TEXT[lang]["call"].format(tool=call.tool, args=args) if values else call.tool
 
 
+def _failure(outcome: Outcome, label: str, text: Mapping[str, str]) -> str:
+    """Return the sentence of a call that failed or did not run (denied, expired)."""
+    for kind, pattern in _REFUSALS:
+        refused = pattern.fullmatch(outcome.content)
+        if refused is not None:
+            said = refused.groupdict().get("reason")
+            reason = text["denied_reason"].format(reason=said) if said else ""
+            return text[kind].format(call=label, reason=reason)
+    error = _RUNTIME_PREFIX.sub("", outcome.content)
+    return text["failed"].format(call=label, error=error)
+
+
 def answer(outcomes: Sequence[Outcome], lang: str) -> str:
     """Return the Markdown answer: a sentence per call made, then a footer.
 
@@ -262,8 +300,7 @@ def answer(outcomes: Sequence[Outcome], lang: str) -> str:
     for outcome in outcomes:
         label = _label(outcome.call, lang)
         if not outcome.ok:
-            error = _RUNTIME_PREFIX.sub("", outcome.content)
-            lines.append(text["failed"].format(call=label, error=error))
+            lines.append(_failure(outcome, label, text))
             continue
         try:
             result = json.loads(outcome.content)

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Model, Prefetch, Q, QuerySet
 
+from agents.approvals import REFUSAL_TYPES
 from agents.events import FORMAT_ERROR_TYPES
 from chat.models import AgentRun, AgentStep, StepKind, StepStatus
 
@@ -31,27 +32,34 @@ def format_error_q() -> Q:
     return Q(error_type__in=FORMAT_ERROR_TYPES)
 
 
+def _failed(step: AgentStep) -> bool:
+    """Return True for a tool call that ran and failed (see :func:`count_tool_calls`)."""
+    return (
+        step.status == StepStatus.ERROR and step.result != ""
+        and step.error_type not in REFUSAL_TYPES
+    )  # fmt: skip
+
+
 def count_tool_calls(run: AgentRun, steps: list[AgentStep] | None = None) -> None:
     """Set the run's tool call, tool error and format error counts (not saved).
 
     From ``steps`` (all the run's steps, as stored) when given, else with one query: the
     same counts either way (tests/chat/test_step_outcomes.py).
     """
+    # A call the run's end closed (no result) did not fail: it never answered; nor did one
+    # a policy or a person refused (agents.approvals.REFUSAL_TYPES): it never ran.
     if steps is not None:
         calls = [step for step in steps if step.kind == StepKind.TOOL_CALL]
         parsed = [step for step in calls if step.error_type not in FORMAT_ERROR_TYPES]
         run.tool_call_count = len(parsed)
-        # A call the run's end closed (no result) did not fail: it never answered.
-        run.tool_error_count = sum(
-            1 for step in parsed if step.status == StepStatus.ERROR and step.result != ""
-        )
+        run.tool_error_count = sum(1 for step in parsed if _failed(step))
         run.format_error_count = len(calls) - len(parsed)
         return
     unparsed = format_error_q()
+    failed = Q(status=StepStatus.ERROR) & ~Q(result="") & ~Q(error_type__in=REFUSAL_TYPES)
     counts = run.steps.filter(kind=StepKind.TOOL_CALL).aggregate(
         calls=Count("pk", filter=~unparsed),
-        # A call the run's end closed (no result) did not fail: it never answered.
-        errors=Count("pk", filter=Q(status=StepStatus.ERROR) & ~unparsed & ~Q(result="")),
+        errors=Count("pk", filter=failed & ~unparsed),
         format_errors=Count("pk", filter=unparsed),
     )
     run.tool_call_count = counts["calls"]

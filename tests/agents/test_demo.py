@@ -9,6 +9,7 @@ from functools import reduce
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agents.approvals import Decision, Outcome, ToolPolicy, denial
 from agents.demo import DemoChatModel
 from agents.demo.scenarios import EXAMPLES
 from agents.events import RunFinished, ToolCallFinished, ToolCallStarted
@@ -270,3 +271,36 @@ async def test_asked_for_an_answer_at_the_limit_it_answers_from_the_calls_made(s
     assert done.status == "max_iterations"
     assert "Hangzhou" in done.output and "no tools" not in done.output
     assert done.calls and all(call[2] == 1 for call in done.calls)  # none at the limit
+
+
+@pytest.mark.parametrize(
+    ("decision", "said"),
+    [
+        (Decision(Outcome.DENIED, reason="we booked already"),
+         "did not run: the person reviewing it denied it (“we booked already”)"),
+        (Decision(Outcome.DENIED), "did not run: the person reviewing it denied it."),
+        (Decision(Outcome.EXPIRED, timeout_s=60), "did not run: nobody approved it in time"),
+    ],
+)  # fmt: skip
+def test_a_call_that_did_not_run_is_answered_around_not_read_out(decision, said):
+    """A denial is not a tool's failure, and the instructions the model was given with it
+    ("Do not call it again...") are not the user's to read (a walkthrough saw both)."""
+    observation, _ = denial("check_bnb_availability", decision)
+    call = {"name": "check_bnb_availability", "args": {"town": "Suzhou"}, "id": "c1"}
+    reply = DemoChatModel().invoke([
+        HumanMessage("Any B&B rooms in Suzhou?"), AIMessage("", tool_calls=[call]),
+        ToolMessage(observation, tool_call_id="c1", status="error"),
+    ])  # fmt: skip
+    assert said in reply.text and "failed" not in reply.text
+    assert "Do not call it again" not in reply.text and "Answer without it" not in reply.text
+
+
+async def test_a_tool_the_policy_denies_is_said_so_in_the_answer():
+    def policy(name: str) -> ToolPolicy:
+        return ToolPolicy.DENY if name == "check_bnb_availability" else ToolPolicy.ALLOW
+
+    question = [HumanMessage("Any B&B rooms in Suzhou?")]
+    events = [e async for e in run(DemoChatModel(), default_tools(), question,
+                                   strategy=get_strategy("tool_calling"), limits=RunLimits(),
+                                   policy=policy)]  # fmt: skip
+    assert "did not run: this chat's policy does not allow it" in events[-1].output

@@ -167,6 +167,10 @@ async def test_a_denial_with_its_reason_is_the_calls_error_and_the_model_answers
     assert "no bookings this week" in step.result
     assert run.status == RunStatus.SUCCEEDED and run.output  # answered without it
     assert "Reason: no bookings this week" in frames and ">denied<" in frames
+    # A denial is not a tool that failed: the run's badge says "Succeeded", not "· 1 tool
+    # error" (a walkthrough read it as a fault), and the answer says what happened.
+    assert (run.tool_call_count, run.tool_error_count) == (3, 0)
+    assert "没有执行：审核人拒绝了这次调用（“no bookings this week”）" in run.output
     await tab.disconnect()
 
 
