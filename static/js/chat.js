@@ -272,6 +272,10 @@
       stickToBottom = true;
       scrollDown();
     }
-    if (input()) input().focus();
+    // The composer takes the focus, but not on a phone or a touch screen, where focus
+    // opens the on-screen keyboard over the conversation just opened.
+    if (input() && !window.matchMedia("(max-width: 720px), (pointer: coarse)").matches) {
+      input().focus();
+    }
   });
 })();

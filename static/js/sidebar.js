@@ -147,8 +147,19 @@
   }
   PHONE.addEventListener("change", fitPlaceholder);
 
+  // On a phone the header's badges are one line that scrolls sideways (app.css): a
+  // scrolling region is reached from the keyboard too, so it takes the focus there.
+  function fitHeader() {
+    var meta = document.querySelector(".chat-header .meta");
+    if (!meta) return;
+    if (PHONE.matches) meta.setAttribute("tabindex", "0");
+    else meta.removeAttribute("tabindex");
+  }
+  PHONE.addEventListener("change", fitHeader);
+
   document.addEventListener("DOMContentLoaded", function () {
     fitPlaceholder();
+    fitHeader();
     syncTitle();
     var header = document.querySelector(".chat-header");
     if (header) new MutationObserver(syncTitle).observe(header, {childList: true, subtree: true, characterData: true});

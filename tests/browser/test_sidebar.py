@@ -8,6 +8,7 @@ from itertools import pairwise
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.test_accessibility import assert_accessible
 from tests.timing import WAIT_MS
 
 pytestmark = pytest.mark.browser
@@ -229,6 +230,30 @@ def test_the_page_follows_the_systems_colour_scheme(live_app, browser_page, sche
         text = page.evaluate("getComputedStyle(document.body).color")
         assert all(int(v) > 200 for v in text[4:-1].split(", ")), text
     page.screenshot(path=str(ARTIFACTS / f"browser-sidebar-{scheme}.png"))
+
+
+def test_on_a_phone_the_header_is_two_lines_and_the_keyboard_stays_down(live_app, browser_page):
+    """The badges were three lines of a phone's screen, and the composer took the focus
+    on load, which opens a phone's keyboard over the conversation (walkthrough)."""
+    page = new_page(browser_page, viewport=PHONE)
+    page.goto(live_app.url + "/")
+    ask(page, "What is 17*23?")
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.evaluate("document.activeElement.id") != "composer-input"
+    tops = page.evaluate(
+        "[...document.querySelectorAll('.meta > span, .meta .settings > *')]"
+        ".filter(e => e.offsetParent).map(e => Math.round(e.getBoundingClientRect().top))"
+    )
+    assert len(tops) >= 3 and max(tops) - min(tops) <= 10, tops  # one line of badges
+    assert page.locator(".chat-header").bounding_box()["height"] < 100
+    page.screenshot(path=str(ARTIFACTS / "browser-phone-header.png"))
+    assert_accessible(page, "a phone's header")  # its line of badges scrolls from the keyboard
+
+    # On a desktop the composer has the focus at once.
+    desktop = new_page(browser_page, viewport={"width": 1366, "height": 900})
+    desktop.goto(live_app.url + "/")
+    desktop.wait_for_function("document.activeElement?.id === 'composer-input'")
 
 
 def test_the_header_with_a_model_menu_takes_at_most_two_lines_on_a_desktop(
