@@ -72,7 +72,7 @@ def _decide(
         user = request.user.get_username()
         why = ADMIN_DENIAL_WHY if reason else ADMIN_DENIAL
         reason = why.format(reason=reason, user=user)
-    for approval in queryset.select_related("run").order_by("requested_at", "pk"):
+    for approval in _ticked(request, queryset).select_related("run").order_by("requested_at", "pk"):
         try:
             conversation_id = approval.run.conversation_id
             decided = store.approval_decide(
@@ -92,6 +92,16 @@ def _decide(
         heartbeat = settings.AGENT_HEARTBEAT_S
         messages.success(request, DECIDED.format(verb=verb, count=len(cards), heartbeat=heartbeat))
     live.decisions_taken_sync(cards, ready)
+
+
+def _ticked(request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
+    """Return the calls ticked, with those the list's filter no longer matches: Django
+    hands an action only the ticked rows still in the filtered list, so a call decided
+    in the chat while staff looked at the waiting ones (or typed a denial's reason) was
+    left out with nothing said. Here the store refuses it with who decided and when."""
+    if request.POST.get("select_across") == "1":
+        return queryset  # "all N matching": the filter is what was chosen
+    return Approval.objects.filter(pk__in=request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
 
 
 @admin.action(description="Approve selected calls", permissions=["decide"])
@@ -119,7 +129,7 @@ def deny_selected(
         **modeladmin.admin_site.each_context(request),
         "title": "Deny the selected calls",
         "opts": modeladmin.model._meta,
-        "approvals": queryset.select_related("run"),
+        "approvals": _ticked(request, queryset).select_related("run"),
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "max_reason_chars": MAX_REASON_CHARS,
     }

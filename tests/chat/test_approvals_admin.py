@@ -262,6 +262,26 @@ def test_one_refusal_does_not_stop_the_other_selected_calls(alice):
     assert any("Denied 1 call" in m for m in said(response))
 
 
+def test_a_call_decided_meanwhile_is_refused_with_who_though_the_list_was_filtered(alice):
+    """Staff on the list of waiting calls tick one, and it is decided in the chat before
+    they press Go (or while they type a denial's reason): the list's filter no longer
+    matches it, yet they are told who decided it, not sent back with nothing said."""
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+    Approval.objects.filter(pk=approval.pk).update(
+        outcome="approved", decided_by_name="alice", decided_at=timezone.now()
+    )
+
+    for action, form in (("approve_selected", {}), ("deny_selected", {"confirm": "deny"})):
+        data = {"action": action, "_selected_action": [approval.pk], **form}
+        response = client.post(APPROVALS + "?outcome__exact=pending", data, follow=True)
+        assert any("already decided: approved by alice" in m for m in said(response)), action
+    approval.refresh_from_db()
+    assert approval.outcome == "approved" and approval.decided_by_name == "alice"
+
+
 # The run and conversation pages
 
 
