@@ -217,10 +217,12 @@
     if (dialogOpen()) return;
     // Esc in the conversation list (its search box, a rename box) is theirs: a search
     // field clears itself; the run goes on.
-    // So is Esc on a held call's card: someone editing its arguments is deciding on the
-    // call, not stopping the run (the card's Deny and the Stop button are there for that).
+    // So is Esc on a held call's card (its summary, Copy, the decision's form): someone
+    // there is deciding on the call, not stopping the run (the card's Deny and the Stop
+    // button are there for that).
     var target = event.target;
-    if (target && target.closest && target.closest(".sidebar, [data-approval-form]")) return;
+    var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending']";
+    if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
       "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
       " .stop-form button:not([disabled])");

@@ -137,6 +137,19 @@ def test_esc_stops_a_waiting_run_but_not_from_the_card_being_decided(start_app, 
     assert page.locator("[data-approval-form]").count() == 0
 
 
+def test_esc_on_any_part_of_the_held_card_leaves_the_run_waiting(start_app, browser_page):
+    """The card's summary (where Tab lands first) and its Copy button are the card too:
+    Esc there is not a stop of the whole run (README: "but a held call's card")."""
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    stop = page.locator(".run-status .stop")
+    for part in (f"{HELD} > summary", f"{HELD} button:has-text('Copy')"):
+        page.locator(part).first.focus()
+        page.keyboard.press("Escape")
+        assert stop.is_enabled() and stop.inner_text() == "Stop", part
+    assert page.locator(".run-status").first.get_attribute("data-status") == "waiting"
+
+
 def test_a_notice_about_something_else_leaves_a_sent_decision_alone(start_app, browser_page):
     """A sent decision's buttons stay disabled until its card comes back; only a refusal
     of that decision (said beside its buttons) makes them usable again, not any notice."""
