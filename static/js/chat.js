@@ -230,6 +230,19 @@
     event.preventDefault();
     stop.click();
   });
+  // Enter in a held call's reason field denies the call: the field is the denial's
+  // reason, and the browser's implicit submission would press the form's first button,
+  // Approve (running the call the person was giving a reason not to run).
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter" || event.defaultPrevented || event.isComposing) return;
+    var field = event.target;
+    if (!field || !field.matches || !field.matches("[data-approval-form] input[name=reason]")) {
+      return;
+    }
+    event.preventDefault();
+    var deny = field.form && field.form.querySelector("button.deny:not([disabled])");
+    if (deny) deny.click();
+  });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target) || approvalForm(event.target)) return;
     pending = input().value;
