@@ -51,10 +51,9 @@ LIST_TIME = "m-d H:i"
 ADMIN_DENIAL = "denied from the admin by {user}"
 ADMIN_DENIAL_WHY = "{reason} (denied from the admin by {user})"
 REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
-DECIDED = (
-    "{verb} {count} call(s); their runs go on now where the chat is open, else within "
-    "about {heartbeat:g} s."
-)
+DECIDED = "{verb} {count} call(s)."
+GOING_ON = " {count} run(s) go on now where the chat is open, else within about {heartbeat:g} s."
+STILL_WAITING = " {count} run(s) still wait for a decision on another call."
 
 
 def _decide(
@@ -68,6 +67,7 @@ def _decide(
     """
     cards: list[tuple[int, str]] = []
     ready: list[tuple[int, int]] = []
+    runs: set[int] = set()  # the runs of the calls decided
     if outcome == Outcome.DENIED:
         user = request.user.get_username()
         why = ADMIN_DENIAL_WHY if reason else ADMIN_DENIAL
@@ -85,12 +85,17 @@ def _decide(
             continue
         step = store.step_for_card(step_id=approval.step_id)
         cards.append((conversation_id, fragments.step_replaced(step)))
+        runs.add(approval.run_id)
         if decided.run_ready:
             ready.append((conversation_id, approval.run_id))
     if cards:
         verb = "Approved" if outcome == Outcome.APPROVED else "Denied"
-        heartbeat = settings.AGENT_HEARTBEAT_S
-        messages.success(request, DECIDED.format(verb=verb, count=len(cards), heartbeat=heartbeat))
+        note = DECIDED.format(verb=verb, count=len(cards))
+        if ready:
+            note += GOING_ON.format(count=len(ready), heartbeat=settings.AGENT_HEARTBEAT_S)
+        if waiting := len(runs - {run_id for _, run_id in ready}):
+            note += STILL_WAITING.format(count=waiting)
+        messages.success(request, note)
     live.decisions_taken_sync(cards, ready)
 
 
