@@ -51,10 +51,9 @@ LIST_TIME = "m-d H:i"
 ADMIN_DENIAL = "denied from the admin by {user}"
 ADMIN_DENIAL_WHY = "{reason} (denied from the admin by {user})"
 REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
-DECIDED = (
-    "{verb} {count} call(s); their runs go on now where the chat is open, else within "
-    "about {heartbeat:g} s."
-)
+DECIDED = "{verb} {count} call(s)."
+GOING_ON = " {count} run(s) go on now where the chat is open, else within about {heartbeat:g} s."
+STILL_WAITING = " {count} run(s) still wait for a decision on another call."
 
 
 def _decide(
@@ -68,11 +67,12 @@ def _decide(
     """
     cards: list[tuple[int, str]] = []
     ready: list[tuple[int, int]] = []
+    runs: set[int] = set()  # the runs of the calls decided
     if outcome == Outcome.DENIED:
         user = request.user.get_username()
         why = ADMIN_DENIAL_WHY if reason else ADMIN_DENIAL
         reason = why.format(reason=reason, user=user)
-    for approval in queryset.select_related("run").order_by("requested_at", "pk"):
+    for approval in _ticked(request, queryset).select_related("run").order_by("requested_at", "pk"):
         try:
             conversation_id = approval.run.conversation_id
             decided = store.approval_decide(
@@ -85,13 +85,28 @@ def _decide(
             continue
         step = store.step_for_card(step_id=approval.step_id)
         cards.append((conversation_id, fragments.step_replaced(step)))
+        runs.add(approval.run_id)
         if decided.run_ready:
             ready.append((conversation_id, approval.run_id))
     if cards:
         verb = "Approved" if outcome == Outcome.APPROVED else "Denied"
-        heartbeat = settings.AGENT_HEARTBEAT_S
-        messages.success(request, DECIDED.format(verb=verb, count=len(cards), heartbeat=heartbeat))
+        note = DECIDED.format(verb=verb, count=len(cards))
+        if ready:
+            note += GOING_ON.format(count=len(ready), heartbeat=settings.AGENT_HEARTBEAT_S)
+        if waiting := len(runs - {run_id for _, run_id in ready}):
+            note += STILL_WAITING.format(count=waiting)
+        messages.success(request, note)
     live.decisions_taken_sync(cards, ready)
+
+
+def _ticked(request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
+    """Return the calls ticked, with those the list's filter no longer matches: Django
+    hands an action only the ticked rows still in the filtered list, so a call decided
+    in the chat while staff looked at the waiting ones (or typed a denial's reason) was
+    left out with nothing said. Here the store refuses it with who decided and when."""
+    if request.POST.get("select_across") == "1":
+        return queryset  # "all N matching": the filter is what was chosen
+    return Approval.objects.filter(pk__in=request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
 
 
 @admin.action(description="Approve selected calls", permissions=["decide"])
@@ -119,7 +134,7 @@ def deny_selected(
         **modeladmin.admin_site.each_context(request),
         "title": "Deny the selected calls",
         "opts": modeladmin.model._meta,
-        "approvals": queryset.select_related("run"),
+        "approvals": _ticked(request, queryset).select_related("run"),
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "max_reason_chars": MAX_REASON_CHARS,
     }

@@ -100,7 +100,14 @@ REFUSED_DELETED = "conversation {conversation_id} was deleted by its owner"
 
 
 class FrameError(MessageError):
-    """A websocket frame the chat cannot use; the message is shown to the user."""
+    """A websocket frame the chat cannot use; the message is shown to the user.
+
+    ``step_id`` is the held call's step of a refused decision, whose card says it beside
+    its buttons (and the page makes them usable again only then)."""
+
+    def __init__(self, message: str, *, step_id: int | None = None) -> None:
+        super().__init__(message)
+        self.step_id = step_id
 
 
 CANCEL = "cancel"
@@ -166,16 +173,16 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
         raise FrameError(NOT_A_HELD_CALL)
     arguments, reason = payload.get("arguments"), payload.get("reason", "")
     if arguments is not None and not isinstance(arguments, str):
-        raise FrameError(BAD_DECISION)
+        raise FrameError(BAD_DECISION, step_id=step)
     if not isinstance(reason, str):
-        raise FrameError(BAD_DECISION)
+        raise FrameError(BAD_DECISION, step_id=step)
     reason = reason.strip()
     if len(reason) > MAX_REASON_CHARS:
-        raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS))
+        raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS), step_id=step)
     for text in (reason, arguments or ""):
         bad = unstorable(text)
         if bad is not None:
-            raise FrameError(UNSTORABLE.format(what=bad))
+            raise FrameError(UNSTORABLE.format(what=bad), step_id=step)
     always = payload.get("always") in (True, "on", "true", "1")
     return DecisionFrame(step_id=step, approve=decision == "approve",
                          arguments=arguments if arguments and arguments.strip() else None,
@@ -393,7 +400,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             content = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
         except FrameError as exc:
-            await self.send(text_data=fragments.error(str(exc)))
+            html = fragments.error(str(exc))
+            if exc.step_id is not None:  # a decision: said beside its card's buttons too
+                html += fragments.approval_error(exc.step_id, str(exc))
+            await self.send(text_data=html)
             return
         if isinstance(content, StopRequest):
             await self._cancel_run()

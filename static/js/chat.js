@@ -217,16 +217,31 @@
     if (dialogOpen()) return;
     // Esc in the conversation list (its search box, a rename box) is theirs: a search
     // field clears itself; the run goes on.
-    // So is Esc on a held call's card: someone editing its arguments is deciding on the
-    // call, not stopping the run (the card's Deny and the Stop button are there for that).
+    // So is Esc on a held call's card (its summary, Copy, the decision's form): someone
+    // there is deciding on the call, not stopping the run (the card's Deny and the Stop
+    // button are there for that).
     var target = event.target;
-    if (target && target.closest && target.closest(".sidebar, [data-approval-form]")) return;
+    var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending']";
+    if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
       "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
       " .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
     stop.click();
+  });
+  // Enter in a held call's reason field denies the call: the field is the denial's
+  // reason, and the browser's implicit submission would press the form's first button,
+  // Approve (running the call the person was giving a reason not to run).
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter" || event.defaultPrevented || event.isComposing) return;
+    var field = event.target;
+    if (!field || !field.matches || !field.matches("[data-approval-form] input[name=reason]")) {
+      return;
+    }
+    event.preventDefault();
+    var deny = field.form && field.form.querySelector("button.deny:not([disabled])");
+    if (deny) deny.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target) || approvalForm(event.target)) return;

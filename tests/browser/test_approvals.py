@@ -100,6 +100,21 @@ def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
         assert page.locator(".run").nth(1).locator(".turn.answer").count() == 1
 
 
+def test_enter_in_the_denials_reason_denies_the_call(start_app, browser_page):
+    """The reason field is a denial's: Enter there denies. The browser's implicit
+    submission pressed the form's first button, Approve, so a typed "do not book" ran
+    the booking."""
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    reason = page.locator(f"{HELD} input[name=reason]")
+    reason.fill("do not book anything")
+    reason.press("Enter")
+    wait_status(page, 0, "succeeded")
+    evidence = page.locator(f"{HELD} .approval-evidence")
+    assert evidence.get_attribute("data-approval") == "denied"
+    assert "do not book anything" in evidence.text_content()
+
+
 def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, browser_page):
     page = browser_page
     ask_and_wait(start_app(env=POLICY), page)
@@ -135,6 +150,19 @@ def test_esc_stops_a_waiting_run_but_not_from_the_card_being_decided(start_app, 
     page.keyboard.press("Escape")
     wait_status(page, 0, "cancelled")
     assert page.locator("[data-approval-form]").count() == 0
+
+
+def test_esc_on_any_part_of_the_held_card_leaves_the_run_waiting(start_app, browser_page):
+    """The card's summary (where Tab lands first) and its Copy button are the card too:
+    Esc there is not a stop of the whole run (README: "but a held call's card")."""
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    stop = page.locator(".run-status .stop")
+    for part in (f"{HELD} > summary", f"{HELD} button:has-text('Copy')"):
+        page.locator(part).first.focus()
+        page.keyboard.press("Escape")
+        assert stop.is_enabled() and stop.inner_text() == "Stop", part
+    assert page.locator(".run-status").first.get_attribute("data-status") == "waiting"
 
 
 def test_a_notice_about_something_else_leaves_a_sent_decision_alone(start_app, browser_page):

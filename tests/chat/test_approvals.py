@@ -152,6 +152,23 @@ async def test_edited_arguments_are_checked_against_the_tools_schema_then_run():
     await tab.disconnect()
 
 
+async def test_a_decision_with_characters_no_database_stores_is_refused_beside_its_card():
+    """The page makes a card's buttons usable again only on a refusal said beside them
+    (its approval-error line): a reason or arguments with a NUL, refused before the
+    store is asked, must be said there too, or the card stays disabled until a reload."""
+    user, conversation = await make_conversation()
+    tab, _ = await ask_and_wait(conversation, user)
+    _, step, _ = await rows(conversation.pk)
+
+    for fields in ({"reason": "no\x00thanks"}, {"arguments": '{"town": "Su\x00zhou"}'}):
+        choice = "deny" if "reason" in fields else "approve"
+        await tab.send_to(text_data=decision(step.pk, choice, **fields))
+        refused = await tab.receive_from()
+        assert "NUL" in refused and f'id="step-{step.pk}-approval-error"' in refused, fields
+    assert (await rows(conversation.pk))[2].outcome == ApprovalOutcome.PENDING
+    await tab.disconnect()
+
+
 async def test_a_denial_with_its_reason_is_the_calls_error_and_the_model_answers_around_it():
     user, conversation = await make_conversation()
     tab, _ = await ask_and_wait(conversation, user)

@@ -262,6 +262,50 @@ def test_one_refusal_does_not_stop_the_other_selected_calls(alice):
     assert any("Denied 1 call" in m for m in said(response))
 
 
+def test_a_call_decided_meanwhile_is_refused_with_who_though_the_list_was_filtered(alice):
+    """Staff on the list of waiting calls tick one, and it is decided in the chat before
+    they press Go (or while they type a denial's reason): the list's filter no longer
+    matches it, yet they are told who decided it, not sent back with nothing said."""
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+    Approval.objects.filter(pk=approval.pk).update(
+        outcome="approved", decided_by_name="alice", decided_at=timezone.now()
+    )
+
+    for action, form in (("approve_selected", {}), ("deny_selected", {"confirm": "deny"})):
+        data = {"action": action, "_selected_action": [approval.pk], **form}
+        response = client.post(APPROVALS + "?outcome__exact=pending", data, follow=True)
+        assert any("already decided: approved by alice" in m for m in said(response)), action
+    approval.refresh_from_db()
+    assert approval.outcome == "approved" and approval.decided_by_name == "alice"
+
+
+def test_deciding_one_of_a_runs_two_held_calls_says_the_run_still_waits(alice):
+    """The run goes on only once none of its calls waits: the admin's note must not say
+    it goes on now when another of its calls still waits for a decision."""
+    _, conversation = alice
+    first = held_call(conversation)
+    step = AgentStep.objects.create(
+        run=first.run, ordinal=3, iteration=1, kind="tool_call", status="pending",
+        started_at=first.requested_at, tool_name="weather_forecast", tool_call_id="call_b",
+        arguments={"town": "Suzhou"},
+    )  # fmt: skip
+    second = Approval.objects.create(
+        run=first.run, step=step, tool_name="weather_forecast", tool_call_id="call_b",
+        arguments=step.arguments, requested_at=first.requested_at,
+    )  # fmt: skip
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+
+    notes = said(act(client, "deny_selected", first))
+    assert any("still wait for a decision on another call" in m for m in notes), notes
+    assert not any("go on now" in m for m in notes), notes
+    notes = said(act(client, "approve_selected", second))
+    assert any("go on now" in m for m in notes) and not any("still wait" in m for m in notes)
+
+
 # The run and conversation pages
 
 
