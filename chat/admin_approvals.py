@@ -169,6 +169,22 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("chat.decide_approval")
 
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], add: bool = False,
+        change: bool = False, form_url: str = "", obj: Approval | None = None,
+    ) -> HttpResponse:  # fmt: skip
+        """Offer Approve and Deny on a waiting call's page to staff who may decide.
+
+        Each is a form posting the list's action for this call (``decide_url``, with
+        ``_selected_action`` its pk), so the page decides through :func:`approve_selected`
+        and :func:`deny_selected` as the list does, and returns to the list with the
+        message. A decided call, or staff without ``chat.decide_approval``, get none.
+        """
+        if obj is not None and obj.is_pending and self.has_decide_permission(request):
+            context["decide_url"] = reverse("admin:chat_approval_changelist")
+            context["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     @admin.display(description="tool", ordering="tool_name")
     def tool(self, approval: Approval) -> SafeString:
         return reveal_hidden(approval.tool_name or "(no name)")

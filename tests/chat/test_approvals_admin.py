@@ -5,6 +5,7 @@ conversation page."""
 from __future__ import annotations
 
 from datetime import timedelta
+from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -260,6 +261,86 @@ def test_one_refusal_does_not_stop_the_other_selected_calls(alice):
     assert (expired.outcome, waiting.outcome) == ("expired", "denied")
     assert any("already decided: expired" in m for m in said(response))
     assert any("Denied 1 call" in m for m in said(response))
+
+
+def decide_forms(client: Client, approval: Approval) -> dict[str, dict[str, list[str]]]:
+    """Return the decision forms on the approval's page, by their action: each form's
+    target and fields (name -> values), as a browser would post them."""
+
+    class Forms(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.forms: list[dict] = []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            attrs = dict(attrs)
+            if tag == "form":
+                self.forms.append({"target": attrs.get("action"), "fields": {}})
+            elif tag == "input" and self.forms and attrs.get("name"):
+                fields = self.forms[-1]["fields"]
+                fields.setdefault(attrs["name"], []).append(attrs.get("value", ""))
+
+    page = client.get(f"{APPROVALS}{approval.pk}/change/")
+    assert page.status_code == 200
+    parser = Forms()
+    parser.feed(page.content.decode())
+    return {f["fields"]["action"][0]: f for f in parser.forms if "action" in f["fields"]}
+
+
+def test_a_waiting_calls_page_approves_it_through_the_lists_action(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    other = held_call(conversation)
+    client = Client(enforce_csrf_checks=True)
+    reviewer = staff(client, "view_approval", "decide_approval")
+
+    forms = decide_forms(client, approval)
+    assert set(forms) == {"approve_selected", "deny_selected"}
+    approve = forms["approve_selected"]
+    assert approve["target"] == APPROVALS
+    assert approve["fields"]["_selected_action"] == [str(approval.pk)]
+    assert approve["fields"]["csrfmiddlewaretoken"][0]
+    response = client.post(approve["target"], approve["fields"], follow=True)
+
+    approval.refresh_from_db()
+    other.refresh_from_db()
+    assert (approval.outcome, approval.decided_by) == ("approved", reviewer)
+    assert other.outcome == "pending"  # only the page's own call
+    assert response.request["PATH_INFO"] == APPROVALS
+    assert any("Approved 1 call" in message for message in said(response))
+
+
+def test_a_waiting_calls_page_denies_it_after_asking_for_the_reason(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client(enforce_csrf_checks=True)
+    staff(client, "view_approval", "decide_approval")
+
+    deny = decide_forms(client, approval)["deny_selected"]
+    asked = client.post(deny["target"], deny["fields"])
+    approval.refresh_from_db()
+    assert approval.outcome == "pending"  # the first post asks for the reason
+    assert asked.status_code == 200 and 'name="reason"' in asked.content.decode()
+    confirm = {**deny["fields"], "confirm": "deny", "reason": "Too dear."}  # as its form posts
+    response = client.post(APPROVALS, confirm, follow=True)
+
+    approval.refresh_from_db()
+    assert approval.outcome == "denied"
+    assert approval.reason == "Too dear. (denied from the admin by reviewer)"
+    assert any("Denied 1 call" in message for message in said(response))
+
+
+def test_a_calls_page_offers_no_decision_without_the_permission_or_once_decided(alice):
+    _, conversation = alice
+    waiting = held_call(conversation)
+    decided = held_call(conversation, outcome="approved")
+    viewer, decider = Client(), Client()
+    staff(viewer)
+    staff(decider, "view_approval", "decide_approval", username="decider")
+
+    assert decide_forms(viewer, waiting) == {}
+    assert decide_forms(decider, decided) == {}
+    assert set(decide_forms(decider, waiting)) == {"approve_selected", "deny_selected"}
 
 
 # The run and conversation pages
