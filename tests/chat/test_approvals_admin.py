@@ -112,6 +112,24 @@ def test_the_list_shows_each_held_call_with_its_run_and_owner_and_its_page_the_c
     assert "Trip to Suzhou" in page
 
 
+def test_the_list_previews_long_arguments_with_all_of_them_on_hover(alice):
+    _, conversation = alice
+    note = "a quiet room near the Humble Administrator's Garden, " * 3
+    held_call(conversation, arguments={"town": "苏州", "note": note})
+    client = Client()
+    staff(client)
+
+    response = client.get(APPROVALS)
+
+    html = response.content.decode()
+    title = html.split('class="arguments-preview" title="')[1].split('"')[0]
+    assert title.count("Humble Administrator&#x27;s Garden") == 3  # all of it, on hover
+    # The start of it in the cell, each word kept whole across lines.
+    assert '<span class="word">quiet</span> <span class="word">room</span>' in html
+    headers = [header["text"] for header in response.context["result_headers"]]
+    assert "decided by" in headers and "decided by name" not in headers
+
+
 def test_waiting_calls_come_first_oldest_first_then_the_decided_newest_first(alice):
     _, conversation = alice
     now = timezone.now()
