@@ -4,6 +4,7 @@ conversation page."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from html.parser import HTMLParser
 
@@ -403,6 +404,52 @@ def test_the_run_page_of_a_waiting_run_costs_the_same_queries_with_more_held_cal
                                 requested_at=run.started_at)  # fmt: skip
     with django_assert_max_num_queries(len(one)):
         client.get(f"/admin/chat/agentrun/{run.pk}/change/")
+
+
+def readonly(html: str, field: str) -> str:
+    """Return the text of a run page's read-only field (``tool_calls``, ...)."""
+    after = html.split(f'field-{field}">', 1)[1]  # its own box, not its row's classes
+    shown = after.split('<div class="readonly">', 1)[1].split("</div>", 1)[0]
+    return re.sub(r"<[^>]+>", "", shown).strip()
+
+
+def test_the_page_of_a_waiting_run_counts_its_tool_calls_so_far(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    run = approval.run
+    AgentRun.objects.filter(pk=run.pk).update(tool_call_count=0)  # stored at the run's end
+    for ordinal, status, result in ((3, "success", "2 rooms"), (4, "error", "timed out")):
+        AgentStep.objects.create(
+            run=run, ordinal=ordinal, iteration=1, kind="tool_call", status=status,
+            started_at=run.started_at, tool_name="calculator", tool_call_id=f"c{ordinal}",
+            result=result,
+        )  # fmt: skip
+    client = Client()
+    staff(client, "view_agentrun")
+    page = f"/admin/chat/agentrun/{run.pk}/change/"
+
+    html = client.get(page).content.decode()
+    assert readonly(html, "tool_calls") == "3 so far (1 waiting for approval)"
+    assert readonly(html, "errors") == "1"  # the call that timed out
+
+    # Decided, not yet resumed: its step is still pending, but nothing waits any more.
+    Approval.objects.filter(pk=approval.pk).update(outcome="approved")
+    assert readonly(client.get(page).content.decode(), "tool_calls") == "3 so far"
+
+
+def test_a_waiting_runs_page_says_since_when_it_waits_and_how_long_it_waited_before(alice):
+    _, conversation = alice
+    run = held_call(conversation).run
+    client = Client()
+    staff(client, "view_agentrun")
+    page = f"/admin/chat/agentrun/{run.pk}/change/"
+
+    first = readonly(client.get(page).content.decode(), "waited_shown")
+    assert first.startswith("waiting since ") and "before" not in first
+
+    AgentRun.objects.filter(pk=run.pk).update(waited_ms=2500)
+    again = readonly(client.get(page).content.decode(), "waited_shown")
+    assert again.startswith("2.5 s before; waiting again since "), again
 
 
 def test_the_run_list_filters_runs_waiting_for_approval(alice):
