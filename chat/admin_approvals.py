@@ -241,8 +241,8 @@ class ApprovalAdmin(ReadOnlyAdmin):
     @admin.display(description="decided by", ordering="decided_by_name")
     def decided_by_shown(self, approval: Approval) -> str:
         """Return who decided, by the name kept should the user be deleted (the column
-        would read "decided by name")."""
-        return approval.decided_by_name
+        would read "decided by name"); "–" for nobody yet, as the times read."""
+        return approval.decided_by_name or "–"
 
     @admin.display(description="decided", ordering="decided_at")
     def decided(self, approval: Approval) -> str:

@@ -197,3 +197,25 @@ def test_the_approvals_list_fits_with_readable_arguments_and_the_waiting_call_fi
     assert breaks, "the seeded arguments are longer than one line"
     assert all(before.endswith(" ") for before in breaks), breaks
     page.screenshot(path=str(ARTIFACTS / f"admin-approvals-{scheme}-{width}.png"))
+
+
+def test_a_waiting_calls_page_fits_1280_px_and_its_approve_button_decides_it(
+    start_app, browser_page
+):
+    app = start_app()
+    seed(app.database, APPROVALS_SEED)
+    page = browser_page
+    open_list(page, app, "/admin/chat/approval/", width=1280)
+    page.click("#result_list tbody tr >> nth=0 >> a")  # the waiting call, first
+
+    # Its long arguments wrap in their box instead of running off the page.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    box = page.locator(".field-arguments_full pre").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1280, box
+    page.screenshot(path=str(ARTIFACTS / "admin-approval-waiting.png"))
+
+    page.click(".approval-decide input[value=Approve]")
+    page.wait_for_selector(".messagelist .success")
+    assert page.url.endswith("/admin/chat/approval/")
+    assert "Approved 1 call" in page.locator(".messagelist").inner_text()
+    assert page.locator("#result_list strong", has_text="Waiting").count() == 0
