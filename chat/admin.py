@@ -19,7 +19,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
@@ -34,11 +34,24 @@ from chat.admin_approvals import ToolGrantInline
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
-from chat.models import AgentRun, AgentStep, Conversation, Message, ModelPrice, StepKind
+from chat.models import (
+    AgentRun,
+    AgentStep,
+    ApprovalOutcome,
+    Conversation,
+    Message,
+    ModelPrice,
+    RunStatus,
+    StepKind,
+)
 from chat.runs import model_badge
+from chat.store.rows import count_tool_calls
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
 BOM_PARAM = "bom"
+# A run's counts are stored when it ends; its page counts a run still going from its steps.
+NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
+CALLS_WAITING = "calls_waiting_for_approval"
 
 
 def _wants_bom(request: HttpRequest) -> bool:
@@ -243,11 +256,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="waited for approval")
     def waited_shown(self, run: AgentRun) -> str:
         """Return the time the run waited for people (not counted in its time limit), and
-        since when it waits now."""
-        waited = duration(run.waited_ms) if run.waited_ms else "–"
+        since when it waits now: "waiting since …" for its first wait, "2.5 s before;
+        waiting again since …" after an earlier one."""
+        waited = duration(run.waited_ms) if run.waited_ms else ""
         if run.paused_at is None:
-            return waited
-        return f"{waited} before; waiting since {when(run.paused_at)}"
+            return waited or "–"
+        if not waited:
+            return f"waiting since {when(run.paused_at)}"
+        return f"{waited} before; waiting again since {when(run.paused_at)}"
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, run: AgentRun) -> str:
@@ -274,8 +290,15 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return run.iterations
 
     @admin.display(description="tool calls", ordering="tool_call_count")
-    def tool_calls(self, run: AgentRun) -> int:
-        return run.tool_call_count
+    def tool_calls(self, run: AgentRun) -> int | str:
+        """Return the stored count; on the page of a run not ended, the calls so far
+        (counted by :meth:`get_object`) and how many of them wait for approval."""
+        waiting = getattr(run, CALLS_WAITING, None)
+        if waiting is None:
+            return run.tool_call_count
+        if waiting:
+            return f"{run.tool_call_count} so far ({waiting} waiting for approval)"
+        return f"{run.tool_call_count} so far"
 
     @admin.display(description="errors", ordering="tool_error_count")
     def errors(self, run: AgentRun) -> SafeString:
@@ -364,6 +387,30 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="error")
     def run_error(self, run: AgentRun) -> SafeString | str:
         return format_html(PRE, reveal_hidden(run.error)) if run.error else "–"
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> AgentRun | None:
+        """Return the run; one not ended (running, or waiting for approval) with its tool
+        call and error counts so far, from its steps in one query.
+
+        Those counts are stored when the run ends (:func:`chat.store.rows.count_tool_calls`
+        with the same rules), so a run still going read "Tool calls: 0" while its
+        calls had finished. Sets ``CALLS_WAITING``: the calls held for a decision.
+        """
+        run = super().get_object(request, object_id, from_field)
+        if run is None or run.status not in NOT_ENDED:
+            return run
+        # A decided call's step stays pending until the run resumes: its approval says.
+        steps = list(
+            run.steps.only("run", "kind", "status", "error_type", "result").annotate(
+                approval_outcome=F("approval__outcome")
+            )
+        )
+        count_tool_calls(run, steps)
+        waiting = sum(1 for step in steps if step.approval_outcome == ApprovalOutcome.PENDING)
+        setattr(run, CALLS_WAITING, waiting)
+        return run
 
     # Search
 

@@ -28,7 +28,7 @@ from django.template.defaultfilters import truncatechars
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from agents.approvals import Outcome
@@ -42,7 +42,11 @@ from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.chat_tags import reveal_hidden
 from chat.validation import unstorable
 
-ARGUMENTS_PREVIEW_CHARS = 48
+ARGUMENTS_PREVIEW_CHARS = 80
+# Words up to this long are never cut across lines in the preview (a date, a town).
+ARGUMENTS_WORD_CHARS = 24
+# A tool's arguments can be long (a search query, a note): the hover shows this much.
+ARGUMENTS_TITLE_CHARS = 1000
 REASON_PREVIEW_CHARS = 40
 # The list's times, in the admin's time zone: month, day and time (the page shows the year).
 LIST_TIME = "m-d H:i"
@@ -147,11 +151,12 @@ class ApprovalAdmin(ReadOnlyAdmin):
     the decided ones (newest first). Rows are evidence: nobody edits or deletes them (they
     go with their run)."""
 
-    # Fits 1366 px (tests/browser/test_admin_layout.py): the outcome beside the tool, the
-    # conversation reached through its run.
+    # Fits 1280 px (tests/browser/test_admin_layout.py): the outcome beside the tool, a
+    # waiting call's expiry under its outcome (only a waiting call's matters), the
+    # conversation reached through its run; what is left goes to the arguments.
     list_display = (
         "tool", "outcome_shown", "arguments_preview", "run_link", "owner", "requested",
-        "expires", "decided_by_name", "decided", "reason_preview",
+        "decided_by_shown", "decided", "reason_preview",
     )  # fmt: skip
     list_display_links = ("tool",)
     list_filter = ("outcome",)
@@ -169,12 +174,12 @@ class ApprovalAdmin(ReadOnlyAdmin):
     )  # fmt: skip
     fields = (
         ("tool", "tool_call_id"), ("run_link", "conversation_link", "owner"),
-        ("requested_full", "expires_full"), ("outcome", "decided_by_name", "decided_full"),
+        ("requested_full", "expires_full"), ("outcome", "decided_by_shown", "decided_full"),
         "reason", "always_allowed", "arguments_full", "edited_arguments_full",
     )  # fmt: skip
     readonly_fields = (
         "tool", "tool_call_id", "run_link", "conversation_link", "owner", "requested_full",
-        "expires_full", "outcome", "decided_by_name", "decided_full", "reason",
+        "expires_full", "outcome", "decided_by_shown", "decided_full", "reason",
         "always_allowed", "arguments_full", "edited_arguments_full",
     )  # fmt: skip
 
@@ -184,19 +189,47 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("chat.decide_approval")
 
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], add: bool = False,
+        change: bool = False, form_url: str = "", obj: Approval | None = None,
+    ) -> HttpResponse:  # fmt: skip
+        """Offer Approve and Deny on a waiting call's page to staff who may decide.
+
+        Each is a form posting the list's action for this call (``decide_url``, with
+        ``_selected_action`` its pk), so the page decides through :func:`approve_selected`
+        and :func:`deny_selected` as the list does, and returns to the list with the
+        message. A decided call, or staff without ``chat.decide_approval``, get none.
+        """
+        if obj is not None and obj.is_pending and self.has_decide_permission(request):
+            context["decide_url"] = reverse("admin:chat_approval_changelist")
+            context["action_checkbox_name"] = helpers.ACTION_CHECKBOX_NAME
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
     @admin.display(description="tool", ordering="tool_name")
     def tool(self, approval: Approval) -> SafeString:
         return reveal_hidden(approval.tool_name or "(no name)")
 
     @admin.display(description="arguments")
     def arguments_preview(self, approval: Approval) -> SafeString:
-        """Return the arguments it runs with, marked when a person edited them."""
+        """Return the arguments it runs with, marked when a person edited them: the
+        start on one line (change_list.html clamps it to the column), all of them (up to
+        ``ARGUMENTS_TITLE_CHARS``) in its title, on hover."""
         edited = approval.edited_arguments is not None
-        shown = approval.edited_arguments if edited else approval.arguments
-        text = reveal_hidden(truncatechars(arguments_json(shown, None), ARGUMENTS_PREVIEW_CHARS))
+        shown = arguments_json(approval.edited_arguments if edited else approval.arguments, None)
+        # Lines break at the spaces JSON puts after its commas and colons: each shorter
+        # word is kept whole (Chromium would break "2026-12-24" after a hyphen); a longer
+        # one (a URL) may still break where it must.
+        words = truncatechars(shown, ARGUMENTS_PREVIEW_CHARS).split(" ")
+        text = format_html_join(" ", "{}", (
+            (format_html('<span class="word">{}</span>', reveal_hidden(word))
+             if len(word) <= ARGUMENTS_WORD_CHARS else reveal_hidden(word),)
+            for word in words
+        ))  # fmt: skip
+        title = truncatechars(shown, ARGUMENTS_TITLE_CHARS)
+        preview = format_html('<code class="arguments-preview" title="{}">{}</code>', title, text)
         if edited:
-            return format_html('<code>{}</code> <span class="trace-quiet">(edited)</span>', text)
-        return format_html("<code>{}</code>", text)
+            return format_html('{} <span class="trace-quiet">(edited)</span>', preview)
+        return preview
 
     @admin.display(description="run", ordering="run_id")
     def run_link(self, approval: Approval) -> SafeString:
@@ -220,11 +253,11 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def requested(self, approval: Approval) -> str:
         return when(approval.requested_at, LIST_TIME)
 
-    @admin.display(description="expires", ordering="expires_at")
-    def expires(self, approval: Approval) -> str:
-        if approval.expires_at is None:
-            return "never"
-        return when(approval.expires_at, LIST_TIME)
+    @admin.display(description="decided by", ordering="decided_by_name")
+    def decided_by_shown(self, approval: Approval) -> str:
+        """Return who decided, by the name kept should the user be deleted (the column
+        would read "decided by name"); "–" for nobody yet, as the times read."""
+        return approval.decided_by_name or "–"
 
     @admin.display(description="decided", ordering="decided_at")
     def decided(self, approval: Approval) -> str:
@@ -236,11 +269,18 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="outcome", ordering="outcome")
     def outcome_shown(self, approval: Approval) -> SafeString:
-        """The outcome, a waiting call's in bold: the rows someone must act on."""
+        """The outcome, a waiting call's in bold (the rows someone must act on) with
+        when it expires as denied: "Waiting until 12-01 23:48"."""
         label = approval.get_outcome_display()
-        if approval.is_pending:
+        if not approval.is_pending:
+            return format_html("{}", label)
+        if approval.expires_at is None:
             return format_html("<strong>{}</strong>", label)
-        return format_html("{}", label)
+        return format_html(
+            '<strong>{}</strong> <span class="trace-quiet">until <span class="expiry">{}</span>'
+            "</span>",
+            label, when(approval.expires_at, LIST_TIME),
+        )  # fmt: skip
 
     @admin.display(description="requested at")
     def requested_full(self, approval: Approval) -> str:

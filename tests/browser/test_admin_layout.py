@@ -1,6 +1,7 @@
-"""The admin's run list at 1366 px: every column in view, no sideways scrolling, with the
-longest values a real day stores (long usernames and model names, the longest status,
-six-digit token counts, tool and format errors)."""
+"""The admin's lists at 1366 px (the approvals list at 1280 px too): every column in
+view, no sideways scrolling, with the longest values a real day stores (long usernames
+and model names, the longest status, six-digit token counts, tool and format errors,
+long tool arguments)."""
 
 from __future__ import annotations
 
@@ -57,10 +58,10 @@ def seed(database, code: str = SEED) -> None:
                    check=True, timeout=2 * WAIT_S)  # fmt: skip
 
 
-def open_list(page, app, path: str, scheme: str = "light") -> dict:
-    """Log in as root, open the admin list at ``path`` at 1366 px in ``scheme``, and
+def open_list(page, app, path: str, scheme: str = "light", width: int = 1366) -> dict:
+    """Log in as root, open the admin list at ``path`` at ``width`` px in ``scheme``, and
     return its widths: the page's and the results' scroll and box widths."""
-    page.set_viewport_size({"width": 1366, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
     page.emulate_media(color_scheme=scheme)
     page.goto(f"{app.url}/admin/login/?next={path}")
     page.fill("#id_username", "root")
@@ -147,19 +148,74 @@ for i, outcome in enumerate(["pending", "approved", "denied", "expired"]):
 """
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_approvals_list_fits_1366_px_with_the_waiting_call_first(
-    start_app, browser_page, scheme
+# Where the arguments' preview wraps: the text just before each new line's first character.
+ARGUMENT_BREAKS = """() => {
+    const code = document.querySelector('#result_list td.field-arguments_preview code');
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    const range = document.createRange(), breaks = [];
+    let top = null, before = '';
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+        for (let i = 0; i < text.length; i++) {
+            range.setStart(text, i); range.setEnd(text, i + 1);
+            const rect = range.getClientRects()[0];
+            if (rect && rect.width > 0) {
+                if (top !== null && rect.top > top + 2) breaks.push(before);
+                top = rect.top;
+            }
+            before += text.data[i];
+        }
+    }
+    return breaks;
+}"""
+
+
+@pytest.mark.parametrize(("scheme", "width"), [("light", 1366), ("dark", 1366), ("light", 1280)])
+def test_the_approvals_list_fits_with_readable_arguments_and_the_waiting_call_first(
+    start_app, browser_page, scheme, width
 ):
     app = start_app()
     seed(app.database, APPROVALS_SEED)
     page = browser_page
-    widths = open_list(page, app, "/admin/chat/approval/", scheme)
+    widths = open_list(page, app, "/admin/chat/approval/", scheme, width)
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
     first = page.locator("#result_list tbody tr").first
     assert first.locator("strong").inner_text() == "Waiting"
-    # No cell spills into the next (the tool names are the longest words).
-    assert page.evaluate("""() => Array.from(document.querySelectorAll('#result_list td'))
-        .every(td => td.scrollWidth <= td.clientWidth)""")
-    page.screenshot(path=str(ARTIFACTS / f"admin-approvals-{scheme}.png"))
+    assert "until " in first.locator("td.field-outcome_shown").inner_text()  # its expiry
+    # No cell or header spills into the next (the tool names are the longest words).
+    spilling = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#result_list td, #result_list th')).filter(cell => cell.scrollWidth > cell.clientWidth)
+        .map(cell => cell.className + ': ' + cell.innerText)""")
+    assert spilling == [], spilling
+    headers = page.locator("#result_list thead").inner_text().lower()
+    assert "decided by" in headers and "decided by name" not in headers
+    # The arguments have room for a few words a line, and break only after a space
+    # (a JSON comma or colon), never inside a word such as "2026-12-24" or "Suzhou".
+    box = page.locator("#result_list th.column-arguments_preview").bounding_box()
+    assert box is not None and box["width"] >= 180, box
+    breaks = page.evaluate(ARGUMENT_BREAKS)
+    assert breaks, "the seeded arguments are longer than one line"
+    assert all(before.endswith(" ") for before in breaks), breaks
+    page.screenshot(path=str(ARTIFACTS / f"admin-approvals-{scheme}-{width}.png"))
+
+
+def test_a_waiting_calls_page_fits_1280_px_and_its_approve_button_decides_it(
+    start_app, browser_page
+):
+    app = start_app()
+    seed(app.database, APPROVALS_SEED)
+    page = browser_page
+    open_list(page, app, "/admin/chat/approval/", width=1280)
+    page.click("#result_list tbody tr >> nth=0 >> a")  # the waiting call, first
+
+    # Its long arguments wrap in their box instead of running off the page.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    box = page.locator(".field-arguments_full pre").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1280, box
+    page.screenshot(path=str(ARTIFACTS / "admin-approval-waiting.png"))
+
+    page.click(".approval-decide input[value=Approve]")
+    page.wait_for_selector(".messagelist .success")
+    assert page.url.endswith("/admin/chat/approval/")
+    assert "Approved 1 call" in page.locator(".messagelist").inner_text()
+    assert page.locator("#result_list strong", has_text="Waiting").count() == 0

@@ -4,7 +4,9 @@ conversation page."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -109,6 +111,24 @@ def test_the_list_shows_each_held_call_with_its_run_and_owner_and_its_page_the_c
     page = client.get(f"{APPROVALS}{approval.pk}/change/").content.decode()
     assert f'href="/admin/chat/conversation/{conversation.pk}/change/"' in page
     assert "Trip to Suzhou" in page
+
+
+def test_the_list_previews_long_arguments_with_all_of_them_on_hover(alice):
+    _, conversation = alice
+    note = "a quiet room near the Humble Administrator's Garden, " * 3
+    held_call(conversation, arguments={"town": "苏州", "note": note})
+    client = Client()
+    staff(client)
+
+    response = client.get(APPROVALS)
+
+    html = response.content.decode()
+    title = html.split('class="arguments-preview" title="')[1].split('"')[0]
+    assert title.count("Humble Administrator&#x27;s Garden") == 3  # all of it, on hover
+    # The start of it in the cell, each word kept whole across lines.
+    assert '<span class="word">quiet</span> <span class="word">room</span>' in html
+    headers = [header["text"] for header in response.context["result_headers"]]
+    assert "decided by" in headers and "decided by name" not in headers
 
 
 def test_waiting_calls_come_first_oldest_first_then_the_decided_newest_first(alice):
@@ -306,6 +326,86 @@ def test_deciding_one_of_a_runs_two_held_calls_says_the_run_still_waits(alice):
     assert any("go on now" in m for m in notes) and not any("still wait" in m for m in notes)
 
 
+def decide_forms(client: Client, approval: Approval) -> dict[str, dict[str, list[str]]]:
+    """Return the decision forms on the approval's page, by their action: each form's
+    target and fields (name -> values), as a browser would post them."""
+
+    class Forms(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.forms: list[dict] = []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            attrs = dict(attrs)
+            if tag == "form":
+                self.forms.append({"target": attrs.get("action"), "fields": {}})
+            elif tag == "input" and self.forms and attrs.get("name"):
+                fields = self.forms[-1]["fields"]
+                fields.setdefault(attrs["name"], []).append(attrs.get("value", ""))
+
+    page = client.get(f"{APPROVALS}{approval.pk}/change/")
+    assert page.status_code == 200
+    parser = Forms()
+    parser.feed(page.content.decode())
+    return {f["fields"]["action"][0]: f for f in parser.forms if "action" in f["fields"]}
+
+
+def test_a_waiting_calls_page_approves_it_through_the_lists_action(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    other = held_call(conversation)
+    client = Client(enforce_csrf_checks=True)
+    reviewer = staff(client, "view_approval", "decide_approval")
+
+    forms = decide_forms(client, approval)
+    assert set(forms) == {"approve_selected", "deny_selected"}
+    approve = forms["approve_selected"]
+    assert approve["target"] == APPROVALS
+    assert approve["fields"]["_selected_action"] == [str(approval.pk)]
+    assert approve["fields"]["csrfmiddlewaretoken"][0]
+    response = client.post(approve["target"], approve["fields"], follow=True)
+
+    approval.refresh_from_db()
+    other.refresh_from_db()
+    assert (approval.outcome, approval.decided_by) == ("approved", reviewer)
+    assert other.outcome == "pending"  # only the page's own call
+    assert response.request["PATH_INFO"] == APPROVALS
+    assert any("Approved 1 call" in message for message in said(response))
+
+
+def test_a_waiting_calls_page_denies_it_after_asking_for_the_reason(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client(enforce_csrf_checks=True)
+    staff(client, "view_approval", "decide_approval")
+
+    deny = decide_forms(client, approval)["deny_selected"]
+    asked = client.post(deny["target"], deny["fields"])
+    approval.refresh_from_db()
+    assert approval.outcome == "pending"  # the first post asks for the reason
+    assert asked.status_code == 200 and 'name="reason"' in asked.content.decode()
+    confirm = {**deny["fields"], "confirm": "deny", "reason": "Too dear."}  # as its form posts
+    response = client.post(APPROVALS, confirm, follow=True)
+
+    approval.refresh_from_db()
+    assert approval.outcome == "denied"
+    assert approval.reason == "Too dear. (denied from the admin by reviewer)"
+    assert any("Denied 1 call" in message for message in said(response))
+
+
+def test_a_calls_page_offers_no_decision_without_the_permission_or_once_decided(alice):
+    _, conversation = alice
+    waiting = held_call(conversation)
+    decided = held_call(conversation, outcome="approved")
+    viewer, decider = Client(), Client()
+    staff(viewer)
+    staff(decider, "view_approval", "decide_approval", username="decider")
+
+    assert decide_forms(viewer, waiting) == {}
+    assert decide_forms(decider, decided) == {}
+    assert set(decide_forms(decider, waiting)) == {"approve_selected", "deny_selected"}
+
+
 # The run and conversation pages
 
 
@@ -348,6 +448,52 @@ def test_the_run_page_of_a_waiting_run_costs_the_same_queries_with_more_held_cal
                                 requested_at=run.started_at)  # fmt: skip
     with django_assert_max_num_queries(len(one)):
         client.get(f"/admin/chat/agentrun/{run.pk}/change/")
+
+
+def readonly(html: str, field: str) -> str:
+    """Return the text of a run page's read-only field (``tool_calls``, ...)."""
+    after = html.split(f'field-{field}">', 1)[1]  # its own box, not its row's classes
+    shown = after.split('<div class="readonly">', 1)[1].split("</div>", 1)[0]
+    return re.sub(r"<[^>]+>", "", shown).strip()
+
+
+def test_the_page_of_a_waiting_run_counts_its_tool_calls_so_far(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    run = approval.run
+    AgentRun.objects.filter(pk=run.pk).update(tool_call_count=0)  # stored at the run's end
+    for ordinal, status, result in ((3, "success", "2 rooms"), (4, "error", "timed out")):
+        AgentStep.objects.create(
+            run=run, ordinal=ordinal, iteration=1, kind="tool_call", status=status,
+            started_at=run.started_at, tool_name="calculator", tool_call_id=f"c{ordinal}",
+            result=result,
+        )  # fmt: skip
+    client = Client()
+    staff(client, "view_agentrun")
+    page = f"/admin/chat/agentrun/{run.pk}/change/"
+
+    html = client.get(page).content.decode()
+    assert readonly(html, "tool_calls") == "3 so far (1 waiting for approval)"
+    assert readonly(html, "errors") == "1"  # the call that timed out
+
+    # Decided, not yet resumed: its step is still pending, but nothing waits any more.
+    Approval.objects.filter(pk=approval.pk).update(outcome="approved")
+    assert readonly(client.get(page).content.decode(), "tool_calls") == "3 so far"
+
+
+def test_a_waiting_runs_page_says_since_when_it_waits_and_how_long_it_waited_before(alice):
+    _, conversation = alice
+    run = held_call(conversation).run
+    client = Client()
+    staff(client, "view_agentrun")
+    page = f"/admin/chat/agentrun/{run.pk}/change/"
+
+    first = readonly(client.get(page).content.decode(), "waited_shown")
+    assert first.startswith("waiting since ") and "before" not in first
+
+    AgentRun.objects.filter(pk=run.pk).update(waited_ms=2500)
+    again = readonly(client.get(page).content.decode(), "waited_shown")
+    assert again.startswith("2.5 s before; waiting again since "), again
 
 
 def test_the_run_list_filters_runs_waiting_for_approval(alice):
