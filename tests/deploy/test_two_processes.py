@@ -28,7 +28,7 @@ import pytest
 from django.db import connection
 
 from agents.demo.scenarios import EXAMPLES
-from chat.models import AgentRun
+from chat.models import AgentRun, Approval
 from chat.runs import CANCELLED, STOPPED
 from scripts.serving import daphne
 from tests.deploy.shared import shared_urls, with_database_name
@@ -278,6 +278,16 @@ HELD_STEP = re.compile(r'name="step" value="(\d+)"')
 ENDED = re.compile(r'id="run-(\d+)-status" data-status="(?!running|waiting)(\w+)"')
 
 
+def approved_and_run(conversation_id: int) -> Approval:
+    """Return the one approval of the conversation's run, checking the run succeeded and
+    the approved call ran."""
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    approval = run.approvals.get()
+    assert run.status == "succeeded" and approval.outcome == "approved"
+    assert run.steps.get(pk=approval.step_id).status == "success"
+    return approval
+
+
 def test_a_run_paused_on_a_process_that_stopped_is_resumed_by_the_other(two_servers):
     """The run asks for approval on B, B stops (nothing of the run is in memory), the
     decision is sent to A: A resumes the run from the rows and both tabs' evidence is
@@ -298,10 +308,7 @@ def test_a_run_paused_on_a_process_that_stopped_is_resumed_by_the_other(two_serv
         return final.group(2)
 
     assert asyncio.run(converse()) == "succeeded"
-    run = AgentRun.objects.get(conversation_id=conversation_id)
-    approval = run.approvals.get()
-    assert run.status == "succeeded" and approval.outcome == "approved"
-    assert run.steps.get(pk=approval.step_id).status == "success"
+    approved_and_run(conversation_id)
 
 
 SELECTED = re.compile(r'name="_selected_action" value="(\d+)"')
@@ -351,7 +358,4 @@ def test_a_decision_in_one_process_admin_resumes_the_run_in_the_other(two_server
         return final.group(2)
 
     assert asyncio.run(converse()) == "succeeded"
-    run = AgentRun.objects.get(conversation_id=conversation_id)
-    approval = run.approvals.get()
-    assert approval.outcome == "approved" and approval.decided_by_name == "reviewer"
-    assert run.steps.get(pk=approval.step_id).status == "success"
+    assert approved_and_run(conversation_id).decided_by_name == "reviewer"
