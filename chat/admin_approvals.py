@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.chat_tags import reveal_hidden
 from chat.validation import unstorable
 
+logger = logging.getLogger(__name__)
+
 ARGUMENTS_PREVIEW_CHARS = 80
 # Words up to this long are never cut across lines in the preview (a date, a town).
 ARGUMENTS_WORD_CHARS = 24
@@ -58,6 +61,10 @@ REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
 DECIDED = "{verb} {count} call(s)."
 GOING_ON = " {count} run(s) go on now where the chat is open, else within about {heartbeat:g} s."
 STILL_WAITING = " {count} run(s) still wait for a decision on another call."
+NOT_TOLD = (
+    "The chats' open pages could not be told (the channel layer failed): they show the "
+    "decisions on a reload, and the runs go on within about {heartbeat:g} s."
+)
 
 
 def _decide(
@@ -100,7 +107,11 @@ def _decide(
         if waiting := len(runs - {run_id for _, run_id in ready}):
             note += STILL_WAITING.format(count=waiting)
         messages.success(request, note)
-    live.decisions_taken_sync(cards, ready)
+    try:
+        live.decisions_taken_sync(cards, ready)
+    except Exception:  # stored already: the sweep resumes the runs
+        logger.exception("telling the chats' pages of decisions taken in the admin failed")
+        messages.warning(request, NOT_TOLD.format(heartbeat=settings.AGENT_HEARTBEAT_S))
 
 
 def _ticked(request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:

@@ -193,6 +193,27 @@ def test_approving_from_the_admin_stores_who_and_when_through_the_store(alice):
     assert any("Approved 1 call" in message for message in said(response))
 
 
+def test_a_decision_is_kept_and_said_when_the_pages_cannot_be_told(alice, monkeypatch):
+    """The channel layer down (Redis) as staff decide: the decision is stored already, so
+    the admin says the pages were not told instead of answering 500."""
+    from chat import live
+
+    def layer_down(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(live, "decisions_taken_sync", layer_down)
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+
+    response = act(client, "approve_selected", approval)
+
+    approval.refresh_from_db()
+    assert response.status_code == 200 and approval.outcome == "approved"
+    assert any("could not be told" in message for message in said(response))
+
+
 def test_denying_from_the_admin_says_so_in_the_reason(alice):
     _, conversation = alice
     approval = held_call(conversation)

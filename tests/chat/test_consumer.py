@@ -567,3 +567,23 @@ async def test_streamed_text_is_coalesced_into_fewer_fragments_in_order(
         assert offset == len(text)
         text += piece
     assert text == "".join(words)
+
+
+async def test_a_channel_message_of_an_unknown_type_leaves_the_socket_working(scripted_model):
+    """A newer process beside this one (a rolling deploy) may send a type this consumer
+    does not know (as ``run.resume`` was new): dropped, not a closed socket."""
+    from channels.layers import get_channel_layer
+
+    from chat.live import group_name
+
+    scripted_model.script = [AIMessage("still here")]
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await get_channel_layer().group_send(
+        group_name(conversation.pk), {"type": "run.from_the_future"}
+    )
+    await tab.send_to(text_data=json.dumps({"content": "hello"}))
+    assert "still here" in "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    await tab.disconnect()
