@@ -52,6 +52,7 @@ BOM_PARAM = "bom"
 # A run's counts are stored when it ends; its page counts a run still going from its steps.
 NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
 CALLS_WAITING = "calls_waiting_for_approval"
+NOT_COUNTED_YET = "counted when the run ends; its page counts the calls so far"
 
 
 def _wants_bom(request: HttpRequest) -> bool:
@@ -290,11 +291,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return run.iterations
 
     @admin.display(description="tool calls", ordering="tool_call_count")
-    def tool_calls(self, run: AgentRun) -> int | str:
+    def tool_calls(self, run: AgentRun) -> int | SafeString | str:
         """Return the stored count; on the page of a run not ended, the calls so far
-        (counted by :meth:`get_object`) and how many of them wait for approval."""
+        (counted by :meth:`get_object`) and how many of them wait for approval; in the
+        list, for a run not ended, a mark that says so (not the 0 stored until its end)."""
         waiting = getattr(run, CALLS_WAITING, None)
         if waiting is None:
+            if run.finished_at is None:
+                return format_html('<span title="{}">…</span>', NOT_COUNTED_YET)
             return run.tool_call_count
         if waiting:
             return f"{run.tool_call_count} so far ({waiting} waiting for approval)"

@@ -138,6 +138,19 @@ def test_the_list_shows_who_asked_what_and_how_the_run_went(client, auditor, ali
     assert '<td class="field-tokens">≈120</td>' in html  # the demo estimates its tokens
 
 
+def test_the_list_marks_the_tool_calls_of_a_run_not_ended_as_not_counted_yet(
+    client, auditor, alice
+):
+    """A run's counts are stored at its end: a run going or waiting for approval read
+    "0 tool calls" in the list while its calls ran (walkthrough)."""
+    run = make_run(Conversation.objects.create(owner=alice), calls=[weather_call()],
+                   status="waiting")  # fmt: skip
+    AgentRun.objects.filter(pk=run.pk).update(finished_at=None, tool_call_count=0)
+
+    html = client.get(LIST).content.decode()
+    assert '<td class="field-tool_calls"><span title="counted when the run ends' in html
+
+
 def test_the_list_makes_the_same_number_of_queries_for_5_and_50_runs(client, auditor, alice):
     def list_queries() -> int:
         with CaptureQueriesContext(connection) as queries:
