@@ -229,7 +229,6 @@ class ToolCallBatch:
                  timer: ToolTimer | None = None) -> None:  # fmt: skip
         self.actions = list(actions)
         self.held_ids = frozenset(held)
-        self.held = [action for action in actions if action.tool_call_id in held]
         reported = [action for action in actions if action.tool_call_id not in held]
         # Calls that cannot run (a format error, a denial) are reported at once; the rest run.
         self.broken = [action for action in reported if action.error]
@@ -273,6 +272,11 @@ class ToolCallBatch:
         finally:
             for task in tasks:
                 task.cancel()
+
+    @property
+    def held(self) -> list[ToolAgentAction]:
+        """Return the held actions, in the order the model asked."""
+        return [action for action in self.actions if action.tool_call_id in self.held_ids]
 
     def intermediate_steps(self) -> list[tuple[ToolAgentAction, ToolMessage]]:
         """Return ``(action, observation)`` pairs in the order the model asked (held

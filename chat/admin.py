@@ -19,7 +19,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
@@ -37,20 +37,17 @@ from chat.markdown import render_markdown
 from chat.models import (
     AgentRun,
     AgentStep,
-    ApprovalOutcome,
     Conversation,
     Message,
     ModelPrice,
-    RunStatus,
     StepKind,
 )
 from chat.runs import model_badge
-from chat.store.rows import count_tool_calls
+from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
 BOM_PARAM = "bom"
 # A run's counts are stored when it ends; its page counts a run still going from its steps.
-NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
 CALLS_WAITING = "calls_waiting_for_approval"
 NOT_COUNTED_YET = "counted when the run ends; its page counts the calls so far"
 
@@ -297,7 +294,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         list, for a run not ended, a mark that says so (not the 0 stored until its end)."""
         waiting = getattr(run, CALLS_WAITING, None)
         if waiting is None:
-            if run.finished_at is None:
+            if run.is_running or run.is_waiting:
                 return format_html('<span title="{}">…</span>', NOT_COUNTED_YET)
             return run.tool_call_count
         if waiting:
@@ -403,17 +400,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
         calls had finished. Sets ``CALLS_WAITING``: the calls held for a decision.
         """
         run = super().get_object(request, object_id, from_field)
-        if run is None or run.status not in NOT_ENDED:
-            return run
-        # A decided call's step stays pending until the run resumes: its approval says.
-        steps = list(
-            run.steps.only("run", "kind", "status", "error_type", "result").annotate(
-                approval_outcome=F("approval__outcome")
-            )
-        )
-        count_tool_calls(run, steps)
-        waiting = sum(1 for step in steps if step.approval_outcome == ApprovalOutcome.PENDING)
-        setattr(run, CALLS_WAITING, waiting)
+        if run is not None and (run.is_running or run.is_waiting):
+            setattr(run, CALLS_WAITING, count_tool_calls_so_far(run))
         return run
 
     # Search

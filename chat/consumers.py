@@ -401,10 +401,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             content = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
         except FrameError as exc:
-            html = fragments.error(str(exc))
-            if exc.step_id is not None:  # a decision: said beside its card's buttons too
-                html += fragments.approval_error(exc.step_id, str(exc))
-            await self.send(text_data=html)
+            if exc.step_id is None:
+                await self.send(text_data=fragments.error(str(exc)))
+            else:  # a decision: said beside its card's buttons too
+                await self.send(text_data=fragments.decision_refused(exc.step_id, str(exc)))
             return
         if isinstance(content, StopRequest):
             await self._cancel_run()
@@ -482,8 +482,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )  # fmt: skip
         except store.ApprovalRefused as exc:
             # Said beside the card's buttons too, where the reader is looking.
-            html = fragments.error(str(exc)) + fragments.approval_error(frame.step_id, str(exc))
-            await self.send(text_data=html)
+            await self.send(text_data=fragments.decision_refused(frame.step_id, str(exc)))
             return
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(decided.html + fragments.error(""))

@@ -166,13 +166,15 @@ def conversation_usage(run: AgentRun) -> str:
     return _render("chat/_conversation_usage.html", context)
 
 
-def approval_error(step_id: int, message: str) -> str:
-    """Return why a decision on the held call of step ``step_id`` was refused, for the
-    line beside its card's buttons (a card no longer on the page ignores it)."""
-    return format_html(
+def decision_refused(step_id: int, message: str) -> str:
+    """Return why a decision on the held call of step ``step_id`` was refused: the page's
+    notice, and the line beside the card's buttons (a card no longer on the page ignores
+    it), which is what makes the page's sent card usable again (chat.js)."""
+    line = format_html(
         '<div class="approval-error" id="step-{}-approval-error" role="alert" '
         'hx-swap-oob="true">{}</div>', step_id, message,
     )  # fmt: skip
+    return error(message) + line
 
 
 def error(message: str) -> str:

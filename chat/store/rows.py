@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Model, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Model, Prefetch, Q, QuerySet
 
 from agents.approvals import REFUSAL_TYPES
 from agents.events import FORMAT_ERROR_TYPES
-from chat.models import AgentRun, AgentStep, StepKind, StepStatus
+from chat.models import AgentRun, AgentStep, ApprovalOutcome, StepKind, StepStatus
 
 
 def runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
@@ -38,6 +38,19 @@ def _failed(step: AgentStep) -> bool:
         step.status == StepStatus.ERROR and step.result != ""
         and step.error_type not in REFUSAL_TYPES
     )  # fmt: skip
+
+
+def count_tool_calls_so_far(run: AgentRun) -> int:
+    """Set the counts of a run not ended from its steps so far (one query), as
+    :func:`count_tool_calls` sets them at its end; return how many of its calls wait for a
+    person's decision (a decided call's step stays pending until the run resumes: its
+    approval says)."""
+    steps = list(
+        run.steps.only("run", "kind", "status", "error_type", "result")
+        .annotate(approval_outcome=F("approval__outcome"))
+    )  # fmt: skip
+    count_tool_calls(run, steps)
+    return sum(1 for step in steps if step.approval_outcome == ApprovalOutcome.PENDING)
 
 
 def count_tool_calls(run: AgentRun, steps: list[AgentStep] | None = None) -> None:
