@@ -9,6 +9,8 @@
   function messages() { return document.getElementById("messages"); }
 
   var stickToBottom = true;
+  var keptInView = null;  // a held call's decision form, while it is kept in view
+  var SCROLL_KEYS = ["PageUp", "PageDown", "Home", "End", "ArrowUp", "ArrowDown", " "];
   // The text this tab sent and the server has not yet accepted or refused: the composer
   // keeps it until the server accepts it (a refused message, e.g. over the run limit,
   // must not lose its text).
@@ -95,19 +97,38 @@
     stickToBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
   }, true);
 
+  // The person scrolling the messages themselves (wheel, touch, the keys that scroll)
+  // takes over from a held call's card kept in view (see scrollDown).
+  function scrolledByHand(event) {
+    var box = messages();
+    if (!box || !box.contains(event.target)) return;
+    if (event.type === "keydown") {
+      if (SCROLL_KEYS.indexOf(event.key) === -1 || event.target.closest("textarea, input, select")) return;
+    }
+    keptInView = null;
+  }
+  ["wheel", "touchmove", "keydown"].forEach(function (kind) {
+    document.addEventListener(kind, scrolledByHand, { passive: true, capture: true });
+  });
+
   function scrollDown() {
     var box = messages();
     if (!box) return;
-    // A call that waits for a decision is what the reader must see: its card is brought
-    // into view once (the turn's results below it would push it off screen), and the
-    // page stops following the bottom until they scroll back there.
-    var asking = box.querySelector("[data-approval-form]:not([data-shown])");
-    if (asking) {
-      asking.setAttribute("data-shown", "");
-      asking.scrollIntoView({ block: "center" });
+    // A call that waits for a decision is what the reader must see: its card is kept in
+    // view (centred) while the turn's other calls, before and after it in the model's
+    // order, open their results around it, until the person scrolls or it is decided;
+    // the page stops following the bottom until they scroll back there.
+    var fresh = box.querySelectorAll("[data-approval-form]:not([data-shown])");
+    fresh.forEach(function (form) { form.setAttribute("data-shown", ""); });
+    if (fresh.length && !(keptInView && keptInView.isConnected)) {
+      keptInView = fresh[0];
       stickToBottom = false;
+    }
+    if (keptInView && keptInView.isConnected) {
+      keptInView.scrollIntoView({ block: "center" });
       return;
     }
+    keptInView = null;
     if (stickToBottom) box.scrollTop = box.scrollHeight;
   }
 
