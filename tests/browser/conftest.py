@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -59,15 +60,55 @@ def _wait_until_listening(process: subprocess.Popen[bytes], port: int, failure: 
         pytest.fail(failure())
 
 
+def server_environment(database: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the environment of a process of the app on SQLite file ``database``: the
+    offline demo model unless ``env`` points it at a provider; ``env`` adds or overrides."""
+    server_env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{database}",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+    }
+    server_env.pop("OPENAI_API_KEY", None)
+    server_env.update(env or {})
+    return server_env
+
+
+def migrate(database: Path) -> None:
+    """Run ``manage.py migrate`` on SQLite file ``database`` (a no-op if it is up to date)."""
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT, env=server_environment(database), check=True, timeout=2 * WAIT_S,
+    )  # fmt: skip
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """Copy SQLite file ``source`` to ``target`` with SQLite's backup API (whole, WAL or not)."""
+    origin, copy = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        origin.backup(copy)
+    finally:
+        origin.close()
+        copy.close()
+
+
+@pytest.fixture(scope="session")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return a SQLite file migrated once per session (per xdist worker): copy it, never
+    serve it. Migrating takes a second of a server's start, which most tests pay."""
+    database = tmp_path_factory.mktemp("migrated") / "template.sqlite3"
+    migrate(database)
+    return database
+
+
 @pytest.fixture
-def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+def start_app(tmp_path: Path, migrated_database: Path) -> Iterator[Callable[..., LiveServer]]:
     """Return a function that starts Daphne serving the app on a free port.
 
-    ``start_app(token_delay_ms=3)`` migrates a scratch SQLite file, starts the server and
-    returns its URL, database path and process; every server started is stopped after the
-    test. ``env`` adds or overrides environment variables of the server (e.g.
-    ``AGENT_STALE_AFTER_S``); ``database`` serves an existing file instead of a new one
-    (migrate runs again, a no-op, as on a deploy); ``port`` binds a given port, so a
+    ``start_app(token_delay_ms=3)`` copies a freshly migrated SQLite file, starts the
+    server and returns its URL, database path and process; every server started is
+    stopped after the test. ``env`` adds or overrides environment variables of the server
+    (e.g. ``AGENT_STALE_AFTER_S``); ``database`` serves an existing file instead of a new
+    one (migrate runs again, a no-op, as on a deploy); ``port`` binds a given port, so a
     restarted server answers where the page's websocket reconnects.
     """
     processes: list[subprocess.Popen[bytes]] = []
@@ -81,20 +122,15 @@ def start_app(tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
         port: int | None = None,
     ) -> LiveServer:
         name = f"browser-{len(processes)}"
-        database = database or tmp_path / f"{name}.sqlite3"
-        server_env = {
-            **os.environ,
-            "DATABASE_URL": f"sqlite:///{database}",
-            "DEMO_TOKEN_DELAY_MS": str(token_delay_ms),
-            "DEMO_TOOL_DELAY_MS": str(tool_delay_ms),
-            "DJANGO_SETTINGS_MODULE": "project.settings",
-        }
-        # The offline demo model unless the test points the app at a provider itself.
-        server_env.pop("OPENAI_API_KEY", None)
-        server_env.update(env or {})
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=server_env, check=True, timeout=2 * WAIT_S,
+        if database is None:
+            database = tmp_path / f"{name}.sqlite3"
+            copy_database(migrated_database, database)
+        else:
+            migrate(database)
+        server_env = server_environment(
+            database,
+            {"DEMO_TOKEN_DELAY_MS": str(token_delay_ms), "DEMO_TOOL_DELAY_MS": str(tool_delay_ms),
+             **(env or {})},
         )  # fmt: skip
         port = port or free_port()
         log_path = tmp_path / f"{name}.log"
@@ -129,27 +165,43 @@ def live_app(start_app: Callable[..., LiveServer]) -> LiveServer:
     return start_app(token_delay_ms=3)
 
 
-@pytest.fixture
-def browser_page():
-    """Yield a Playwright page in Debian's headless Chromium; fail if Chromium is missing."""
+@pytest.fixture(scope="module")
+def chromium():
+    """Yield Debian's headless Chromium, launched once per test module (each test has its
+    own context, so nothing but the process is shared); fail if Chromium is missing.
+
+    Module scope, not session: Playwright's sync API runs an event loop of its own, which
+    must not be alive while pytest-asyncio runs another module's tests in this process.
+    """
     from playwright.sync_api import sync_playwright
 
     executable = shutil.which("chromium")
     if executable is None:
         pytest.fail("Chromium is not installed: run scripts/ensure-chromium.sh (make test does)")
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 1000})
-        context.set_default_timeout(WAIT_MS)  # for every wait, page and tab of the test
-        page = context.new_page()
-        dialogs: list[str] = []
-        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-        page.dialogs = dialogs  # tests assert no script ever opened one
         try:
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    """Yield a page in a new context of the module's Chromium (1280x1000); every context
+    the test opens is closed after it."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000})
+    context.set_default_timeout(WAIT_MS)  # for every wait, page and tab of the test
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.dialogs = dialogs  # tests assert no script ever opened one
+    try:
+        yield page
+    finally:
+        for opened in chromium.contexts:  # the test's own, and any it made beside it
+            opened.close()
 
 
 @dataclass(frozen=True)
