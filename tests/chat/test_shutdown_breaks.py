@@ -191,5 +191,6 @@ def test_daphne_exits_after_sigterm_with_page_requests_in_flight(tmp_path):
             code = process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             code = None
+            process.kill()  # not SIGTERM again and 10 s more, as leaving daphne() would
         stop.set()
     assert code is not None, "Daphne did not exit after SIGTERM"
