@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install install-dev install-bench migrate run test test-fast lint format browser-deps \
+.PHONY: install install-dev install-bench migrate run test test-fast test-browser lint format browser-deps \
 	screenshot install-real run-local test-real bench bench-tiny deploy-deps
 
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
@@ -77,11 +77,22 @@ browser-deps:
 deploy-deps:
 	scripts/ensure-nginx.sh
 
-test: install-dev browser-deps
-	$(PY) -m pytest
+# The suite runs on every core (pytest-xdist; each module's browser tests stay on one
+# worker and share its Chromium). PYTEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds
+# to it, e.g. PYTEST_ARGS="-x tests/chat". docs/testing.md says how the suite is split.
+PYTEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
 
+test: install-dev browser-deps
+	$(PYTEST) $(PYTEST_ARGS)
+
+# Everything but the browser tests (and the real model's, which only make test-real runs).
 test-fast: install-dev
-	$(PY) -m pytest -m "not browser"
+	$(PYTEST) -m "not browser and not real" $(PYTEST_ARGS)
+
+# The browser tests alone (what CI runs on a busy machine).
+test-browser: install-dev browser-deps
+	$(PYTEST) -m browser $(PYTEST_ARGS)
 
 # Every benchmark at its full size (tens of minutes; docs/benchmarks.md has the figures),
 # or at a tiny size (seconds each, what CI runs so that none can rot).

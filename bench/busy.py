@@ -4,7 +4,7 @@ A test whose outcome depends on how fast the machine is (an assert on elapsed ti
 sleep and then a guess at what happened, a short time-out) passes on an idle laptop and
 fails on a loaded CI runner. This runner makes the load on purpose: it starts ``--hogs``
 busy loops (default two per CPU: with pytest, Daphne and Chromium on top, a load average
-of about 5 on 2 cores), runs pytest beside them (``tests/browser`` unless arguments follow
+of about 5 on 2 cores), runs pytest beside them (the browser tests unless arguments follow
 ``--``), stops the hogs whatever happens, and prints each pass's time, outcome and the
 load average it ran under.
 
@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "tests/browser"]
+# The browser tests as make test-browser runs them: a pytest-xdist worker per core.
+DEFAULT_PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadgroup",
+                       "-m", "browser"]  # fmt: skip
 # A busy loop that ends once its parent (this runner) is gone, even if the runner was
 # killed with SIGKILL and could not stop it: it checks every few million iterations.
 HOG = """

@@ -116,6 +116,10 @@ REDIS_URL = env_str("REDIS_URL")
 # time). bench/stream.py, 20 conversations: chunk-to-frame p95 35 ms on pub/sub, 2.6 s on
 # core (a bare consumer: 6.5 ms and 253 ms; docs/benchmarks.md, "Streaming latency").
 REDIS_CHANNEL_LAYER = env_choice("REDIS_CHANNEL_LAYER", "pubsub", ("pubsub", "core"))
+# What channels-redis puts before every key and pub/sub channel name ("asgi", its own
+# default). Apps (or test workers) sharing one Redis need one each: pub/sub channels are
+# global to the server, whatever database REDIS_URL names.
+REDIS_PREFIX = env_str("REDIS_PREFIX") or "asgi"
 # redis-py's default socket_timeout (5 s) equals channels-redis' blocking read (BRPOP, 5 s),
 # so an idle socket's read would time out and kill it. redis-py caps a pool at 100
 # connections and the core layer holds one per command in flight: 200 sockets joining at
@@ -131,7 +135,7 @@ if REDIS_URL and REDIS_CHANNEL_LAYER == "pubsub":
         # expiry (each socket's queue in the process is unbounded; nothing waits in Redis).
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [_REDIS_HOST]},
+            "CONFIG": {"hosts": [_REDIS_HOST], "prefix": REDIS_PREFIX},
         }
     }
 elif REDIS_URL:
@@ -143,6 +147,7 @@ elif REDIS_URL:
             # (fragments dropped without a word; bench/load.py).
             "CONFIG": {
                 "hosts": [_REDIS_HOST],
+                "prefix": REDIS_PREFIX,
                 "capacity": env_int("REDIS_CHANNEL_CAPACITY", 20_000, minimum=100),
             },
         }

@@ -1,10 +1,65 @@
-"""The whole suite: Django's system checks first, as ``manage.py`` runs them before work."""
+"""The whole suite: Django's system checks first, as ``manage.py`` runs them before work;
+each xdist worker's own Redis prefix; and which tests CI's PostgreSQL + Redis pass runs
+(the ``backends`` marker, docs/testing.md)."""
 
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# pytest-django's fixtures that give a test the database: the ``django_db`` marker or any
+# of these among the fixtures it uses, directly or through its own fixtures.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+     "live_server", "admin_user", "admin_client", "django_user_model"}
+)  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this xdist worker a Redis prefix of its own (``REDIS_PREFIX``), here and in
+    every server a test starts: pub/sub channels are global to a Redis server, and two
+    workers' conversation 1 would otherwise hear each other's runs."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    from django.conf import settings
+
+    prefix = f"{settings.REDIS_PREFIX}-{worker}"
+    os.environ["REDIS_PREFIX"] = prefix
+    settings.REDIS_PREFIX = prefix
+    for layer in settings.CHANNEL_LAYERS.values():
+        if "prefix" in layer.get("CONFIG", {}):
+            layer["CONFIG"]["prefix"] = prefix
+
+
+def touches_backends(item: pytest.Item) -> bool:
+    """Return whether ``item``'s outcome can depend on the database or the channel layer
+    configured: it uses the database, Redis (the ``redis_url`` fixture) or a deployment of
+    several processes (``tests/deploy``). A browser test counts only when marked
+    ``backends`` itself: its server keeps a SQLite file of its own in every pass."""
+    if item.get_closest_marker("browser"):
+        return False
+    return (
+        item.get_closest_marker("django_db") is not None
+        or bool(DATABASE_FIXTURES.intersection(item.fixturenames))
+        or "redis_url" in item.fixturenames
+        or (TESTS / "deploy") in Path(item.path).parents
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests CI's PostgreSQL + Redis pass runs (``backends``), and keep each
+    module's browser tests on one xdist worker (``--dist loadgroup``), so that they share
+    its Chromium instead of each worker launching one."""
+    for item in items:
+        if touches_backends(item):
+            item.add_marker(pytest.mark.backends)
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -35,3 +90,13 @@ def _fresh_channel_layers():
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """Return ``REDIS_URL``, or skip: the test is about the Redis channel layer, which CI's
+    PostgreSQL + Redis pass configures."""
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        pytest.skip("the Redis channel layer is tested in CI's PostgreSQL + Redis pass")
+    return url

@@ -78,6 +78,10 @@ def streaming_text_contains(page, turn: int, words: str) -> None:
     )
 
 
+# In CI's PostgreSQL + Redis pass too: the page merges its socket's catch-up with live
+# frames that pub/sub delivers at most once; the socket tests check one late joiner, not
+# what three tabs end up showing.
+@pytest.mark.backends
 def test_tabs_opened_mid_run_end_up_identical_to_a_fresh_load(
     fake_provider, start_app, browser_page
 ):

@@ -16,6 +16,9 @@ QUESTION = "推荐一个适合看江南园林的城市，查一下苏州天气�
 HOUR_MS = 3_600_000
 
 
+# In CI's PostgreSQL + Redis pass too: Stop pressed in one tab reaches the other tab's
+# page over the layer, and both pages must be ready for the next message.
+@pytest.mark.backends
 def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, browser_page):
     app = start_app(token_delay_ms=20, tool_delay_ms=HOUR_MS)
     page = browser_page

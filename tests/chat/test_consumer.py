@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from collections.abc import Callable
 
@@ -407,10 +406,7 @@ async def test_each_text_delta_says_where_it_starts_in_utf16_units(scripted_mode
     assert deltas == [(0, "a😀 "), (4, "b "), (6, "c")]  # the emoji is two UTF-16 units
 
 
-@pytest.mark.skipif(
-    not os.environ.get("REDIS_URL"), reason="the Redis channel layer is tested in CI's second pass"
-)
-async def test_an_idle_socket_survives_the_redis_layers_blocking_read(scripted_model):
+async def test_an_idle_socket_survives_the_redis_layers_blocking_read(scripted_model, redis_url):
     """channels-redis blocks 5 s per read; a 5 s socket timeout used to kill idle sockets."""
     scripted_model.script = [AIMessage("still here")]
     user, conversation = await make_conversation()

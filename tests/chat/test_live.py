@@ -248,12 +248,8 @@ async def test_an_update_with_no_fragment_sends_nothing(layer, publisher):
 
 # --- the configured layer over Redis (CI's PostgreSQL + Redis pass sets REDIS_URL) ---------
 
-redis_only = pytest.mark.skipif(
-    not os.environ.get("REDIS_URL"), reason="the Redis channel layer is tested in CI's second pass"
-)
 
-
-async def _subscribed(group: str, *, at_least: int = 1) -> None:
+async def _subscribed(redis_url: str, group: str, *, at_least: int = 1) -> None:
     """Wait until Redis counts ``at_least`` subscribers of ``group``'s pub/sub channel.
 
     SUBSCRIBE goes over the layer's listening connection and PUBLISH over another, so a
@@ -266,8 +262,8 @@ async def _subscribed(group: str, *, at_least: int = 1) -> None:
     if settings.REDIS_CHANNEL_LAYER != "pubsub":
         return
 
-    channel = f"asgi__group__{group}"
-    client = aioredis.Redis.from_url(os.environ["REDIS_URL"])
+    channel = f"{settings.REDIS_PREFIX}__group__{group}"
+    client = aioredis.Redis.from_url(redis_url)
     try:
         async with asyncio.timeout(WAIT_S):
             while (await client.pubsub_numsub(channel))[0][1] < at_least:
@@ -276,8 +272,7 @@ async def _subscribed(group: str, *, at_least: int = 1) -> None:
         await client.aclose()
 
 
-@redis_only
-def test_on_redis_the_configured_layer_is_pub_sub_unless_core_is_asked_for():
+def test_on_redis_the_configured_layer_is_pub_sub_unless_core_is_asked_for(redis_url):
     from channels.layers import get_channel_layer
     from channels_redis.pubsub import RedisPubSubChannelLayer
 
@@ -285,9 +280,8 @@ def test_on_redis_the_configured_layer_is_pub_sub_unless_core_is_asked_for():
     assert isinstance(get_channel_layer(), RedisPubSubChannelLayer) is pubsub
 
 
-@redis_only
 @pytest.mark.django_db(transaction=True)
-async def test_on_redis_a_published_fragment_reaches_a_subscribed_socket():
+async def test_on_redis_a_published_fragment_reaches_a_subscribed_socket(redis_url):
     from channels.layers import get_channel_layer
 
     from tests.chat.test_consumer import connect, make_conversation
@@ -295,7 +289,7 @@ async def test_on_redis_a_published_fragment_reaches_a_subscribed_socket():
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
     assert (await communicator.connect())[0]
-    await _subscribed(group_name(conversation.pk))
+    await _subscribed(redis_url, group_name(conversation.pk))
 
     await GroupPublisher(get_channel_layer(), conversation.pk)(plain("<div id='hello'></div>"))
 
@@ -303,9 +297,10 @@ async def test_on_redis_a_published_fragment_reaches_a_subscribed_socket():
     await communicator.disconnect()
 
 
-@redis_only
 @pytest.mark.django_db(transaction=True)
-async def test_on_redis_a_late_joiner_gets_what_it_missed_from_the_catch_up(scripted_model):
+async def test_on_redis_a_late_joiner_gets_what_it_missed_from_the_catch_up(
+    scripted_model, redis_url
+):
     """Pub/sub is at-most-once: what no socket listened to is gone, the rows are not."""
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
