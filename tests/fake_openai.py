@@ -141,7 +141,11 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.unscripted: list[dict[str, Any]] = []
         self.ended = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        # serve_forever notices shutdown() once per poll interval: its default of 0.5 s
+        # was half a second of every test that used this server, waiting at its end.
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
