@@ -22,13 +22,15 @@ DATABASE_FIXTURES = frozenset(
 def pytest_configure(config: pytest.Config) -> None:
     """Give this xdist worker a Redis prefix of its own (``REDIS_PREFIX``), here and in
     every server a test starts: pub/sub channels are global to a Redis server, and two
-    workers' conversation 1 would otherwise hear each other's runs."""
+    workers' conversation 1 would otherwise hear each other's runs (so would the workers
+    of two test runs at once: the prefix names the run too)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if not worker:
         return
     from django.conf import settings
 
-    prefix = f"{settings.REDIS_PREFIX}-{worker}"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+    prefix = f"{settings.REDIS_PREFIX}-{run}-{worker}"
     os.environ["REDIS_PREFIX"] = prefix
     settings.REDIS_PREFIX = prefix
     for layer in settings.CHANNEL_LAYERS.values():
