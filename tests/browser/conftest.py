@@ -73,11 +73,26 @@ def server_environment(database: Path, env: Mapping[str, str] | None = None) -> 
     return server_env
 
 
+def on_database(database: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+    """Run ``python *args`` in the project on SQLite file ``database`` (``manage.py``
+    commands, or ``-c`` code that seeds rows); raise ``CalledProcessError`` if it fails
+    (its output is the test's, which pytest shows with a failure)."""
+    subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=server_environment(database, env), check=True,
+        timeout=2 * WAIT_S,
+    )  # fmt: skip
+
+
 def migrate(database: Path) -> None:
     """Run ``manage.py migrate`` on SQLite file ``database`` (a no-op if it is up to date)."""
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=server_environment(database), check=True, timeout=2 * WAIT_S,
+    on_database(database, "manage.py", "migrate", "--noinput", "-v", "0")
+
+
+def create_superuser(database: Path, username: str, password: str) -> None:
+    """Create superuser ``username`` with ``password`` in SQLite file ``database``."""
+    on_database(
+        database, "manage.py", "createsuperuser", "--noinput", "--username", username,
+        "--email", f"{username}@example.com", env={"DJANGO_SUPERUSER_PASSWORD": password},
     )  # fmt: skip
 
 

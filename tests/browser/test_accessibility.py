@@ -9,15 +9,11 @@ each page checked; only violations of impact "serious" or "critical" fail a test
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, ROOT
-from tests.timing import WAIT_S
+from tests.browser.conftest import ARTIFACTS, ROOT, create_superuser
 
 pytestmark = pytest.mark.browser
 
@@ -260,20 +256,6 @@ def test_every_control_of_the_chat_is_reached_and_used_from_the_keyboard(live_ap
     was_open = page.evaluate("document.querySelector('.tool-card').open")
     page.keyboard.press("Enter")
     assert page.evaluate("document.querySelector('.tool-card').open") is not was_open
-
-
-def create_superuser(database, username: str, password: str) -> None:
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{database}",
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DJANGO_SUPERUSER_PASSWORD": password,
-    }
-    subprocess.run(
-        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
-         "--email", f"{username}@example.com"],
-        cwd=ROOT, env=env, check=True, capture_output=True, timeout=WAIT_S,
-    )  # fmt: skip
 
 
 def test_the_login_page_and_the_admin_run_page_are_accessible(live_app, browser_page):

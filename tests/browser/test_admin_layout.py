@@ -5,14 +5,9 @@ long tool arguments)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, ROOT
-from tests.timing import WAIT_S
+from tests.browser.conftest import ARTIFACTS, on_database
 
 pytestmark = pytest.mark.browser
 
@@ -52,10 +47,7 @@ for i, (status, strategy, model, tool_errors, format_errors) in enumerate(shapes
 
 
 def seed(database, code: str = SEED) -> None:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}",
-           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
-    subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env,
-                   check=True, timeout=2 * WAIT_S)  # fmt: skip
+    on_database(database, "manage.py", "shell", "-c", code)
 
 
 def open_list(page, app, path: str, scheme: str = "light", width: int = 1366) -> dict:

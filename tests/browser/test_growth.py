@@ -4,14 +4,11 @@ from the mouse and from the keyboard, back to the conversation's start."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser.conftest import ROOT
+from tests.browser.conftest import on_database
 
 pytestmark = pytest.mark.browser
 
@@ -40,12 +37,7 @@ TOP = "id => document.getElementById(id).getBoundingClientRect().top"
 
 
 def _fill(app, conversation_id: int, exchanges: int = EXCHANGES) -> None:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{app.database}",
-           "DJANGO_SETTINGS_MODULE": "project.settings"}  # fmt: skip
-    subprocess.run(
-        [sys.executable, "-c", FILL, str(conversation_id), str(exchanges)],
-        cwd=ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
+    on_database(app.database, "-c", FILL, str(conversation_id), str(exchanges))
 
 
 def test_show_earlier_loads_the_earlier_messages_above_without_the_page_jumping(

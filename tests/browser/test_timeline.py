@@ -3,14 +3,11 @@ a bar that scrolls to its step, and the same timeline on the admin's run page.""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, ROOT
+from tests.browser.conftest import ARTIFACTS, create_superuser
 from tests.browser.test_chat_page import TRAVEL_QUESTION, ask
 
 pytestmark = pytest.mark.browser
@@ -29,17 +26,6 @@ PAGE_OVERFLOW = "document.scrollingElement.scrollHeight - window.innerHeight"
 
 def _overlap(a: dict, b: dict) -> bool:
     return a["left"] < b["left"] + b["width"] and b["left"] < a["left"] + a["width"]
-
-
-def _superuser(database) -> None:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{database}",
-           "DJANGO_SETTINGS_MODULE": "project.settings",
-           "DJANGO_SUPERUSER_PASSWORD": "timeline-pw"}  # fmt: skip
-    subprocess.run(
-        [sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", "root",
-         "--email", "root@example.com"],
-        cwd=ROOT, env=env, check=True, capture_output=True,
-    )  # fmt: skip
 
 
 def test_the_timeline_shows_parallel_calls_overlapping_and_jumps_to_a_step(start_app, browser_page):
@@ -90,7 +76,7 @@ def test_the_timeline_shows_parallel_calls_overlapping_and_jumps_to_a_step(start
     assert all(ttft is not None for *_, kind, ttft in rows if kind == "model_turn")
 
     # The admin's run page shows the same bars, open, above the steps.
-    _superuser(app.database)
+    create_superuser(app.database, "root", "timeline-pw")
     page.goto(app.url + f"/admin/login/?next=/admin/chat/agentrun/{run_id}/change/")
     page.fill("#id_username", "root")
     page.fill("#id_password", "timeline-pw")
