@@ -81,7 +81,7 @@ deploy-deps:
 # worker and share its Chromium). PYTEST_WORKERS=0 runs it in one process; PYTEST_ARGS adds
 # to it, e.g. PYTEST_ARGS="-x tests/chat". docs/testing.md says how the suite is split.
 PYTEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: install-dev browser-deps
 	$(PYTEST) $(PYTEST_ARGS)
