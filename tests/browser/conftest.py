@@ -13,6 +13,7 @@ loaded machine to keep it so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -180,10 +181,32 @@ def live_app(start_app: Callable[..., LiveServer]) -> LiveServer:
     return start_app(token_delay_ms=3)
 
 
+class Chromium:
+    """Debian's headless Chromium for one test module: launched on first use, and again
+    when it has died (a crash or the OOM killer fails one test, not the module's rest)."""
+
+    def __init__(self, playwright, executable: str) -> None:
+        self._playwright = playwright
+        self._executable = executable
+        self._browser = None
+
+    def browser(self):
+        """Return the running browser, launching it first if there is none."""
+        if self._browser is None or not self._browser.is_connected():
+            self._browser = self._playwright.chromium.launch(
+                executable_path=self._executable, args=CHROMIUM_FLAGS
+            )
+        return self._browser
+
+    def close(self) -> None:
+        """Close the browser if it still runs."""
+        if self._browser is not None and self._browser.is_connected():
+            self._browser.close()
+
+
 @pytest.fixture(scope="module")
-def chromium():
-    """Yield Debian's headless Chromium, launched once per test module (each test has its
-    own context, so nothing but the process is shared); fail if Chromium is missing.
+def chromium() -> Iterator[Chromium]:
+    """Yield the module's :class:`Chromium`; fail if Chromium is not installed.
 
     Module scope, not session: Playwright's sync API runs an event loop of its own, which
     must not be alive while pytest-asyncio runs another module's tests in this process.
@@ -194,7 +217,7 @@ def chromium():
     if executable is None:
         pytest.fail("Chromium is not installed: run scripts/ensure-chromium.sh (make test does)")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        browser = Chromium(playwright, executable)
         try:
             yield browser
         finally:
@@ -202,11 +225,14 @@ def chromium():
 
 
 @pytest.fixture
-def browser_page(chromium):
+def browser_page(chromium: Chromium):
     """Yield a page in a new context of the module's Chromium (1280x1000); every context
     the test opens is closed after it."""
+    from playwright.sync_api import Error
+
     ARTIFACTS.mkdir(exist_ok=True)
-    context = chromium.new_context(viewport={"width": 1280, "height": 1000})
+    browser = chromium.browser()
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
     context.set_default_timeout(WAIT_MS)  # for every wait, page and tab of the test
     page = context.new_page()
     dialogs: list[str] = []
@@ -215,8 +241,9 @@ def browser_page(chromium):
     try:
         yield page
     finally:
-        for opened in chromium.contexts:  # the test's own, and any it made beside it
-            opened.close()
+        for opened in browser.contexts:  # the test's own, and any it made beside it
+            with contextlib.suppress(Error):  # the browser died: the next test relaunches
+                opened.close()
 
 
 @dataclass(frozen=True)
