@@ -627,13 +627,15 @@ async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
 
 
 def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
-    """Return the run tasks this process is running (a copy)."""
-    return {local.task for local in _RUNS.values()}
+    """Return the run tasks this process is running (a copy); a task that has ended is not
+    one, though its done-callback has not yet removed it (a loop pass later)."""
+    return set(running_runs().values())
 
 
 def running_runs() -> dict[int, asyncio.Task[AgentRun | None]]:
-    """Return the run tasks this process is running, by run id (a copy)."""
-    return {run_id: local.task for run_id, local in _RUNS.items()}
+    """Return the run tasks this process is running, by run id (a copy); as
+    :func:`running_tasks`, without the ended ones."""
+    return {run_id: local.task for run_id, local in _RUNS.items() if not local.task.done()}
 
 
 def cancel_local(run_id: int, *, reason: str = "a Stop") -> bool:
