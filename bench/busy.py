@@ -95,7 +95,9 @@ def run_pytest(label: str, args: list[str], *, hogs: int, timeout_s: float) -> P
     sampler = threading.Thread(target=sample_load, args=(result.loads, done), daemon=True)
     sampler.start()
     start = time.monotonic()
-    pytest = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=ROOT)
+    # Its own process group, so that stopping it stops its xdist workers, their servers and
+    # browsers too (SIGTERM to pytest alone left them running on their own for seconds).
+    pytest = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=ROOT, process_group=0)
     try:
         result.returncode = pytest.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -104,12 +106,12 @@ def run_pytest(label: str, args: list[str], *, hogs: int, timeout_s: float) -> P
         try:
             pytest.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.kill()
+            os.killpg(pytest.pid, signal.SIGKILL)
             pytest.wait()
         result.returncode = 124
     finally:
         if pytest.poll() is None:  # interrupted: do not leave pytest (and its servers) behind
-            pytest.terminate()
+            os.killpg(pytest.pid, signal.SIGTERM)
             pytest.wait()
         result.seconds = time.monotonic() - start
         done.set()

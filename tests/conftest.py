@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,17 +21,17 @@ DATABASE_FIXTURES = frozenset(
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give this xdist worker a Redis prefix of its own (``REDIS_PREFIX``), here and in
+    """Give this test process a Redis prefix of its own (``REDIS_PREFIX``), here and in
     every server a test starts: pub/sub channels are global to a Redis server, and two
-    workers' conversation 1 would otherwise hear each other's runs (so would the workers
-    of two test runs at once: the prefix names the run too)."""
+    xdist workers' conversation 1 would otherwise hear each other's runs (so would two
+    test runs at once: the prefix names the run too, one process or several)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker:
-        return
+    if not worker and getattr(config.option, "numprocesses", None):
+        return  # xdist's controller: its workers set their own
     from django.conf import settings
 
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
-    prefix = f"{settings.REDIS_PREFIX}-{run}-{worker}"
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+    prefix = f"{settings.REDIS_PREFIX}-{run[:8]}-{worker or 'main'}"
     os.environ["REDIS_PREFIX"] = prefix
     settings.REDIS_PREFIX = prefix
     for layer in settings.CHANNEL_LAYERS.values():

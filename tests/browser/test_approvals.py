@@ -39,6 +39,9 @@ def ask_and_wait(app, page) -> None:
     wait_status(page, 0, "waiting")
 
 
+# In CI's PostgreSQL + Redis pass too: the decision reaches the other tab's page over the
+# layer, and after the restart both pages subscribe again and see the run go on.
+@pytest.mark.backends
 def test_two_tabs_see_the_card_and_the_decision_and_the_wait_survives_a_restart(
     start_app, browser_page
 ):

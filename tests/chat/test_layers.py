@@ -50,6 +50,7 @@ async def receive_now(layer: InMemoryChannelLayer, channel: str) -> dict | None:
     return None
 
 
+@pytest.mark.backends  # reads the layer the settings configure: Redis in that pass
 def test_the_settings_use_this_layer_for_the_in_memory_case() -> None:
     layer = get_channel_layer()
     if os.environ.get("REDIS_URL"):  # CI's PostgreSQL + Redis pass: Redis pub/sub instead
