@@ -7,7 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.serving import ROOT
+
 SCRIPT = ROOT / "scripts" / "ensure-chromium.sh"
 
 
