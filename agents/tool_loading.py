@@ -36,31 +36,36 @@ class ToolLoadError(ValueError):
 
 
 def _import(path: str) -> Any:
-    """Return the object a dotted path names: a module, or an attribute of one."""
+    """Return the object a dotted path names, as ``from module import name`` would: the
+    attribute ``name`` of ``module`` (a package's ``__init__`` may bind a tool over its
+    submodule of the same name), else the module the whole path names."""
     if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", path):
         raise ToolLoadError(f"{path!r} is not a dotted path (package.module.name).")
-    try:
-        return importlib.import_module(path)
-    except ModuleNotFoundError as exc:
-        # The path itself (or a package on it) is not a module: it names an attribute. A
-        # module missing elsewhere is a dependency of the tool's code: say so.
-        missing = exc.name or ""
-        if not (path == missing or path.startswith(f"{missing}.")):
-            raise ToolLoadError(f"{path}: importing it failed: {exc}") from exc
-    except Exception as exc:  # the tool's module raised while importing
-        raise ToolLoadError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from exc
     module_path, _, name = path.rpartition(".")
-    if not module_path:
-        raise ToolLoadError(f"{path}: no module of that name.")
+    parent = _import_module(module_path, path) if module_path else None
+    if parent is not None and hasattr(parent, name):
+        return getattr(parent, name)
+    module = _import_module(path, path)
+    if module is not None:
+        return module
+    if parent is None:
+        raise ToolLoadError(f"{path}: there is no module {module_path or path!r} to import.")
+    raise ToolLoadError(f"{path}: module {module_path} has no {name!r}.")
+
+
+def _import_module(module_path: str, path: str) -> ModuleType | None:
+    """Return the module ``module_path``, or None when no module has that name; raise
+    :class:`ToolLoadError` (naming ``path``) when importing it, or what it imports, fails."""
     try:
-        module = importlib.import_module(module_path)
-    except Exception as exc:
+        return importlib.import_module(module_path)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_path == missing or module_path.startswith(f"{missing}."):
+            return None
+        raise ToolLoadError(f"{path}: importing {module_path} failed: {exc}") from exc
+    except Exception as exc:  # the tool's module raised while importing
         raise ToolLoadError(f"{path}: importing {module_path} failed: "
                             f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise ToolLoadError(f"{path}: module {module_path} has no {name!r}.") from None
 
 
 def _as_tool(obj: Any, path: str) -> BaseTool:
@@ -118,7 +123,12 @@ def load_tools(paths: Sequence[str]) -> list[BaseTool]:
     Raises :class:`ToolLoadError` for the first path at fault, or for two tools with one
     name (the model calls tools by name).
     """
-    tools: list[BaseTool] = []
+    return [tool for tool, _ in load_tools_by_path(paths)]
+
+
+def load_tools_by_path(paths: Sequence[str]) -> list[tuple[BaseTool, str]]:
+    """Return :func:`load_tools`' tools, each with the path that named it."""
+    loaded: list[tuple[BaseTool, str]] = []
     origin: dict[str, str] = {}
     for path in paths:
         for tool in resolve(path):
@@ -128,8 +138,8 @@ def load_tools(paths: Sequence[str]) -> list[BaseTool]:
                 raise ToolLoadError(f"{path}: a tool named {tool.name!r} comes from {first} "
                                     "already; tool names must differ.")  # fmt: skip
             origin[tool.name] = path
-            tools.append(tool)
-    return tools
+            loaded.append((tool, path))
+    return loaded
 
 
 def duplicate_names(tools: Iterable[BaseTool]) -> list[str]:

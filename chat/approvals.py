@@ -11,8 +11,9 @@ whichever process claims it first (:func:`chat.runs.resume_ready`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
@@ -43,37 +44,63 @@ ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was 
 # Where a tool's policy comes from (the admin's policies page says it).
 FROM_ADMIN = "set in this admin"
 FROM_SETTING = "AGENT_TOOL_POLICIES"
+FROM_AGENT = "the agent's definition"
 BY_DEFAULT = "default"
+NO_POLICIES: Mapping[str, str] = MappingProxyType({})
 
 
-def policy_of(name: str, admin_policies: dict[str, str]) -> tuple[ToolPolicy, str]:
+def policy_of(
+    name: str, admin_policies: Mapping[str, str], agent_policies: Mapping[str, str] = NO_POLICIES
+) -> tuple[ToolPolicy, str]:
     """Return tool ``name``'s policy and where it comes from: the admin's
     (:class:`chat.models.ToolApprovalPolicy`, ``admin_policies`` by tool name), else
-    ``AGENT_TOOL_POLICIES``'s, else ``allow``."""
+    ``AGENT_TOOL_POLICIES``'s, else the run's agent's (``agent_policies``:
+    :func:`chat.agents.tool_policies`, where an MCP server's tools are ``ask``), else
+    ``allow``."""
     if name in admin_policies:
         return ToolPolicy(admin_policies[name]), FROM_ADMIN
     if name in settings.AGENT_TOOL_POLICIES:
         return ToolPolicy(settings.AGENT_TOOL_POLICIES[name]), FROM_SETTING
+    if name in agent_policies:
+        return ToolPolicy(agent_policies[name]), FROM_AGENT
     return ToolPolicy.ALLOW, BY_DEFAULT
 
 
-def policy_lookup(*, conversation_id: int) -> PolicyLookup:
-    """Return the tool policies a run of the conversation uses (sync: two queries).
+@dataclass(frozen=True)
+class PolicyRows:
+    """What the database says of a conversation's tool policies: the admin's policies
+    and the tools "always allowed" in it (:func:`policy_rows`)."""
 
-    A tool's policy is :func:`policy_of`'s; a tool "always allowed" in the conversation
-    (:class:`chat.models.ToolGrant`) is ``allow`` where it would ``ask``, never where it
-    is ``deny``.
-    """
+    admin_policies: Mapping[str, str]
+    granted: frozenset[str]
+
+    def lookup(self, agent_policies: Mapping[str, str] = NO_POLICIES) -> PolicyLookup:
+        """Return the policies a run uses: :func:`policy_of`'s, with a tool "always
+        allowed" in the conversation (:class:`chat.models.ToolGrant`) ``allow`` where it
+        would ``ask``, never where it is ``deny``."""
+
+        def lookup(name: str) -> ToolPolicy:
+            policy, _ = policy_of(name, self.admin_policies, agent_policies)
+            if policy == ToolPolicy.ASK and name in self.granted:
+                return ToolPolicy.ALLOW
+            return policy
+
+        return lookup
+
+
+def policy_rows(*, conversation_id: int) -> PolicyRows:
+    """Return the conversation's tool policy rows (sync: two queries)."""
     admin_policies = store.tool_policies()
     granted = store.conversation_grants(conversation_id=conversation_id)
+    return PolicyRows(admin_policies, frozenset(granted))
 
-    def lookup(name: str) -> ToolPolicy:
-        policy, _ = policy_of(name, admin_policies)
-        if policy == ToolPolicy.ASK and name in granted:
-            return ToolPolicy.ALLOW
-        return policy
 
-    return lookup
+def policy_lookup(
+    *, conversation_id: int, agent_policies: Mapping[str, str] = NO_POLICIES
+) -> PolicyLookup:
+    """Return the tool policies a run of the conversation uses (sync: two queries;
+    :meth:`PolicyRows.lookup`)."""
+    return policy_rows(conversation_id=conversation_id).lookup(agent_policies)
 
 
 def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[str, Any]:

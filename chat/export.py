@@ -24,7 +24,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
-from chat.models import AgentRun, AgentStep, Approval, Conversation
+from chat.models import AgentRun, AgentSnapshot, AgentStep, Approval, Conversation
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -74,6 +74,8 @@ COLUMNS: tuple[str, ...] = (
     "approval_edited_arguments",
     "approval_reason",
     "approval_always_allowed",
+    "agent",
+    "agent_snapshot",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -239,13 +241,18 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
         .order_by("pk")
         .iterator(chunk_size=CHUNK_SIZE)
     )
+    # Each snapshot's hash, read once (a snapshot's content is kilobytes of schemas).
+    digests = dict(
+        AgentSnapshot.objects.filter(runs__in=run_ids).values_list("pk", "digest").distinct()
+    )
     step_rows = ((step.run_id, step.ordinal, step.run, step) for step in steps)
     run_rows = ((run.pk, 0, run, None) for run in bare_runs)
     for _run_id, _ordinal, run, step in heapq.merge(
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
         cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
-        yield cells + _approval_cells(_approval_of(step))
+        agent = [run.agent_key, digests.get(run.snapshot_id, "")]
+        yield cells + _approval_cells(_approval_of(step)) + agent
 
 
 class _Echo:

@@ -19,16 +19,21 @@ def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class StrategyForm(forms.Form):
-    """Validate a conversation's model, strategy, ``tool_choice`` and parallel tool calls.
+    """Validate a conversation's agent, model, strategy, ``tool_choice`` and parallel tool
+    calls.
 
     ``tool_names`` are the tools runs may call (a named ``tool_choice`` must be one);
-    ``models`` the configured models as ``(key, label)`` pairs (``chat.runs.model_choices``),
-    the first being the default. ``model`` may be left out (the picker has no menu when
-    only one model is configured): the cleaned ``model_key`` is then ``default_model``, or
-    the first configured key. The native options are only read for native tool calling;
-    for a text strategy they are ignored and set to their defaults.
+    ``models`` the models the agent may use as ``(key, label)`` pairs
+    (``chat.runs.model_choices``), the first being the default; ``agents`` the defined
+    agents as ``(name, label)``; ``strategies`` the strategies the agent allows (empty:
+    all four). ``agent`` and ``model`` may be left out (the picker has no menu when only
+    one is defined): the cleaned ``agent_key`` is then ``default_agent``, the cleaned
+    ``model_key`` ``default_model`` or the first configured key. The native options are
+    only read for native tool calling; for a text strategy they are ignored and set to
+    their defaults.
     """
 
+    agent = forms.ChoiceField(required=False, widget=forms.Select(attrs={"id": "agent-select"}))
     model = forms.ChoiceField(required=False, widget=forms.Select(attrs={"id": "model-select"}))
 
     strategy = forms.ChoiceField(
@@ -51,6 +56,9 @@ class StrategyForm(forms.Form):
         tool_names: Sequence[str],
         models: Sequence[tuple[str, str]],
         default_model: str = "",
+        agents: Sequence[tuple[str, str]] = (),
+        default_agent: str = "",
+        strategies: Sequence[str] = (),
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -60,6 +68,16 @@ class StrategyForm(forms.Form):
         self.fields["model"].choices = list(models)  # type: ignore[attr-defined]
         keys = [key for key, _ in models]
         self.default_model = default_model if default_model in keys else next(iter(keys), "")
+        self.fields["agent"].choices = list(agents)  # type: ignore[attr-defined]
+        self.default_agent = default_agent
+        if strategies:
+            allowed = [(key, label) for key, label in Strategy.choices if key in strategies]
+            self.fields["strategy"].choices = allowed  # type: ignore[attr-defined]
+
+    @property
+    def offers_agents(self) -> bool:
+        """Return True when there is an agent to pick: more than one is defined."""
+        return len(self.fields["agent"].choices) > 1  # type: ignore[attr-defined]
 
     @property
     def offers_models(self) -> bool:
@@ -73,6 +91,8 @@ class StrategyForm(forms.Form):
         *,
         tool_names: Sequence[str],
         models: Sequence[tuple[str, str]],
+        agents: Sequence[tuple[str, str]] = (),
+        strategies: Sequence[str] = (),
     ) -> StrategyForm:
         """Return an unbound form showing ``conversation``'s settings (the picker).
 
@@ -84,12 +104,14 @@ class StrategyForm(forms.Form):
             models = [("", f"{picked} (no longer configured)"), *models]
             picked = ""
         initial = {
+            "agent": conversation.agent_key or next(iter(dict(agents)), ""),
             "model": picked,
             "strategy": conversation.strategy,
             "tool_choice": conversation.tool_choice,
             "parallel_tool_calls": conversation.parallel_tool_calls,
         }
-        return cls(initial=initial, tool_names=tool_names, models=models)
+        return cls(initial=initial, tool_names=tool_names, models=models, agents=agents,
+                   strategies=strategies)  # fmt: skip
 
     def clean(self) -> dict[str, object]:
         """Return the cleaned values: ``model_key``, the strategy and its native options.
@@ -101,6 +123,7 @@ class StrategyForm(forms.Form):
         """
         data = super().clean() or {}
         data["model_key"] = data.pop("model", "") or self.default_model
+        data["agent_key"] = data.pop("agent", "") or self.default_agent
         if data.get("strategy") != Strategy.TOOL_CALLING:
             data["tool_choice"] = TOOL_CHOICE_AUTO
             data["parallel_tool_calls"] = True

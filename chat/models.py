@@ -106,6 +106,9 @@ class Conversation(models.Model):
     # a message, unless that model is no longer configured (docs/models.md). Database
     # defaults too, so rows inserted by raw SQL (bench/tracedata.py) get them.
     model_key = models.CharField(max_length=32, default="default", db_default="default")
+    # The agent its runs use, by name (settings.AGENT_DEFINITIONS, AGENTS_FILE); blank: the
+    # default agent. Fixed once it has a message (docs/agents.md).
+    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Set when its owner deletes it from their list: the page, the list and the socket no
@@ -164,6 +167,28 @@ class Message(models.Model):
         return f"{self.role}: {self.content[:60]}"
 
 
+class AgentSnapshot(models.Model):
+    """What an agent gave the model for a run, stored once per distinct content.
+
+    ``content`` (:func:`chat.agents.snapshot_content`): the agent's name and label, the
+    system prompt as sent (with a text strategy's tool instructions), each tool's name,
+    description, argument schema and where it came from, the MCP servers used (never a
+    secret) and the limits the run ran under. ``digest`` is the SHA-256 of its canonical
+    JSON: runs given the same share a row, and a changed configuration makes a new one, so
+    an old run keeps saying what it was given.
+    """
+
+    digest = models.CharField(max_length=64, unique=True)
+    content = models.JSONField(encoder=UnicodeJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.content.get('agent', {}).get('name', '?')} {self.digest[:12]}"
+
+
 class AgentRun(RunDisplay, models.Model):
     """One agent run: a user message in, steps, then a final status and output."""
 
@@ -176,6 +201,15 @@ class AgentRun(RunDisplay, models.Model):
     # for the text strategies, which make one call per turn and have no tool_choice).
     tool_choice = models.CharField(max_length=200, blank=True)
     parallel_tool_calls = models.BooleanField(null=True, blank=True)
+    # The agent it ran as (its name in AGENTS_FILE when it started) and what that agent
+    # gave the model: the system prompt as sent, the tools' schemas, the MCP servers and
+    # the limits (AgentSnapshot, shared by every run given the same). None: not recorded
+    # (a run from before agents were definitions, or one that failed before it had tools).
+    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="",
+                                 db_index=True)  # fmt: skip
+    snapshot = models.ForeignKey(
+        "AgentSnapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
     provider = models.CharField(max_length=32)
     model_name = models.CharField(max_length=200)
     # Where the model was reached: the base URL's host[:port] (never its user info, path

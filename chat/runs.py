@@ -22,19 +22,28 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
-from agents.approvals import PolicyLookup
 from agents.context import ContextWindow
+from agents.definitions import AgentDefinition
 from agents.events import Event, RunFinished, RunStatus, utcnow
 from agents.history import Exchange, history_messages, resume_from
-from agents.prompts import SYSTEM_PROMPT
 from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
 from agents.providers.base import DEFAULT_CONTEXT_WINDOW
 from agents.runtime import RunLimits, run
 from agents.stopping import Budget
 from agents.strategies import Strategy, StrategyOptions, get_strategy
-from agents.tools import default_tools
 from chat import store
-from chat.approvals import policy_lookup
+from chat.agents import (
+    AgentTools,
+    agent_limits,
+    agent_tools,
+    code_tools,
+    conversation_agent,
+    find_agent,
+    snapshot_content,
+    snapshot_digest,
+    tool_policies,
+)
+from chat.approvals import PolicyRows, policy_rows
 from chat.models import AgentRun, AgentStep
 from chat.pricing import PriceRow, cost_of
 from chat.recorder import RunRecorder, Update
@@ -50,6 +59,7 @@ CANCELLED = "The run was cancelled (the server stopped it)."
 STOPPED = "Stopped at your request. What the agent did until then is kept above."
 INTERNAL_ERROR = "The run stopped because of an internal error ({error}). It has been logged."
 CONFIG_ERROR = "The model is not configured correctly: {error}"
+AGENT_ERROR = "The agent is not configured: {error}"
 NOT_CONFIGURED = (
     "this conversation's model {key!r} is no longer configured on this server (it has: "
     "{keys}). Pick another in the Model menu at the top of the chat (reload the page if "
@@ -235,6 +245,7 @@ def create_run(*, conversation_id: int, content: str, rate_limited: bool = False
         conversation_id=conversation_id,
         content=content,
         model_of=run_model,
+        agent_of=run_agent,
         started_at=utcnow(),
         runs_per_minute=limit or None,
     )
@@ -253,9 +264,22 @@ def get_model(run: AgentRun | None = None) -> BaseChatModel:
     return build_model(conversation_model(run.conversation.model_key).config)
 
 
-def get_tools() -> list[BaseTool]:
-    """Return the tools runs may call (with the simulated latency of DEMO_TOOL_DELAY_MS)."""
-    return default_tools(latency_s=settings.DEMO_TOOL_DELAY_MS / 1000)
+def run_agent(agent_key: str) -> str:
+    """Return the name a run of a conversation with ``agent_key`` records: the agent's
+    (blank is the default agent), or the key itself when no agent has it any more (the
+    run then fails at once, saying so)."""
+    agent = find_agent(agent_key)
+    return agent.name if agent is not None else agent_key
+
+
+def get_tools(agent_key: str = "") -> list[BaseTool]:
+    """Return the tools from code of the agent ``agent_key`` names ("": the default
+    agent; one no longer configured has none), with the bundled ones' simulated latency.
+
+    Its MCP servers' tools are known only to a run (:func:`chat.agents.agent_tools`).
+    """
+    agent = find_agent(agent_key)
+    return code_tools(agent) if agent is not None else []
 
 
 def run_limits(price: PriceRow | None = None) -> RunLimits:
@@ -300,9 +324,10 @@ def run_strategy(run_row: AgentRun) -> Strategy:
 
 
 def build_prompt(
-    exchanges: Sequence[Exchange], question: str, strategy: Strategy
+    exchanges: Sequence[Exchange], question: str, strategy: Strategy, system_prompt: str
 ) -> list[BaseMessage]:
-    """Return the messages for a run: system prompt, earlier exchanges, the new question.
+    """Return the messages for a run: ``system_prompt`` (its agent's), earlier exchanges,
+    the new question.
 
     The earlier exchanges go with their tool work, in ``strategy``'s form
     (:func:`agents.history.history_messages`); observations are clipped to
@@ -312,7 +337,7 @@ def build_prompt(
     history = history_messages(
         exchanges, strategy, max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS
     )
-    return [SystemMessage(SYSTEM_PROMPT), *history, HumanMessage(question)]
+    return [SystemMessage(system_prompt), *history, HumanMessage(question)]
 
 
 def context_window(run: AgentRun) -> ContextWindow:
@@ -345,7 +370,7 @@ class _Start:
 
     run: AgentRun
     exchanges: list[Exchange]
-    policy: PolicyLookup
+    policies: PolicyRows
     price: PriceRow | None
     resumed: store.ResumeState | None = None
     steps: list[AgentStep] | None = None
@@ -360,14 +385,14 @@ def _load_start(*, run_id: int, resume: bool) -> _Start:
         conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
         max_result_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
     )  # fmt: skip
-    policy = policy_lookup(conversation_id=run_row.conversation_id)
+    policies = policy_rows(conversation_id=run_row.conversation_id)
     price = store.run_price(provider=run_row.provider, model_name=run_row.model_name)
     if not resume:
-        return _Start(run_row, exchanges, policy, price)
+        return _Start(run_row, exchanges, policies, price)
     resumed = store.run_resume_state(run=run_row, at=utcnow(),
                                      timeout_s=settings.AGENT_APPROVAL_TIMEOUT_S)  # fmt: skip
     steps = store.run_steps_for_resume(run_id=run_id)
-    return _Start(run_row, exchanges, policy, price, resumed, steps)
+    return _Start(run_row, exchanges, policies, price, resumed, steps)
 
 
 async def execute_run(
@@ -419,16 +444,37 @@ async def execute_run(
             _stop_paused_if_asked(run_id, recorder.conversation_id, listeners)
         ))  # fmt: skip
 
+    # The run's MCP sessions: opened and closed in this task (anyio's cancel scopes must
+    # be), closed on every way out, after the loop and its tool calls.
+    tool_sessions = contextlib.AsyncExitStack()
     heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, local))
     try:
+        try:
+            agent = conversation_agent(run_row.agent_key)
+        except ValueError as exc:
+            return await finish(RunStatus.FAILED, AGENT_ERROR.format(error=exc))
         try:
             model = model or get_model(run_row)
             context = context_window(run_row)
         except ValueError as exc:
             return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
-        tools = get_tools() if tools is None else tools
+        if tools is None:
+            try:
+                available = await tool_sessions.enter_async_context(
+                    agent_tools(agent, get_tools(agent.name))
+                )
+            except ValueError as exc:  # a tool path the start-up checks would refuse
+                return await finish(RunStatus.FAILED, AGENT_ERROR.format(error=exc))
+        else:  # given by a caller (tests, benchmarks): as they are
+            available = AgentTools(tools=list(tools))
         strategy = run_strategy(run_row)
-        messages = build_prompt(exchanges, run_row.user_message.content, strategy)
+        messages = build_prompt(exchanges, run_row.user_message.content, strategy,
+                                agent.system_prompt)  # fmt: skip
+        limits = agent_limits(run_limits(start.price), agent)
+        if start.steps is None:  # a resumed run keeps what it was given at its start
+            await database_sync_to_async(_record_snapshot)(
+                run_id=run_id, agent=agent, tools=available, limits=limits, strategy=strategy
+            )
         resumed = None
         if start.resumed is not None:
             state = start.resumed
@@ -437,8 +483,9 @@ async def execute_run(
                 max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
                 usage=run_row.usage_so_far, spent_s=state.spent_s,
             )  # fmt: skip
-        events = run(model, tools, messages, strategy=strategy, limits=run_limits(start.price),
-                     context=context, policy=start.policy, resume=resumed)  # fmt: skip
+        policy = start.policies.lookup(tool_policies(agent, available))
+        events = run(model, available.tools, messages, strategy=strategy, limits=limits,
+                     context=context, policy=policy, resume=resumed)  # fmt: skip
         async for event in events:
             # A write that has started is let finish even if the run is cancelled
             # meanwhile (once or more), so the cancel is recorded after it, never under it.
@@ -476,6 +523,7 @@ async def execute_run(
         return await finish(RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__))
     finally:
         heartbeat.cancel()
+        await _close_tool_sessions(run_id, tool_sessions)
     assert finished is not None
     if finished.status == RunStatus.WAITING:
         # Decisions that came while the turn's other calls ran found the run not paused
@@ -487,6 +535,29 @@ async def execute_run(
             await left_paused()
             raise
     return finished
+
+
+def _record_snapshot(
+    *, run_id: int, agent: AgentDefinition, tools: AgentTools, limits: RunLimits,
+    strategy: Strategy,
+) -> None:  # fmt: skip
+    """Record what defined run ``run_id`` (sync): its agent, the system prompt as
+    ``strategy`` sends it with ``tools``, the tools' schemas, the MCP servers, the limits."""
+    sent = strategy.build_prompt([SystemMessage(agent.system_prompt)], tools.tools)[0]
+    content = snapshot_content(agent, system_prompt=sent.text, tools=tools, limits=limits)
+    store.run_snapshot_record(run_id=run_id, content=content, digest=snapshot_digest(content))
+
+
+async def _close_tool_sessions(run_id: int, sessions: contextlib.AsyncExitStack) -> None:
+    """Close a run's MCP sessions in its own task, even while it is being cancelled; a
+    failure to close is logged, never raised over the run's own outcome."""
+    try:
+        await sessions.aclose()
+    except asyncio.CancelledError:
+        logger.warning("run %s: closing its MCP sessions was cancelled", run_id)
+        raise
+    except Exception:
+        logger.exception("run %s: closing its MCP sessions failed", run_id)
 
 
 async def _through_cancels(future: asyncio.Future[T]) -> T:

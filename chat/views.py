@@ -3,6 +3,8 @@ delete)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -11,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from agents.demo.scenarios import EXAMPLES
 from chat import fragments, live, store
+from chat.agents import agent_choices, agent_settings, allowed_models, find_agent
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, RunStatus
@@ -41,15 +43,27 @@ def home(request: HttpRequest) -> HttpResponse:
             return render(request, "chat/cookies_needed.html", status=403)
         _owner(request, create=True)
         return redirect(f"{reverse('chat:home')}?{COOKIE_CHECK}=1")
-    conversation = store.conversation_get_or_create_empty(owner=owner)
+    conversation = store.conversation_get_or_create_empty(owner=owner, **_new_chat_settings())
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
 @require_POST
 def new_conversation(request: HttpRequest) -> HttpResponse:
     """Start a new chat (reusing an empty one) and open it."""
-    conversation = store.conversation_get_or_create_empty(owner=_owner(request, create=True))
+    owner = _owner(request, create=True)
+    conversation = store.conversation_get_or_create_empty(owner=owner, **_new_chat_settings())
     return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+def _new_chat_settings() -> dict[str, str]:
+    """Return the model and strategy a new chat starts with: the default agent's."""
+    agent = find_agent("")
+    assert agent is not None  # an agents file defines one at least
+    keys = [key for key, _ in model_choices()]
+    model_key, strategy = agent_settings(
+        agent, model_key=keys[0], strategy=settings.AGENT_STRATEGY, model_keys=keys
+    )
+    return {"model_key": model_key, "strategy": strategy}
 
 
 @require_GET
@@ -83,7 +97,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         "earlier": window.earlier,
         "ws_path": f"/ws/chat/{conversation.pk}/",
         "model_badge": model_badge(model_key=conversation.model_key),
-        "examples": EXAMPLES,
+        "agent": find_agent(conversation.agent_key),
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
     }
     return render(request, "chat/page.html", context)
@@ -181,14 +195,22 @@ def settings_context(
     menu of the configured models beside its badge: it can answer again once it has one.
     ``oob_badge`` also sends the header's model badge (the picker's answer updates it).
     """
-    names = [tool.name for tool in get_tools()] if editable else []
+    agent = find_agent(conversation.agent_key)
+    names = [tool.name for tool in get_tools(conversation.agent_key)] if editable else []
     models = model_choices()
     stale = conversation.model_key not in dict(models)
+    if agent is not None and editable:
+        models = allowed_models(agent, models)
+    form = StrategyForm.of(
+        conversation, tool_names=names, models=models, agents=agent_choices(),
+        strategies=agent.strategies if agent is not None else (),
+    )  # fmt: skip
     return {
         "conversation": conversation,
+        "agent": agent,
         "settings_editable": editable,
         "settings_error": error,
-        "settings_form": StrategyForm.of(conversation, tool_names=names, models=models),
+        "settings_form": form,
         "model_stale": stale,
         "oob_badge": oob_badge,
         "model_badge": model_badge(model_key=conversation.model_key),
@@ -247,11 +269,20 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         # Fixed at the first message, whatever was posted (valid or not), but for a model
         # that is no longer configured.
         return _replace_stale_model(request, owner, conversation)
+    agent = find_agent(conversation.agent_key)
+    picked = find_agent(request.POST.get("agent", "")) if request.POST.get("agent") else agent
+    if picked is None:
+        return _settings_refused(request, conversation, "Pick one of the defined agents.")
+    if agent is None or picked.name != agent.name:
+        return _switch_agent(request, owner, conversation, picked.name)
     form = StrategyForm(
         request.POST,
-        tool_names=[tool.name for tool in get_tools()],
-        models=model_choices(),
+        tool_names=[tool.name for tool in get_tools(conversation.agent_key)],
+        models=allowed_models(picked, model_choices()),
         default_model=conversation.model_key,
+        agents=agent_choices(),
+        default_agent=picked.name,
+        strategies=picked.strategies,
     )
     status, error = 200, ""
     if not form.is_valid():
@@ -277,6 +308,40 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         return redirect("chat:conversation", conversation_id=conversation.pk)
     context = settings_context(conversation, editable=True, error=error, oob_badge=True)
     return render(request, "chat/_settings.html", context, status=status)
+
+
+def _settings_refused(request: HttpRequest, conversation: Conversation, error: str) -> HttpResponse:
+    """Answer a picker post that names no defined agent: 400 with the picker and why."""
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    context = settings_context(conversation, editable=True, error=error)
+    return render(request, "chat/_settings.html", context, status=400)
+
+
+def _switch_agent(
+    request: HttpRequest, owner: store.Owner, conversation: Conversation, agent_key: str
+) -> HttpResponse:
+    """Give a new chat another agent, with the model and strategy it starts with, and
+    reload the page: the empty chat's introduction, starters and placeholder are the
+    agent's (htmx's ``HX-Refresh``; a plain form post is redirected)."""
+    agent = find_agent(agent_key)
+    assert agent is not None
+    keys = [key for key, _ in model_choices()]
+    model_key, strategy = agent_settings(
+        agent, model_key=conversation.model_key, strategy=conversation.strategy, model_keys=keys
+    )
+    # A first message that came in meanwhile fixed the agent: the reload shows which.
+    with contextlib.suppress(store.ConversationStarted):
+        store.conversation_configure(
+            owner=owner, conversation_id=conversation.pk, strategy=strategy,
+            tool_choice=TOOL_CHOICE_AUTO, parallel_tool_calls=True, model_key=model_key,
+            agent_key=agent.name,
+        )  # fmt: skip
+    if not request.headers.get("HX-Request"):
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    response = HttpResponse(status=204)
+    response["HX-Refresh"] = "true"
+    return response
 
 
 def list_context(owner: store.Owner, *, query: str, active: int | None) -> dict[str, object]:

@@ -6,11 +6,13 @@ Set DATABASE_URL, REDIS_URL and OPENAI_API_KEY for more.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.definitions import DefinitionError, load_agents_file
 from agents.providers import ModelConfig, find_provider
 from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
@@ -222,6 +224,17 @@ AGENT_MODELS_FILE = env_str("AGENT_MODELS_FILE")
 AGENT_EXTRA_MODELS = (
     load_models_file(BASE_DIR / AGENT_MODELS_FILE, base=AGENT_MODEL) if AGENT_MODELS_FILE else []
 )
+# The agents a chat can pick (docs/agents.md): a TOML file of [[agents]] (the first is the
+# default) and the [[mcp_servers]] they use, relative to the project directory. Its shape
+# is checked here; whether its tools import, its models exist and its servers answer, by
+# the system checks (chat/checks.py).
+AGENTS_FILE = env_str("AGENTS_FILE", "agents/bundled/agents.toml")
+try:
+    AGENT_DEFINITIONS = load_agents_file(
+        BASE_DIR / AGENTS_FILE, python=sys.executable, base_dir=BASE_DIR
+    )
+except DefinitionError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # Offer the offline demo in the picker beside real models (it needs no key or network).
 AGENT_OFFER_DEMO = env_bool("AGENT_OFFER_DEMO", True)
 # Simulated latency of each bundled (offline) tool call, so running tool cards are visible.

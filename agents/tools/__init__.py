@@ -17,6 +17,8 @@ act on. See ``docs/tools.md``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from langchain_core.tools import BaseTool
 
 from agents.tools.base import with_latency
@@ -31,6 +33,7 @@ __all__ = [
     "default_tools",
     "search_travel_info",
     "weather_forecast",
+    "with_simulated_latency",
 ]
 
 # Each tool's simulated latency as a multiple of ``latency_s``. Real APIs differ: a
@@ -45,13 +48,30 @@ LATENCY_FACTORS = {
 }
 
 
+BUNDLED: tuple[BaseTool, ...] = (
+    search_travel_info, weather_forecast, check_bnb_availability, calculator, current_time,
+)  # fmt: skip
+
+
 def default_tools(*, latency_s: float = 0.0) -> list[BaseTool]:
     """Return the bundled tools, in a fixed order: travel search, weather, B&B, maths, time.
 
     The list is new on every call; the tools in it are shared, stateless instances.
-    ``latency_s`` > 0 makes each call wait first (a simulated API latency, see
-    :func:`agents.tools.base.with_latency`): ``latency_s`` times the tool's
-    ``LATENCY_FACTORS`` entry, so the B&B search takes three times as long as the others.
+    ``latency_s``: see :func:`with_simulated_latency`.
     """
-    tools = [search_travel_info, weather_forecast, check_bnb_availability, calculator, current_time]
-    return [with_latency(tool, latency_s * LATENCY_FACTORS[tool.name]) for tool in tools]
+    return with_simulated_latency(BUNDLED, latency_s=latency_s)
+
+
+def with_simulated_latency(tools: Sequence[BaseTool], *, latency_s: float) -> list[BaseTool]:
+    """Return ``tools`` with each bundled one made to wait first, the others as they are.
+
+    ``latency_s`` > 0 makes a bundled tool wait ``latency_s`` times its
+    ``LATENCY_FACTORS`` entry (a simulated API latency, see
+    :func:`agents.tools.base.with_latency`), so the B&B search takes three times as long as
+    the others. Another agent's tools have latencies of their own.
+    """
+    bundled = {id(tool) for tool in BUNDLED}
+    return [
+        with_latency(tool, latency_s * LATENCY_FACTORS[tool.name]) if id(tool) in bundled else tool
+        for tool in tools
+    ]

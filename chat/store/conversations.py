@@ -82,14 +82,18 @@ def conversation_get(*, owner: Owner, conversation_id: int) -> Conversation | No
     return conversations_for_owner(owner=owner).filter(pk=conversation_id).first()
 
 
-def conversation_get_or_create_empty(*, owner: Owner) -> Conversation:
-    """Return the owner's newest conversation if it has no messages yet, else a new one."""
+def conversation_get_or_create_empty(
+    *, owner: Owner, model_key: str = "default", strategy: str = ""
+) -> Conversation:
+    """Return the owner's newest conversation if it has no messages yet, else a new one
+    with ``model_key`` and ``strategy`` ("": ``AGENT_STRATEGY``)."""
     latest = conversations_for_owner(owner=owner).first()
     if latest is not None and not latest.messages.exists():
         return latest
     return Conversation.objects.create(
-        owner_id=owner.user_id, guest_key=owner.guest_key, strategy=settings.AGENT_STRATEGY
-    )
+        owner_id=owner.user_id, guest_key=owner.guest_key, model_key=model_key,
+        strategy=strategy or settings.AGENT_STRATEGY,
+    )  # fmt: skip
 
 
 def conversations_adopt(*, guest_key: str, user_id: int) -> int:
@@ -216,12 +220,14 @@ def conversation_configure(
     tool_choice: str,
     parallel_tool_calls: bool,
     model_key: str | None = None,
+    agent_key: str | None = None,
 ) -> Conversation | None:
     """Set how a conversation's runs ask for tools; return it, or None if not the owner's.
 
     Only a conversation with no messages yet can change, so every run of a conversation
-    uses one strategy (compare strategies with a new chat each). ``model_key`` (None:
-    unchanged) picks one of the configured models. Values are stored as given: the
+    uses one strategy (compare strategies with a new chat each). ``model_key`` and
+    ``agent_key`` (None: unchanged) pick one of the configured models and agents. Values
+    are stored as given: the
     caller validates them (:class:`chat.forms.StrategyForm`).
     Raises :class:`ConversationStarted` once it has messages.
     """
@@ -239,6 +245,9 @@ def conversation_configure(
         if model_key is not None:
             conversation.model_key = model_key
             changed.append("model_key")
+        if agent_key is not None:
+            conversation.agent_key = agent_key
+            changed.append("agent_key")
         conversation.save(update_fields=changed)
         return conversation
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -13,6 +13,7 @@ from agents.approvals import APPROVAL_CANCELLED
 from agents.timing import whole_ms
 from chat.models import (
     AgentRun,
+    AgentSnapshot,
     AgentStep,
     Conversation,
     Message,
@@ -63,12 +64,15 @@ def run_start(
     runs_per_minute: int | None = None,
     endpoint: str = "",
     model_of: Callable[[str], RunModel] | None = None,
+    agent_of: Callable[[str], str] | None = None,
 ) -> AgentRun:
     """Store the user's message and a new running run for it; return the run.
 
     The run records ``provider``, ``model_name`` and ``endpoint``, or with ``model_of``
     what it returns for the conversation's ``model_key`` as read under the lock that
-    fixes it (so the run names the model its conversation had when the message came).
+    fixes it (so the run names the model its conversation had when the message came);
+    with ``agent_of``, the agent name it returns for the conversation's ``agent_key``,
+    which the conversation keeps from then on (else that key as it is).
 
     The run comes back with its conversation and user message, as rendering it needs.
     Raises :class:`ConversationGone` if its owner deleted it (a tab open since may still
@@ -93,7 +97,11 @@ def run_start(
             check_rate(conversation, runs_per_minute, started_at)
         if not conversation.title:
             conversation.title = title_from(content)
-        conversation.save(update_fields=["title", "updated_at"])
+        agent_key = conversation.agent_key
+        if agent_of is not None:
+            # Blank (the default agent) is fixed to its name by the first message.
+            conversation.agent_key = agent_key = agent_of(agent_key)
+        conversation.save(update_fields=["title", "agent_key", "updated_at"])
         message = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=content
         )
@@ -103,6 +111,7 @@ def run_start(
         return AgentRun.objects.create(
             conversation=conversation,
             user_message=message,
+            agent_key=agent_key,
             strategy=conversation.strategy,
             tool_choice=conversation.tool_choice if native else "",
             parallel_tool_calls=conversation.parallel_tool_calls if native else None,
@@ -377,3 +386,14 @@ def step_save_text(*, step_id: int, text: str, reasoning: str | None = None) -> 
 def run_with_steps(*, run_id: int) -> AgentRun:
     """Return the run with its steps in order (``run.steps.all()``), as a timeline reads it."""
     return runs_loaded(AgentRun.objects.filter(pk=run_id)).get()
+
+
+def run_snapshot_record(*, run_id: int, content: Mapping[str, Any], digest: str) -> None:
+    """Record what defined run ``run_id`` (``content``, whose hash is ``digest``): the
+    :class:`chat.models.AgentSnapshot` with that digest, stored now if it is new.
+
+    A run that has one keeps it (a resumed run was given what it started with).
+    """
+    snapshot, _ = AgentSnapshot.objects.get_or_create(digest=digest,
+                                                      defaults={"content": content})  # fmt: skip
+    AgentRun.objects.filter(pk=run_id, snapshot__isnull=True).update(snapshot=snapshot)

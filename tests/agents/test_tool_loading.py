@@ -73,7 +73,7 @@ async def test_a_sync_tool_runs_off_the_event_loop() -> None:
             "RuntimeError: the tools module is broken",
         ),
         ("tests.agents.own_tools.needs_missing.thing", "package_that_is_not_installed"),
-        ("tests.agents.own_tools.nowhere.thing", "importing tests.agents.own_tools.nowhere failed"),
+        ("tests.agents.own_tools.nowhere.thing", "there is no module 'tests.agents.own_tools"),
         (f"{KINDS}.missing", "has no 'missing'"),
         (f"{FAULTS}.NOT_A_TOOL", "is a int, not a tool"),
         (f"{FAULTS}.undocumented", "could not make 'undocumented' a tool"),

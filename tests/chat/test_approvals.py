@@ -415,7 +415,7 @@ async def _held_while_another_call_runs(scripted_model, settings):
     row = await database_sync_to_async(runs.create_run)(
         conversation_id=conversation.pk, content="Book it."
     )
-    runs.get_tools = lambda: monkeypatch_tools  # restored by the fixture below
+    runs.get_tools = lambda *_: monkeypatch_tools  # restored by the fixture below
     runs.start_run(row.pk, listeners=[])
     held = AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING)
     # Polled from here, not with wait_until in the ORM thread: the run writes there.

@@ -53,7 +53,7 @@ async def slow_lookup(town: str) -> str:
 def slow_tools(monkeypatch):
     """Make runs call ``slow_lookup``; ``await tool_started()`` once it runs."""
     STARTED["event"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda: [slow_lookup])
+    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [slow_lookup])
 
 
 async def tool_started() -> None:
@@ -344,7 +344,7 @@ async def next_message_succeeds(scripted_model, conversation_id: int) -> None:
 async def test_a_tool_that_swallows_the_cancel_ends_the_run_at_its_next_event(
     scripted_model, swallowing, monkeypatch, caplog
 ):
-    monkeypatch.setattr("chat.runs.get_tools", lambda: [stubborn_lookup])
+    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [stubborn_lookup])
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
         AIMessage("never reached"),
@@ -558,7 +558,7 @@ async def test_a_cancel_between_events_cancels_the_batch_s_other_tool_calls_befo
     recorded. (Without that they were cancelled only after it, when the dropped generator
     was finalized.)"""
     TOOL_CANCELLED["event"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda: [quick_lookup, endless_lookup])
+    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [quick_lookup, endless_lookup])
     scripted_model.script = [
         AIMessage("", tool_calls=[
             tool_call("quick_lookup", {"town": "Suzhou"}, "c1"),

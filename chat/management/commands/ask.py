@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
+from agents.definitions import AgentDefinition
 from agents.events import (
     ApprovalRequested,
     ModelTurnFinished,
@@ -25,6 +26,7 @@ from agents.events import (
     ToolCallStarted,
 )
 from chat import fragments, store
+from chat.agents import agent_choices, agent_settings, allowed_models, find_agent
 from chat.forms import StrategyForm
 from chat.live import GroupPublisher
 from chat.management.pipes import silence_stdout
@@ -41,8 +43,11 @@ THINKING_HEADER = "  │ thinking:"
 MOVED_NOTE = "  (the text above was the model's thinking, not its answer)"
 
 
-def _unknown_model(key: str) -> str:
-    listed = ", ".join(f"{key} ({label})" for key, label in model_choices())
+def _unknown_model(key: str, agent: AgentDefinition | None) -> str:
+    models = allowed_models(agent, model_choices()) if agent else model_choices()
+    listed = ", ".join(f"{key} ({label})" for key, label in models)
+    if agent is not None and key in dict(model_choices()):
+        return f"The agent {agent.name!r} does not use the model {key!r}; it uses: {listed}."
     return f"No configured model is called {key!r}; --model takes one of: {listed}."
 
 
@@ -203,6 +208,12 @@ class Command(BaseCommand):
             "AGENT_STRATEGY, tool_calling; a continued conversation keeps its own)",
         )
         parser.add_argument(
+            "--agent",
+            metavar="NAME",
+            help="which agent a new conversation talks to (default: the first of "
+            "AGENTS_FILE; see docs/agents.md); a continued conversation keeps its own",
+        )
+        parser.add_argument(
             "--model",
             metavar="KEY",
             help="which configured model a new conversation uses (default: default, the "
@@ -232,9 +243,11 @@ class Command(BaseCommand):
                 "parallel calls)" if conversation.parallel_tool_calls else "one call per turn)"
             )
         badge = model_badge(model_key=conversation.model_key)
+        agent = find_agent(conversation.agent_key)
+        agent_label = agent.label if agent else f"{conversation.agent_key} (no longer configured)"
         self.stdout.write(
-            f"Model: {badge.label} · strategy {conversation.strategy}{options_shown} · "
-            f"conversation {conversation.pk}\n"
+            f"Agent: {agent_label} · model: {badge.label} · strategy "
+            f"{conversation.strategy}{options_shown} · conversation {conversation.pk}\n"
         )
         try:
             run = create_run(conversation_id=conversation.pk, content=question)
@@ -288,6 +301,13 @@ class Command(BaseCommand):
                     "--tool-choice and --no-parallel-tool-calls apply to a new conversation."
                 )
             self._keep_or_replace_model(conversation, options["model"])
+            agent = find_agent(conversation.agent_key)
+            if options["agent"] and (agent is None or options["agent"] != agent.name):
+                raise CommandError(
+                    f"Conversation {conversation.pk} talks to the agent "
+                    f"{conversation.agent_key!r}; every run of a conversation uses one. "
+                    "Leave out --agent or start a new conversation."
+                )
             asked = options["strategy"]
             if asked and asked != conversation.strategy:
                 raise CommandError(
@@ -301,7 +321,16 @@ class Command(BaseCommand):
             owner = get_user_model().objects.filter(username=options["user"]).first()
             if owner is None:
                 raise CommandError(f"No user named {options['user']!r}.")
-        strategy = options["strategy"] or settings.AGENT_STRATEGY
+        agent = find_agent(options["agent"] or "")
+        if agent is None:
+            names = ", ".join(name for name, _ in agent_choices())
+            raise CommandError(f"No agent is called {options['agent']!r}; --agent takes one "
+                               f"of: {names}.")  # fmt: skip
+        keys = [key for key, _ in model_choices()]
+        default_model, default_strategy = agent_settings(
+            agent, model_key=PRIMARY_KEY, strategy=settings.AGENT_STRATEGY, model_keys=keys
+        )
+        strategy = options["strategy"] or default_strategy
         native_options = options["tool_choice"] or options["no_parallel_tool_calls"]
         if native_options and strategy != Strategy.TOOL_CALLING:
             raise CommandError(
@@ -310,17 +339,23 @@ class Command(BaseCommand):
             )
         form = StrategyForm(
             {
-                "model": options["model"] or PRIMARY_KEY,
+                "agent": agent.name,
+                "model": options["model"] or default_model,
                 "strategy": strategy,
                 "tool_choice": options["tool_choice"] or TOOL_CHOICE_AUTO,
                 "parallel_tool_calls": not options["no_parallel_tool_calls"],
             },
-            tool_names=[tool.name for tool in get_tools()],
-            models=model_choices(),
+            tool_names=[tool.name for tool in get_tools(agent.name)],
+            models=allowed_models(agent, model_choices()),
+            agents=agent_choices(),
+            strategies=agent.strategies,
         )
         if not form.is_valid():
             if "model" in form.errors:
-                raise CommandError(_unknown_model(options["model"]))
+                raise CommandError(_unknown_model(options["model"], agent))
+            if "strategy" in form.errors and agent.strategies:
+                raise CommandError(f"The agent {agent.name!r} uses the strategies "
+                                   f"{', '.join(agent.strategies)}; not {strategy}.")  # fmt: skip
             errors = " ".join(str(e) for errs in form.errors.values() for e in errs)
             raise CommandError(errors)
         return Conversation.objects.create(owner=owner, **form.cleaned_data)
@@ -341,6 +376,6 @@ class Command(BaseCommand):
                 "conversation."
             )
         if asked not in keys:
-            raise CommandError(_unknown_model(asked))
+            raise CommandError(_unknown_model(asked, find_agent(conversation.agent_key)))
         conversation.model_key = asked
         conversation.save(update_fields=["model_key", "updated_at"])
