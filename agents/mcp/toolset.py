@@ -17,16 +17,18 @@ langchain_core/tools/base.py, 1.8.3). Raised, an MCP ``isError`` result is the a
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool
 from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
@@ -48,6 +50,8 @@ HTTP_STATUS = "HTTP {status} from {url}"
 NO_CONNECTION = "could not connect to {url} ({error})"
 REFUSED = "refused the MCP session: {error}"
 FAILED = "failed while starting: {error}"
+# A call to a server whose session ended (its process died, say).
+GONE = "the MCP server {server!r} is gone: its connection is closed"
 
 
 @dataclass
@@ -82,14 +86,19 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 
 
 def _reason(config: McpServerConfig, exc: BaseException, watch: _StdoutWatch) -> str:
-    """Return why ``config``'s server could not be opened, from what opening raised."""
+    """Return why ``config``'s server could not be opened, from what opening raised, with
+    the first line it wrote that was not MCP, if any."""
+    reason = _cause(config, exc)
+    return reason + (NOT_MCP.format(line=watch.garbage) if watch.garbage else "")
+
+
+def _cause(config: McpServerConfig, exc: BaseException) -> str:
     leaves = _leaves(exc)
     # The transport's own error says more than "Connection closed", which follows it.
     exc = next((e for e in leaves if isinstance(e, httpx.HTTPError | OSError)), leaves[0])
     where = config.where
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        reason = TIMED_OUT.format(seconds=config.connect_timeout_s)
-        return reason + (NOT_MCP.format(line=watch.garbage) if watch.garbage else "")
+        return TIMED_OUT.format(seconds=config.connect_timeout_s)
     if isinstance(exc, MissingSecret):
         return str(exc)
     if isinstance(exc, httpx.HTTPStatusError):
@@ -160,9 +169,26 @@ async def _open_one(config: McpServerConfig, environ: Mapping[str, str],
     return tools
 
 
-def _rename(tools: list[BaseTool], servers: Sequence[str]) -> None:
-    """Give every tool a name the model APIs accept; keep the server's own name in
-    ``metadata`` (``servers``: each tool's server, in the same order)."""
+def _when_gone(coroutine: Callable[..., Awaitable[Any]], server: str
+               ) -> Callable[..., Awaitable[Any]]:  # fmt: skip
+    """Return ``coroutine`` raising ConnectionError naming the server when its session's
+    streams are closed (a stdio server that died: the SDK raises a bare
+    ``anyio.ClosedResourceError``, which says nothing to the model or the audit log)."""
+
+    @functools.wraps(coroutine)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await coroutine(*args, **kwargs)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise ConnectionError(GONE.format(server=server)) from exc
+
+    return call
+
+
+def _adapt(tools: list[BaseTool], servers: Sequence[str]) -> None:
+    """Give every tool a name the model APIs accept, keeping the server's own name in
+    ``metadata``, and a clear error once its server is gone (``servers``: each tool's
+    server, in the same order)."""
     renamed = model_tool_names([t.name for t in tools])
     for tool, server, name in zip(tools, servers, renamed, strict=True):
         original = tool.name[len(server) + 1 :]
@@ -170,6 +196,8 @@ def _rename(tools: list[BaseTool], servers: Sequence[str]) -> None:
         # Safe: the adapter's coroutine calls session.call_tool with the MCP tool's own
         # name, captured when it was made (tools.py, convert_mcp_tool_to_langchain_tool).
         tool.name = name
+        if isinstance(tool, StructuredTool) and tool.coroutine is not None:
+            tool.coroutine = _when_gone(tool.coroutine, server)
 
 
 @asynccontextmanager
@@ -190,7 +218,8 @@ async def open_mcp_tools(
 
     A tool raises ``ToolException`` for an MCP ``isError`` result or a tool that raised
     in the server (``handle_tool_errors=False``, see the module's docstring), and
-    ``McpError`` when the server goes away during the call. Names duplicated across
+    ``McpError`` when the server goes away during the call (``ConnectionError`` for a
+    later call to a stdio server that went away). Names duplicated across
     ``configs`` raise ValueError.
     """
     names = [config.name for config in configs]
@@ -209,5 +238,5 @@ async def open_mcp_tools(
             toolset.servers.append(config.name)
             toolset.tools.extend(opened)
             servers.extend(config.name for _ in opened)
-        _rename(toolset.tools, servers)
+        _adapt(toolset.tools, servers)
         yield toolset
