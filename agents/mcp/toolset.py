@@ -131,6 +131,11 @@ async def _close_quietly(name: str, stack: AsyncExitStack) -> None:
     # run's own exception, nor stop the other servers from closing.
     try:
         await stack.aclose()
+    except RuntimeError as exc:
+        # anyio: "Attempted to exit cancel scope in a different task than it was entered
+        # in" (a pytest-asyncio fixture's teardown, say). The process was ended before.
+        logger.error("MCP server %r was not closed cleanly: %s. open_mcp_tools must be "
+                     "entered and exited in the same task", name, exc)  # fmt: skip
     except Exception as exc:
         logger.warning("MCP server %r failed while closing: %s", name, type(exc).__name__)
 

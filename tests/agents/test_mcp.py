@@ -301,6 +301,16 @@ async def test_stdio_children_end_when_the_task_is_cancelled():
     await until(lambda: not awkward_children(before), "the stdio servers to end")
 
 
+async def test_closing_in_another_task_still_ends_the_child_and_logs_why(caplog):
+    before = children()
+    tools = open_mcp_tools([stdio_config()])
+    await asyncio.create_task(tools.__aenter__())
+    assert len(awkward_children(before)) == 1
+    await asyncio.create_task(tools.__aexit__(None, None, None))
+    await until(lambda: not awkward_children(before), "the stdio server to end")
+    assert "must be entered and exited in the same task" in caplog.text
+
+
 async def test_a_server_that_never_answers_is_ended_after_its_connect_timeout():
     before = children()
     silent = python_config("silent", "import time; time.sleep(3600)", connect_timeout_s=0.5)
