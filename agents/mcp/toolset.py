@@ -20,7 +20,6 @@ import asyncio
 import functools
 import logging
 import os
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
+from pydantic import ValidationError
 
 from agents.mcp.config import McpServerConfig, MissingSecret
 from agents.mcp.names import model_tool_names
@@ -74,9 +74,12 @@ class _StdoutWatch:
         self.garbage: str | None = None
 
     async def __call__(self, message: Any) -> None:
-        if isinstance(message, Exception) and self.garbage is None:
-            match = re.search(r"input_value='((?:[^'\\]|\\.)*)'", str(message))
-            self.garbage = match.group(1)[:60] if match else str(message)[:60]
+        if not isinstance(message, Exception) or self.garbage is not None:
+            return
+        # The stdio transport sends pydantic's error for a line that is not JSON-RPC.
+        errors = message.errors() if isinstance(message, ValidationError) else []
+        line = errors[0].get("input") if errors else None
+        self.garbage = (line if isinstance(line, str) else str(message))[:60]
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
