@@ -38,7 +38,8 @@ class ServerTools:
 
 class ToolListCache:
     """The lists :func:`list_server_tools` made, each with the ``clock()`` time (seconds)
-    it was made at. Keyed by the whole config but ``env`` and the headers' values."""
+    it was made at, keyed by the config (equal configs share a list; the headers' values
+    are read from the environment and play no part)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock

@@ -33,7 +33,9 @@ def stdio_config(name: str = "awk", *, env: dict[str, str] | None = None,
 
 
 def python_config(name: str, code: str, **fields) -> McpServerConfig:
-    """Return a stdio "server" that runs ``code`` (python -u -c)."""
+    """Return a stdio "server" that runs ``code`` (python -u -c); by default it has
+    ``WAIT_S`` to connect, so a busy machine cannot turn its failure into a time-out."""
+    fields.setdefault("connect_timeout_s", WAIT_S)
     return McpServerConfig(
         name=name, transport="stdio", command=sys.executable, args=("-u", "-c", code), **fields
     )

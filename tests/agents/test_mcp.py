@@ -204,8 +204,10 @@ async def test_servers_that_cannot_start_are_unavailable_and_the_others_work():
             python_config("crash", "import sys; sys.exit(3)"),
             python_config("garbage", "print('hello, world'); import sys; sys.exit(0)"),
             python_config("silent", "import time; time.sleep(3600)", connect_timeout_s=0.5),
-            McpServerConfig(name="closed", transport="streamable_http", url=closed),
-            McpServerConfig(name="refusing", transport="streamable_http", url=refusing),
+            McpServerConfig(name="closed", transport="streamable_http", url=closed,
+                            connect_timeout_s=WAIT_S),
+            McpServerConfig(name="refusing", transport="streamable_http", url=refusing,
+                            connect_timeout_s=WAIT_S),
             McpServerConfig(name="nokey", transport="streamable_http", url=refusing,
                             headers_env={"Authorization": "UNSET_MCP_TOKEN"}),
             stdio_config(),
@@ -247,7 +249,8 @@ async def test_a_header_value_reaches_the_server_and_no_message_or_log(caplog):
             connect_timeout_s=WAIT_S,
         )
         refused = McpServerConfig(name="bad", transport="streamable_http", url=bad,
-                                  headers_env={"x-api-key": "AWK_KEY"})  # fmt: skip
+                                  headers_env={"x-api-key": "AWK_KEY"},
+                                  connect_timeout_s=WAIT_S)  # fmt: skip
         async with open_mcp_tools([good, refused], environ=environ) as toolset:
             seen = await by_name(toolset)["web_header_seen"].ainvoke({})
     assert text_of(seen) == "matches"
