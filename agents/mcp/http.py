@@ -4,13 +4,14 @@ run.
 Two mcp 1.x behaviours (mcp 1.30.0, ``client/streamable_http.py``) that this transport
 works around, below the SDK:
 
-- A POST answered by an SSE stream that breaks before the response (the server died
-  mid-call) leaves the call waiting for ever: ``_handle_sse_response`` logs the break at
-  debug level and, with no event id to resume from, returns without telling the session
-  (python-sdk issues #1811 and #3441, fixed in 2.x only). Here the stream then ends with
-  a JSON-RPC error event for the request's id, so ``call_tool`` raises ``McpError``, as
-  when a stdio server dies. A server that sends event ids (resumable streams) loses the
-  SDK's reconnection: the call fails instead.
+- A POST answered by an SSE stream that breaks or ends before the response (the server
+  died mid-call) leaves the call waiting for ever: ``_handle_sse_response`` logs a break
+  at debug level and, with no event id to resume from, returns without telling the
+  session (python-sdk issues #1811 and #3441, fixed in 2.x only). Here such a stream
+  ends with a JSON-RPC error event for the request's id, so ``call_tool`` raises
+  ``McpError``, as when a stdio server dies. A stream that ends cleanly after an event
+  id is left to the SDK, which resumes it; one that breaks after an event id fails the
+  call instead of resuming.
 - A POST that cannot connect or gets HTTP 4xx/5xx raises in a task of the transport's
   task group (``_handle_post_request``, ``response.raise_for_status()``), which cancels
   the task that opened the session: the whole run would stop as if a person had
@@ -30,6 +31,7 @@ import httpx
 from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 BROKEN = "Connection closed: the server ended its answer before it was complete ({error})"
+ENDED = "Connection closed: the server ended its answer without answering"
 UNREACHABLE = "Connection closed: could not reach the server ({error})"
 HTTP_ERROR = "The server answered HTTP {status}"
 
@@ -39,20 +41,35 @@ def _error_event(request_id: Any, code: int, message: str) -> dict[str, Any]:
 
 
 class _AnswerOnBreak(httpx.AsyncByteStream):
-    """An SSE response body that, if the connection breaks, ends with an error event."""
+    """An SSE response body that ends with an error event for the request if the
+    connection breaks, or if it ends with no event id to resume from: the SDK stops
+    reading at the response, so it reads that event only when none came."""
 
     def __init__(self, stream: httpx.AsyncByteStream, request_id: Any) -> None:
         self._stream = stream
         self._request_id = request_id
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        resumable, head = False, b""  # head: the first bytes of the line being read
         try:
             async for chunk in self._stream:
+                *ended, rest = chunk.split(b"\n")
+                if ended:
+                    ended[0] = head + ended[0]
+                    resumable = resumable or any(line.startswith(b"id:") for line in ended)
+                    head = rest[:3]
+                else:
+                    head = (head + rest)[:3]
                 yield chunk
         except httpx.TransportError as exc:
-            error = _error_event(self._request_id, CONNECTION_CLOSED, BROKEN.format(error=exc))
-            # The blank line first ends any event the break cut in half.
-            yield f"\n\nevent: message\ndata: {json.dumps(error)}\n\n".encode()
+            message = BROKEN.format(error=exc)
+        else:
+            if resumable:
+                return  # the SDK reconnects with Last-Event-ID
+            message = ENDED
+        error = _error_event(self._request_id, CONNECTION_CLOSED, message)
+        # The blank line first ends any event the end cut in half.
+        yield f"\n\nevent: message\ndata: {json.dumps(error)}\n\n".encode()
 
     async def aclose(self) -> None:
         await self._stream.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import json
 import os
 import socket
 import subprocess
@@ -115,3 +116,57 @@ async def until(predicate: Callable[[], object], what: str, timeout_s: float = W
     while not predicate():
         assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+class _Vanishing(BaseHTTPRequestHandler):
+    """A bare streamable HTTP MCP server with one tool, ``vanish``, whose call gets an SSE
+    stream that ends cleanly with no answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _send(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Mcp-Session-Id", "vanishing")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method = message.get("method")
+        results = {
+            "initialize": {"protocolVersion": message.get("params", {}).get("protocolVersion"),
+                           "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "vanishing", "version": "1"}},
+            "tools/list": {"tools": [{"name": "vanish", "inputSchema": {"type": "object"}}]},
+        }  # fmt: skip
+        if "id" not in message:
+            self._send(202)
+        elif method in results:
+            answer = {"jsonrpc": "2.0", "id": message["id"], "result": results[method]}
+            self._send(200, json.dumps(answer).encode())
+        else:  # tools/call: a stream that ends before any event
+            self._send(200, b": nothing to say\n\n", "text/event-stream")
+
+    def do_GET(self) -> None:
+        self._send(405)
+
+    def do_DELETE(self) -> None:
+        self._send(200)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextmanager
+def vanishing_server() -> Iterator[str]:
+    """Yield the URL of :class:`_Vanishing`."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Vanishing)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/mcp"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

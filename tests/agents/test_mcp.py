@@ -32,6 +32,7 @@ from tests.agents.mcp_helpers import (
     refusing_server,
     stdio_config,
     until,
+    vanishing_server,
 )
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.mcp_servers.awkward import LONG_NAME
@@ -177,6 +178,16 @@ async def test_a_server_dying_mid_call_raises_instead_of_hanging(awkward):
             # The next call fails too, and only the call: the task is not cancelled.
             with pytest.raises((McpError, ConnectionError), match="closed"):
                 await tools["awk_echo"].ainvoke({"text": "anyone?"})
+
+
+async def test_an_http_answer_that_ends_without_a_response_raises_instead_of_hanging():
+    with vanishing_server() as url:
+        config = McpServerConfig(name="gone", transport="streamable_http", url=url,
+                                 connect_timeout_s=WAIT_S)  # fmt: skip
+        async with open_mcp_tools([config]) as toolset, asyncio.timeout(WAIT_S):
+            assert toolset.unavailable == {}
+            with pytest.raises(McpError, match="ended its answer without answering"):
+                await by_name(toolset)["gone_vanish"].ainvoke({})
 
 
 async def test_an_mcp_error_is_an_error_observation_in_the_agent_loop():
