@@ -178,6 +178,7 @@ async def test_a_server_dying_mid_call_raises_instead_of_hanging(awkward):
             # The next call fails too, and only the call: the task is not cancelled.
             with pytest.raises((McpError, ConnectionError), match="closed"):
                 await tools["awk_echo"].ainvoke({"text": "anyone?"})
+        assert asyncio.current_task().cancelling() == 0
 
 
 async def test_an_http_answer_that_ends_without_a_response_raises_instead_of_hanging():
@@ -227,6 +228,9 @@ async def test_servers_that_cannot_start_are_unavailable_and_the_others_work():
             assert toolset.servers == ["awk"]
             echo = by_name(toolset)["awk_echo"]
             assert text_of(await echo.ainvoke({"text": "alive"})) == "alive"
+    # The transports' own cancellations (401, refused) are all taken back: a cancel left
+    # counted would turn the loop's later time-outs into cancellations.
+    assert asyncio.current_task().cancelling() == 0
     reasons = toolset.unavailable
     assert reasons["nocmd"] == "the command '/nonexistent/mcp-server' was not found"
     assert reasons["crash"].startswith("the process ") and "exited before" in reasons["crash"]
