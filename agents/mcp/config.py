@@ -56,6 +56,7 @@ class McpServerConfig:
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
         object.__setattr__(self, "headers_env", MappingProxyType(dict(self.headers_env)))
+        object.__setattr__(self, "cwd", self.cwd or None)  # "" (unset) is not a directory
         self.validate()
 
     def validate(self) -> None:

@@ -95,6 +95,7 @@ def test_a_config_keeps_header_variable_names_never_values_and_hides_the_child_e
     assert SECRET not in repr(child)
     assert config.where == "http://h:8000/mcp"  # no credentials nor query in messages
     assert hash(config) == hash(McpServerConfig(**{**config.__dict__}))
+    assert McpServerConfig(name="x", transport="stdio", command="x", cwd="").cwd is None
 
 
 # Names
