@@ -11,7 +11,8 @@ tool_name_prefix=True, handle_tool_errors=False)``.
 ``status="error"`` lost (``BaseTool.arun`` sets ``status = "error"``, then
 ``_format_output`` returns ``content`` unchanged when ``tool_call_id is None``:
 langchain_core/tools/base.py, 1.8.3). Raised, an MCP ``isError`` result is the adapter's
-``ToolException`` subclass, which ``agents.tool_calls`` turns into an error observation.
+``ToolException`` subclass, which ``agents.tool_calls`` turns into an error observation;
+that holds as well once the loop invokes with a ToolCall.
 """
 
 from __future__ import annotations
