@@ -1,0 +1,33 @@
+"""Tools from MCP servers, for agents that bring their own (issue 20).
+
+Built on langchain-ai/langchain-mcp-adapters (``sessions.create_session``,
+``tools.load_mcp_tools``) over the ``mcp`` SDK's client: one ``ClientSession`` per
+server, opened for as long as a run needs its tools.
+
+- :class:`McpServerConfig`: one server (stdio or streamable HTTP), checked when made.
+- :func:`open_mcp_tools`: ``async with open_mcp_tools(configs) as toolset`` gives the
+  tools of every server that answered (:class:`McpToolset`); the others are named in
+  ``toolset.unavailable`` with a reason a person can act on.
+- :func:`list_server_tools`: one server's tools without a run (admin page, start-up
+  report), cached for a TTL.
+- :func:`model_tool_names`: the names the model APIs accept, for names they refuse.
+"""
+
+from __future__ import annotations
+
+from agents.mcp.config import McpServerConfig
+from agents.mcp.listing import McpToolInfo, ServerTools, ToolListCache, list_server_tools
+from agents.mcp.names import MODEL_TOOL_NAME, model_tool_names
+from agents.mcp.toolset import McpToolset, open_mcp_tools
+
+__all__ = [
+    "MODEL_TOOL_NAME",
+    "McpServerConfig",
+    "McpToolInfo",
+    "McpToolset",
+    "ServerTools",
+    "ToolListCache",
+    "list_server_tools",
+    "model_tool_names",
+    "open_mcp_tools",
+]
