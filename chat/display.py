@@ -8,11 +8,13 @@ database beyond the rows' loaded relations (a step's ``run``).
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 from decimal import Decimal
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
@@ -26,6 +28,7 @@ from agents.approvals import (
 )
 from agents.events import StepStatus
 from agents.tool_calls import CLIPPED_NOTE
+from agents.tool_output import view_block
 from chat.pricing import TOKENS_UNKNOWN, cost_label
 
 if TYPE_CHECKING:
@@ -62,6 +65,58 @@ STORED_CLIP_NOTE = re.compile(
     .replace(r"\{total:,\}", r"([\d,]+)")
     + r"\Z"
 )
+
+
+# Images the card draws inline (by their bytes' signature, whatever the block declared):
+# formats every browser decodes and none of which runs script. Anything else is a note.
+IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+LINK_SCHEMES = ("http", "https")
+
+
+class MediaShown(NamedTuple):
+    """A tool's image or file as its card shows it: ``img_src``, a ``data:`` URL of an
+    image to draw (png, jpeg, gif, webp whose base64 decodes); ``link``, an http(s) URL
+    shown as a link, never loaded; ``note``, what the model was sent in its place."""
+
+    kind: str
+    note: str
+    img_src: str = ""
+    link: str = ""
+
+
+def image_type(data: bytes) -> str:
+    """Return the MIME type of image bytes the card may draw, or "" for any other."""
+    for signature, mime_type in IMAGE_SIGNATURES:
+        if data.startswith(signature):
+            return mime_type
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return ""
+
+
+def media_shown(block: Any) -> MediaShown | None:
+    """Return a stored content block as the card shows it, or None for a text block
+    (its text is in the result)."""
+    view = view_block(block)
+    if view.kind == "text":
+        return None
+    img_src = link = ""
+    if view.kind == "image" and view.base64:
+        try:
+            data = binascii.a2b_base64(view.base64, strict_mode=True)
+        except (binascii.Error, ValueError):
+            data = b""
+        mime_type = image_type(data)
+        if mime_type:
+            img_src = f"data:{mime_type};base64,{view.base64}"
+    if view.url and urlsplit(view.url).scheme.lower() in LINK_SCHEMES:
+        link = view.url
+    return MediaShown(view.kind, view.note, img_src, link)
 
 
 def arguments_json(arguments: Any, indent: int | None = 2) -> str:
@@ -254,6 +309,32 @@ class StepDisplay:
         if len(self.result) <= limit:
             return self.result_display
         return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+
+    @cached_property
+    def result_media(self) -> list[MediaShown]:
+        """Return the images and files a tool returned (``result_blocks``), in order, as
+        the card shows them (:func:`media_shown`); [] for a result that is only text."""
+        blocks = self.result_blocks if isinstance(self.result_blocks, list) else []
+        return [shown for block in blocks if (shown := media_shown(block)) is not None]
+
+    @property
+    def has_artifact(self) -> bool:
+        """Return True for a tool call that kept an artifact beside its content."""
+        return self.artifact is not None
+
+    @cached_property
+    def artifact_json(self) -> str:
+        """Return the artifact pretty-printed as JSON (a note stored in its place as it is)."""
+        return arguments_json(self.artifact)
+
+    @property
+    def artifact_preview(self) -> str:
+        """Return :attr:`artifact_json` cut like :attr:`result_preview`, for the chat."""
+        text = self.artifact_json
+        limit = settings.CHAT_RESULT_PREVIEW_CHARS
+        if len(text) <= limit:
+            return text
+        return text[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(text))
 
     # Display properties of the chat's cards (folded summary line, raw/pretty toggle).
 
