@@ -74,6 +74,7 @@ COLUMNS: tuple[str, ...] = (
     "approval_edited_arguments",
     "approval_reason",
     "approval_always_allowed",
+    "artifact",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -245,7 +246,8 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
         cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
-        yield cells + _approval_cells(_approval_of(step))
+        artifact = _arguments(step.artifact) if step is not None else ""
+        yield [*cells, *_approval_cells(_approval_of(step)), artifact]
 
 
 class _Echo:

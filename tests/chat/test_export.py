@@ -376,7 +376,7 @@ def held(run: AgentRun, **decision) -> Approval:
 
 def test_the_approval_columns_come_after_the_first_39_in_the_documented_order():
     assert COLUMNS[:39][-1] == "step_first_token_ms"  # column 39, never moved
-    assert COLUMNS[39:] == APPROVAL_COLUMNS
+    assert COLUMNS[39:47] == APPROVAL_COLUMNS
 
 
 def test_a_held_calls_row_has_its_decision_and_other_rows_leave_the_columns_empty():
