@@ -126,7 +126,10 @@ def content_text(content: Any) -> tuple[str, tuple[dict[str, Any], ...]]:
     if isinstance(content, str):
         if not content.strip() or content == "null":
             return NOTHING_RETURNED, ()
-        return content, ()
+        blocks = _encoded_blocks(content)
+        if blocks is None:
+            return content, ()
+        content = blocks
     if isinstance(content, list | tuple) and all(_is_block(item) for item in content):
         views = [view_block(item) for item in content]
         text = "\n".join(view.text if view.kind == "text" else view.note for view in views)
@@ -137,6 +140,27 @@ def content_text(content: Any) -> tuple[str, tuple[dict[str, Any], ...]]:
         return text, stored_blocks(content)
     encoded = to_json(content)
     return (encoded if encoded.strip() else NOTHING_RETURNED), ()
+
+
+def _encoded_blocks(text: str) -> list[Any] | None:
+    """Return the blocks of a list langchain-core JSON-encoded whole, or None.
+
+    ``_format_output`` keeps a list as blocks only when every type is in its
+    ``TOOL_MESSAGE_BLOCK_TYPES``; with one more (``audio``, ``video``) it sends the whole
+    list as a JSON string, base64 and all. Such a string is read back as blocks when one
+    of them is media; any other JSON list stays the tool's text.
+    """
+    if not text.startswith('[{"type": '):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(_is_block(item) for item in value):
+        return None
+    if not any(isinstance(item, dict) and item["type"] in MEDIA_KINDS for item in value):
+        return None
+    return value
 
 
 def _is_block(item: Any) -> bool:

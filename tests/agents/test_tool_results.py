@@ -111,6 +111,19 @@ async def test_a_remote_image_is_named_by_its_url_and_a_file_by_its_name_and_siz
     )
 
 
+async def test_blocks_langchain_core_encoded_whole_as_json_are_read_back_as_blocks():
+    # An audio block is not in langchain-core's TOOL_MESSAGE_BLOCK_TYPES: the whole list
+    # comes back as one JSON string, base64 and all.
+    blocks = [{"type": "audio", "base64": PNG, "mime_type": "audio/wav"}, *CHART]
+    finished, sent, _ = await one_call(returning(blocks))
+
+    assert PNG[:100] not in sent.content
+    assert sent.content.startswith("[audio: audio/wav, ") and sent.content.endswith(CHART_NOTE)
+    assert finished.blocks == tuple(blocks)
+    _, sent, _ = await one_call(returning([{"type": "hotel", "name": "Inn"}]))
+    assert sent.content == '[{"type": "hotel", "name": "Inn"}]'  # data, not blocks
+
+
 async def test_a_content_and_artifact_tool_keeps_its_artifact_off_the_model():
     @tool(response_format="content_and_artifact")
     def rooms(town: str) -> tuple[str, dict]:
