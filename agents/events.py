@@ -191,6 +191,18 @@ class ToolCallFinished:
     ``started_at`` and ``at`` are when the tool was invoked and when it returned (for a
     call that never ran, both are when it was reported; None only from a producer that
     did not measure).
+
+    ``result`` and ``observation`` are always text, never empty and never base64 (see
+    :mod:`agents.tool_output`). ``blocks``: the tool's content blocks when any was more
+    than text (an image, a file), JSON-safe dicts in the tool's order, as langchain-core
+    and OpenAI shape them (``{"type": "text", "text"}``, ``{"type": "image", "base64",
+    "mime_type"}``, ``{"type": "image_url", "image_url": {"url"}}``...), an inline payload
+    over :data:`agents.tool_output.MAX_BLOCK_DATA_CHARS` characters replaced by a text
+    block with a note; empty otherwise (the text says it all). ``artifact``: what a
+    ``response_format="content_and_artifact"`` tool (or a ToolMessage it returned) kept
+    beside its content, JSON-safe (anything else as ``str``; a note over
+    :data:`agents.tool_output.MAX_ARTIFACT_CHARS` characters of JSON); None for none.
+    Neither is sent to the model.
     """
 
     iteration: int
@@ -204,6 +216,8 @@ class ToolCallFinished:
     error_type: str = ""
     at: datetime = field(default_factory=utcnow)
     started_at: datetime | None = None
+    blocks: tuple[dict[str, Any], ...] = ()
+    artifact: Any = None
 
     @property
     def is_format_error(self) -> bool:

@@ -4,13 +4,14 @@
 :mod:`agents.model_turn`). Tool failures are data, after simonw/llm's
 ``execute_tool_calls``: an unknown tool, arguments that fail the schema, an exception or a
 time-out each become an error ToolMessage the model reads next turn, with the exception
-class kept for the audit trail (``error_type``).
+class kept for the audit trail (``error_type``). Tools are invoked with a ``ToolCall``, so
+what they return comes back as a ToolMessage with its ``artifact`` and ``status``; how
+that is read (text for the model, blocks and artifact kept) is :mod:`agents.tool_output`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,7 @@ from agents.events import (
 from agents.model_turn import call_dict, error_text
 from agents.strategies import ToolAgentAction
 from agents.timing import OwnCancel, Stopwatch
+from agents.tool_output import read_output
 
 # Error observations: what the model reads on its next turn, so it can correct itself.
 UNKNOWN_TOOL = "Error: there is no tool named {name!r}. Available tools: {available}."
@@ -71,6 +73,8 @@ class _Outcome(NamedTuple):
     result: str
     error: str = ""
     error_type: str = ""
+    blocks: tuple[dict[str, Any], ...] = ()
+    artifact: Any = None
 
 
 class _Timing(NamedTuple):
@@ -92,22 +96,6 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + CLIPPED_NOTE.format(shown=limit, total=len(text))
-
-
-# json.dumps with options builds an encoder per call; one is kept instead.
-_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def _to_text(output: Any) -> str:
-    """Return tool output as text: strings as they are, anything else as JSON."""
-    if isinstance(output, ToolMessage):
-        output = output.content
-    if isinstance(output, str):
-        return output
-    try:
-        return _JSON.encode(output)
-    except (TypeError, ValueError):
-        return str(output)
 
 
 class ToolTimer(OwnCancel):
@@ -196,12 +184,20 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
     if tool is None:
         message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(names)))
         return _Outcome(StepStatus.ERROR, message, f"UnknownTool: {name}", "UnknownTool")
+    args = call["args"]
+    if isinstance(args, dict):
+        invoked = tool.ainvoke({"name": name, "args": args, "id": call["id"],
+                                "type": "tool_call"})  # fmt: skip
+    else:
+        # A text strategy's one-argument input: ainvoke's ToolCall path copies ``args``
+        # with ``.copy()``, which a string has not; ``arun`` takes the id beside it.
+        invoked = tool.arun(args, tool_call_id=call["id"])
     try:
         if timer is not None:
-            output = await timer.run(tool.ainvoke(call["args"]), timeout_s)
+            output = await timer.run(invoked, timeout_s)
         else:
             async with asyncio.timeout(timeout_s):
-                output = await tool.ainvoke(call["args"])
+                output = await invoked
     except TimeoutError:
         message = timed_out.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
@@ -211,7 +207,13 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
     except Exception as exc:
         message = TOOL_RAISED.format(name=name, error=error_text(exc))
         return _Outcome(StepStatus.ERROR, message, error_text(exc), tool_error_type(exc))
-    return _Outcome(StepStatus.SUCCESS, _to_text(output))
+    read = read_output(output, validation_only=bool(tool.handle_validation_error
+                                                    and not tool.handle_tool_error))  # fmt: skip
+    if read.failed:
+        summary = read.text.strip().splitlines()[0] if read.text.strip() else ""
+        return _Outcome(StepStatus.ERROR, read.text, f"{read.error_type}: {summary}",
+                        read.error_type, read.blocks, read.artifact)  # fmt: skip
+    return _Outcome(StepStatus.SUCCESS, read.text, blocks=read.blocks, artifact=read.artifact)
 
 
 class ToolCallBatch:
@@ -319,6 +321,7 @@ class ToolCallBatch:
             iteration=self.iteration, tool_call_id=call["id"], name=call["name"],
             status=outcome.status, result=result, observation=observation,
             error=outcome.error, error_type=outcome.error_type, duration_ms=timing.duration_ms,
-            started_at=timing.started_at, at=timing.finished_at,
+            started_at=timing.started_at, at=timing.finished_at, blocks=outcome.blocks,
+            artifact=outcome.artifact,
         )  # fmt: skip
         return event

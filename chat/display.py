@@ -26,6 +26,7 @@ from agents.approvals import (
 )
 from agents.events import StepStatus
 from agents.tool_calls import CLIPPED_NOTE
+from chat.media import MediaShown, media_shown
 from chat.pricing import TOKENS_UNKNOWN, cost_label
 
 if TYPE_CHECKING:
@@ -254,6 +255,32 @@ class StepDisplay:
         if len(self.result) <= limit:
             return self.result_display
         return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+
+    @cached_property
+    def result_media(self) -> list[MediaShown]:
+        """Return the images and files a tool returned (``result_blocks``), in order, as
+        the card shows them (:func:`media_shown`); [] for a result that is only text."""
+        blocks = self.result_blocks if isinstance(self.result_blocks, list) else []
+        return [shown for block in blocks if (shown := media_shown(block)) is not None]
+
+    @property
+    def has_artifact(self) -> bool:
+        """Return True for a tool call that kept an artifact beside its content."""
+        return self.artifact is not None
+
+    @cached_property
+    def artifact_json(self) -> str:
+        """Return the artifact pretty-printed as JSON (a note stored in its place as it is)."""
+        return arguments_json(self.artifact)
+
+    @property
+    def artifact_preview(self) -> str:
+        """Return :attr:`artifact_json` cut like :attr:`result_preview`, for the chat."""
+        text = self.artifact_json
+        limit = settings.CHAT_RESULT_PREVIEW_CHARS
+        if len(text) <= limit:
+            return text
+        return text[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(text))
 
     # Display properties of the chat's cards (folded summary line, raw/pretty toggle).
 

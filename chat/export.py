@@ -74,6 +74,7 @@ COLUMNS: tuple[str, ...] = (
     "approval_edited_arguments",
     "approval_reason",
     "approval_always_allowed",
+    "artifact",
     "agent",
     "agent_snapshot",
 )
@@ -251,8 +252,9 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
         cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
+        artifact = _arguments(step.artifact) if step is not None else ""
         agent = [run.agent_key, digests.get(run.snapshot_id, "")]
-        yield cells + _approval_cells(_approval_of(step)) + agent
+        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent]
 
 
 class _Echo:

@@ -346,8 +346,10 @@ class AgentStep(StepDisplay, models.Model):
     (for a text strategy, the part after ``Final Answer:`` or the like) and ``raw`` the
     whole AIMessage. For a tool call, ``arguments`` is the call's JSON arguments (a string
     when the model sent text or unparseable arguments), ``result`` the observation the
-    model was sent (ToolMessage content, or the error), and ``text`` the log: the model
-    text a text strategy parsed the call from. A failed step has ``error``
+    model was sent (ToolMessage content, or the error: always text, images as notes),
+    ``result_blocks`` the content blocks when any was an image or a file, ``artifact``
+    what a ``content_and_artifact`` tool kept beside its content, and ``text`` the log:
+    the model text a text strategy parsed the call from. A failed step has ``error``
     (``"ExceptionClass: message"``) and ``error_type`` (the class's name; empty for a step
     the run's end closed); see :data:`agents.events.FORMAT_ERROR_TYPES`.
     """
@@ -363,6 +365,11 @@ class AgentStep(StepDisplay, models.Model):
     tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
     arguments = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     result = models.TextField(blank=True)
+    # A tool call's content blocks when any was more than text (an image, a file), and a
+    # content_and_artifact tool's artifact: JSON-safe, capped (agents.tool_output), never
+    # sent to the model; null for none.
+    result_blocks = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
+    artifact = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     error = models.TextField(blank=True)
     # A database default too, so rows inserted by raw SQL (bench/tracedata.py) get one.
     error_type = models.CharField(max_length=100, blank=True, default="", db_default="",

@@ -390,6 +390,8 @@ class RunRecorder:
             finished_at=event.at,
             status=event.status,
             result=event.result,
+            result_blocks=list(event.blocks) or None,
+            artifact=event.artifact,
             error=event.error,
             error_type=event.error_type,
         )

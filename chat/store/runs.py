@@ -344,8 +344,8 @@ def step_finish(
     step: AgentStep | None = None,
     **fields: Any,
 ) -> AgentStep:
-    """Update a step with its outcome (``status``, ``result``, ``error_type``...); return
-    it with its run.
+    """Update a step with its outcome (``status``, ``result``, ``error_type``, a tool
+    call's ``result_blocks`` and ``artifact``...); return it with its run.
 
     ``started_at``, when given, replaces the start stored when the step was inserted: the
     runtime measures a step's start and finish where its work happens

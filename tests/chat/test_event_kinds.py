@@ -69,10 +69,15 @@ ONE_OF_EACH: list[Event] = [
         tool_call_id="call_1",
         name="weather_forecast",
         status=StepStatus.SUCCESS,
-        result='{"high_c": 8}',
-        observation='{"high_c": 8}',
+        result="Sunny.\n[image: image/png, 3 bytes]",
+        observation="Sunny.\n[image: image/png, 3 bytes]",
         error="",
         duration_ms=3,
+        blocks=(
+            {"type": "text", "text": "Sunny."},
+            {"type": "image", "base64": "iVBO", "mime_type": "image/png"},
+        ),
+        artifact={"high_c": 8},
     ),
     ApprovalRequested(
         iteration=1, tool_call_id="call_2", name="check_bnb_availability", args={"town": "Suzhou"}

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from chat import fragments, store
 from chat.models import AgentRun, Conversation, RunStatus, StepKind, StepStatus
+from tests.images import png_base64
 
 pytestmark = pytest.mark.django_db
 
@@ -140,3 +141,23 @@ def test_a_run_a_return_direct_tool_answered_renders_its_answer_without_a_query(
         html = fragments.run_ended(ended)
     assert f'id="run-{run.pk}-answer"' in html and 'data-tool="book_room"' in html
     assert "<b>BK-42</b>" not in html  # tool output is untrusted: sanitised Markdown
+
+
+def test_a_card_with_an_image_and_an_artifact_renders_without_a_query():
+    conversation = Conversation.objects.create()
+    run = _start(conversation)
+    now = timezone.now()
+    image = png_base64()
+    call = store.step_start(run_id=run.pk, kind=StepKind.TOOL_CALL, iteration=1, started_at=now,
+                            tool_name="chart", tool_call_id="call_1",
+                            arguments={"town": "Suzhou"})  # fmt: skip
+    call = store.step_finish(
+        step_id=call.pk, finished_at=now, status=StepStatus.SUCCESS,
+        result="Rain:\n[image: image/png, 7,028 bytes]", artifact={"rows": ["<b>1</b>"]},
+        result_blocks=[{"type": "text", "text": "Rain:"},
+                       {"type": "image", "base64": image, "mime_type": "image/png"}],
+    )  # fmt: skip
+    with no_queries():
+        html = fragments.step_replaced(call)
+    assert html.count("<img ") == 1 and f'src="data:image/png;base64,{image}"' in html
+    assert '<details class="artifact"' in html and "&lt;b&gt;1&lt;/b&gt;" in html

@@ -13,7 +13,7 @@ def travel_before_agents(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0012_approvals"),
+        ("chat", "0013_step_result_blocks"),
     ]
 
     operations = [
