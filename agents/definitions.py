@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.approvals import ToolPolicy
+from agents.mcp.config import McpServerConfig
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 LABEL_MAX_CHARS = 80
@@ -62,44 +63,8 @@ class AgentLimits:
         return out
 
 
-@dataclass(frozen=True)
-class McpServerDefinition:
-    """An MCP server as the agents file names it (``[[mcp_servers]]``).
-
-    ``transport`` is ``stdio`` (``command`` and ``args`` start it, with ``env`` added to
-    its environment and ``cwd`` its directory; ``{python}`` in ``command`` is the app's
-    own interpreter) or ``streamable_http`` (``url``, and ``headers_env``: header name ->
-    the environment variable holding its value, read when connecting, never stored).
-    """
-
-    name: str
-    transport: str
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str = ""
-    url: str = ""
-    headers_env: Mapping[str, str] = field(default_factory=dict)
-    connect_timeout_s: float = 10.0
-    source: str = ""
-
-    def audit(self) -> dict[str, Any]:
-        """Return what a run's snapshot records of the server: never a secret's value.
-
-        The command and its arguments, or the URL; the names of the header variables and
-        of the environment variables set, not their values.
-        """
-        out: dict[str, Any] = {"name": self.name, "transport": self.transport}
-        if self.transport == STDIO:
-            out.update(command=self.command, args=list(self.args), env=sorted(self.env))
-        else:
-            out.update(url=self.url, headers=sorted(self.headers_env))
-        return out
-
-
 STDIO = "stdio"
 STREAMABLE_HTTP = "streamable_http"
-TRANSPORTS = (STDIO, STREAMABLE_HTTP)
 
 
 @dataclass(frozen=True)
@@ -136,7 +101,7 @@ class AgentsFile:
     """What an agents file defines: its agents (the first is the default) and servers."""
 
     agents: tuple[AgentDefinition, ...]
-    mcp_servers: Mapping[str, McpServerDefinition]
+    mcp_servers: Mapping[str, McpServerConfig]
 
     @property
     def default(self) -> AgentDefinition:
@@ -147,7 +112,7 @@ class AgentsFile:
         """Return the agent called ``name``, or None."""
         return next((agent for agent in self.agents if agent.name == name), None)
 
-    def servers_of(self, agent: AgentDefinition) -> list[McpServerDefinition]:
+    def servers_of(self, agent: AgentDefinition) -> list[McpServerConfig]:
         """Return the MCP servers ``agent`` uses, in the order it names them."""
         return [self.mcp_servers[name] for name in agent.mcp_servers]
 
@@ -168,8 +133,11 @@ _SERVER_FIELDS = (
     "name", "transport", "command", "args", "env", "cwd", "url", "headers_env",
     "connect_timeout_s",
 )  # fmt: skip
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+# The fields of the other transport, refused by name rather than ignored.
+_SERVER_FIELDS_OF = {
+    "stdio": ("url", "headers_env"),
+    "streamable_http": ("command", "args", "env", "cwd"),
+}
 
 
 class _Table:
@@ -250,9 +218,7 @@ def _limits(table: object, where: str) -> AgentLimits:
     return AgentLimits(**values)
 
 
-def _agent(
-    table: object, where: str, servers: Mapping[str, McpServerDefinition]
-) -> AgentDefinition:
+def _agent(table: object, where: str, servers: Mapping[str, McpServerConfig]) -> AgentDefinition:
     reader = _Table(table, where, _AGENT_FIELDS)
     name = reader.text("name", required=True)
     if not NAME_PATTERN.fullmatch(name):
@@ -303,49 +269,35 @@ def _agent(
     )  # fmt: skip
 
 
-def _server(table: object, where: str, python: str, base_dir: Path) -> McpServerDefinition:
+def _server(table: object, where: str, python: str, base_dir: Path) -> McpServerConfig:
     reader = _Table(table, where, _SERVER_FIELDS)
     name = reader.text("name", required=True)
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", name):
-        raise reader.fail("name", f"{name!r} must be 1 to 32 letters, digits, '_' or '-'.")
     reader.where = where = f"{where} ({name})"
     reader.refuse_unknown()
     transport = reader.text("transport", required=True)
-    if transport not in TRANSPORTS:
-        raise reader.fail(
-            "transport", f"must be one of {', '.join(TRANSPORTS)}, not {transport!r}."
-        )
+    unused = _SERVER_FIELDS_OF.get(transport, ())
+    for field_name in unused:
+        if field_name in reader.table:
+            other = STREAMABLE_HTTP if transport == STDIO else STDIO
+            raise reader.fail(field_name, f"is for {other} servers; this one is {transport}.")
     timeout = reader.number("connect_timeout_s", 10.0)
-    if transport == STDIO:
-        for unused in ("url", "headers_env"):
-            if unused in reader.table:
-                raise reader.fail(unused, "is for streamable_http servers; this one is stdio.")
-        command = reader.text("command", required=True).replace("{python}", python)
-        env = reader.mapping("env")
-        for variable in env:
-            if not _ENV_NAME.fullmatch(variable):
-                raise reader.fail("env", f"names {variable!r}, which is not a variable name.")
-        cwd = reader.text("cwd")
-        return McpServerDefinition(
-            name=name, transport=transport, command=command, args=tuple(_args(reader)), env=env,
-            cwd=str(base_dir / cwd) if cwd else str(base_dir),
-            connect_timeout_s=timeout, source=where,
+    try:
+        if transport == STDIO:
+            cwd = reader.text("cwd")
+            return McpServerConfig(
+                name=name, transport=STDIO,
+                command=reader.text("command", required=True).replace("{python}", python),
+                args=tuple(_args(reader)), env=reader.mapping("env"),
+                cwd=str(base_dir / cwd) if cwd else str(base_dir), connect_timeout_s=timeout,
+            )  # fmt: skip
+        return McpServerConfig(
+            name=name, transport=transport, url=reader.text("url", required=True),  # type: ignore[arg-type]
+            headers_env=reader.mapping("headers_env"), connect_timeout_s=timeout,
         )  # fmt: skip
-    for unused in ("command", "args", "env", "cwd"):
-        if unused in reader.table:
-            raise reader.fail(unused, "is for stdio servers; this one is streamable_http.")
-    url = reader.text("url", required=True)
-    if not re.match(r"https?://[^/\s]+", url):
-        raise reader.fail("url", f"must be an http:// or https:// URL, not {url!r}.")
-    headers = reader.mapping("headers_env")
-    for header, variable in headers.items():
-        if not _HEADER_NAME.fullmatch(header):
-            raise reader.fail("headers_env", f"names {header!r}, which is not a header name.")
-        if not _ENV_NAME.fullmatch(variable):
-            raise reader.fail("headers_env", f"maps {header!r} to {variable!r}, which is not "
-                                             "an environment variable's name.")  # fmt: skip
-    return McpServerDefinition(name=name, transport=transport, url=url, headers_env=headers,
-                               connect_timeout_s=timeout, source=where)  # fmt: skip
+    except ValueError as exc:  # McpServerConfig's own checks name the field
+        if isinstance(exc, DefinitionError):
+            raise
+        raise DefinitionError(f"{where}: {exc}.") from None
 
 
 def _args(reader: _Table) -> list[str]:
@@ -383,11 +335,12 @@ def load_agents_file(
     for key, tables in (("mcp_servers", server_tables), ("agents", agent_tables)):
         if not isinstance(tables, list):
             raise DefinitionError(f"{where}: write each of {key} as a [[{key}]] table.")
-    servers: dict[str, McpServerDefinition] = {}
+    servers: dict[str, McpServerConfig] = {}
     for number, table in enumerate(server_tables, start=1):
         server = _server(table, f"{where} [[mcp_servers]] #{number}", python, Path(base_dir))
         if server.name in servers:
-            raise DefinitionError(f"{server.source}: the name {server.name!r} is taken.")
+            raise DefinitionError(f"{where} [[mcp_servers]] #{number} ({server.name}): the "
+                                  f"name {server.name!r} is taken.")  # fmt: skip
         servers[server.name] = server
     if not agent_tables:
         raise DefinitionError(f"{where} defines no agent; add an [[agents]] table.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,13 @@ NOT_CONFIGURED = (
     "this conversation's agent {name!r} is no longer configured on this server (it has: "
     "{names}). Start a new chat to talk to one of those."
 )
+
+
+UNAVAILABLE_NOTE = (
+    "Note from the app: the tools of these MCP servers are unavailable for this answer: "
+    "{servers}. If the question needs them, say so."
+)
+logger = logging.getLogger(__name__)
 
 
 class AgentNotConfigured(ValueError):
@@ -92,7 +100,7 @@ class AgentTools:
     """The tools one run of an agent may call, and where each came from.
 
     ``sources`` maps each tool's name to a dotted path or ``mcp:<server>``; ``servers``
-    the audit of each MCP server used (:meth:`agents.definitions.McpServerDefinition.audit`)
+    the audit of each MCP server used (:meth:`agents.mcp.McpServerConfig.audit`)
     with its ``status``: ``connected`` or why it is unavailable.
     """
 
@@ -110,13 +118,48 @@ class AgentTools:
 async def agent_tools(
     agent: AgentDefinition, code: Sequence[BaseTool] | None = None
 ) -> AsyncIterator[AgentTools]:
-    """Yield the tools a run of ``agent`` may call while it runs.
+    """Yield the tools a run of ``agent`` may call while it runs, and close what they
+    need when it ends (its MCP sessions: :func:`agents.mcp.open_mcp_tools`).
 
-    Tools from code come first: ``code``, or the agent's own (:func:`code_tools`).
+    Tools from code come first (``code``, or the agent's own: :func:`code_tools`), then
+    each MCP server's, named ``<server>_<tool>``; an MCP tool whose name a tool from code
+    has already is left out (logged). A server that cannot be reached is recorded with
+    its reason and the run goes on with the others' tools. Enter and leave it in one
+    task (the MCP SDK's cancel scopes require it).
     """
     tools = code_tools(agent) if code is None else list(code)
-    sources = code_tool_sources(agent)
-    yield AgentTools(tools=tools, sources={t.name: sources.get(t.name, "") for t in tools})
+    paths = code_tool_sources(agent)
+    sources = {tool.name: paths.get(tool.name, "") for tool in tools}
+    servers = agents_file().servers_of(agent)
+    if not servers:
+        yield AgentTools(tools=tools, sources=sources)
+        return
+    from agents.mcp import open_mcp_tools  # the SDK, imported when a run first needs it
+
+    async with open_mcp_tools(servers) as toolset:
+        audits = []
+        for server in servers:
+            status = "connected" if server.name in toolset.servers else "unavailable"
+            reason = toolset.unavailable.get(server.name, "")
+            audits.append({**server.audit(), "status": status, "reason": reason})
+        for tool in toolset.tools:
+            if tool.name in sources:
+                logger.warning("agent %s: MCP tool %s has the name of a tool from code; "
+                               "left out", agent.name, tool.name)  # fmt: skip
+                continue
+            sources[tool.name] = f"mcp:{(tool.metadata or {}).get('mcp_server', '')}"
+            tools.append(tool)
+        yield AgentTools(tools=tools, sources=sources, servers=audits)
+
+
+def unavailable_note(tools: AgentTools) -> str:
+    """Return what the system prompt adds when MCP servers could not be reached ("" when
+    all were): their names and reasons, so the agent can say what it cannot do."""
+    down = tools.unavailable
+    if not down:
+        return ""
+    listed = "; ".join(f"{server['name']} ({server['reason']})" for server in down)
+    return UNAVAILABLE_NOTE.format(servers=listed)
 
 
 def tool_policies(agent: AgentDefinition, tools: AgentTools) -> dict[str, str]:

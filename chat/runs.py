@@ -42,6 +42,7 @@ from chat.agents import (
     snapshot_content,
     snapshot_digest,
     tool_policies,
+    unavailable_note,
 )
 from chat.approvals import PolicyRows, policy_rows
 from chat.models import AgentRun, AgentStep
@@ -468,13 +469,16 @@ async def execute_run(
         else:  # given by a caller (tests, benchmarks): as they are
             available = AgentTools(tools=list(tools))
         strategy = run_strategy(run_row)
+        system_prompt = "\n\n".join(filter(None, [agent.system_prompt,
+                                                  unavailable_note(available)]))  # fmt: skip
         messages = build_prompt(exchanges, run_row.user_message.content, strategy,
-                                agent.system_prompt)  # fmt: skip
+                                system_prompt)  # fmt: skip
         limits = agent_limits(run_limits(start.price), agent)
         if start.steps is None:  # a resumed run keeps what it was given at its start
             await database_sync_to_async(_record_snapshot)(
-                run_id=run_id, agent=agent, tools=available, limits=limits, strategy=strategy
-            )
+                run_id=run_id, agent=agent, system_prompt=system_prompt, tools=available,
+                limits=limits, strategy=strategy,
+            )  # fmt: skip
         resumed = None
         if start.resumed is not None:
             state = start.resumed
@@ -538,12 +542,12 @@ async def execute_run(
 
 
 def _record_snapshot(
-    *, run_id: int, agent: AgentDefinition, tools: AgentTools, limits: RunLimits,
-    strategy: Strategy,
+    *, run_id: int, agent: AgentDefinition, system_prompt: str, tools: AgentTools,
+    limits: RunLimits, strategy: Strategy,
 ) -> None:  # fmt: skip
-    """Record what defined run ``run_id`` (sync): its agent, the system prompt as
+    """Record what defined run ``run_id`` (sync): its agent, ``system_prompt`` as
     ``strategy`` sends it with ``tools``, the tools' schemas, the MCP servers, the limits."""
-    sent = strategy.build_prompt([SystemMessage(agent.system_prompt)], tools.tools)[0]
+    sent = strategy.build_prompt([SystemMessage(system_prompt)], tools.tools)[0]
     content = snapshot_content(agent, system_prompt=sent.text, tools=tools, limits=limits)
     store.run_snapshot_record(run_id=run_id, content=content, digest=snapshot_digest(content))
 

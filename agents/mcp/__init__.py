@@ -15,10 +15,30 @@ server, opened for as long as a run needs its tools.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agents.mcp.config import McpServerConfig
-from agents.mcp.listing import McpToolInfo, ServerTools, ToolListCache, list_server_tools
 from agents.mcp.names import MODEL_TOOL_NAME, model_tool_names
-from agents.mcp.toolset import McpToolset, open_mcp_tools
+
+# The session side (langchain-mcp-adapters, the SDK: about 0.5 s to import) loads when
+# first used, not when settings read an agents file's servers (PEP 562).
+_LAZY = {
+    "McpToolInfo": "agents.mcp.listing",
+    "ServerTools": "agents.mcp.listing",
+    "ToolListCache": "agents.mcp.listing",
+    "list_server_tools": "agents.mcp.listing",
+    "McpToolset": "agents.mcp.toolset",
+    "open_mcp_tools": "agents.mcp.toolset",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MODEL_TOOL_NAME",

@@ -130,6 +130,17 @@ class McpServerConfig:
                 "httpx_client_factory": disconnect_aware_client,
                 "session_kwargs": session_kwargs}  # fmt: skip
 
+    def audit(self) -> dict[str, Any]:
+        """Return what a run's snapshot records of the server, never a secret's value:
+        the command and its arguments (with the names of the variables ``env`` sets), or
+        the URL without credentials or query (with the names of the headers sent)."""
+        out: dict[str, Any] = {"name": self.name, "transport": self.transport}
+        if self.transport == "stdio":
+            out.update(command=self.command, args=list(self.args), env=sorted(self.env))
+        else:
+            out.update(url=self.where, headers=sorted(self.headers_env))
+        return out
+
     def secrets(self, environ: Mapping[str, str]) -> list[str]:
         """Return the values that must never show in a message: the headers' values in
         ``environ`` and the child's env values."""

@@ -134,7 +134,7 @@ headers_env = { Authorization = "REMOTE_TOKEN" }
         (MINIMAL + MINIMAL, "#2 (helper): the name 'helper' is taken"),
         (
             MINIMAL + "[[mcp_servers]]\nname = 's'\ntransport = 'sse'\nurl = 'http://x'",
-            "[[mcp_servers]] #1 (s): transport must be one of stdio, streamable_http, not 'sse'",
+            "[[mcp_servers]] #1 (s): transport: 'sse' is not one of stdio, streamable_http",
         ),
         (MINIMAL + "[[mcp_servers]]\nname = 's'\ntransport = 'stdio'", "(s): command is required"),
         (
@@ -144,13 +144,13 @@ headers_env = { Authorization = "REMOTE_TOKEN" }
         ),
         (
             MINIMAL + "[[mcp_servers]]\nname = 's'\ntransport = 'streamable_http'\nurl = 'ftp://x'",
-            "(s): url must be an http:// or https:// URL",
+            "(s): url: 'ftp://x' is not an http(s) URL",
         ),
         (
             MINIMAL
             + "[[mcp_servers]]\nname = 's'\ntransport = 'streamable_http'\nurl = 'http://x'\n"
             "headers_env = { Authorization = 'Bearer abc' }",
-            "maps 'Authorization' to 'Bearer abc'",
+            "headers_env: 'Bearer abc' (for Authorization) is not an environment variable name",
         ),
         ("[[agents]\n", "is not valid TOML"),
     ],
