@@ -59,8 +59,17 @@ CUT_OFF_REASONS = frozenset({"length", "max_tokens"})
 
 
 def error_text(exc: BaseException) -> str:
-    """Return ``"ExceptionClass: message"``, as steps store an error."""
-    return f"{type(exc).__name__}: {exc}"
+    """Return ``"ExceptionClass: message"``, as steps store an error (a private class
+    named by its nearest public base: :func:`public_class`)."""
+    return f"{public_class(type(exc)).__name__}: {exc}"
+
+
+def public_class(cls: type) -> type:
+    """Return ``cls``, or its nearest base whose name has no leading underscore."""
+    for base in cls.__mro__:
+        if not base.__name__.startswith("_"):
+            return base
+    return cls
 
 
 class ModelTurn:

@@ -29,7 +29,7 @@ from agents.events import (
     is_format_error,
     utcnow,
 )
-from agents.model_turn import call_dict, error_text
+from agents.model_turn import call_dict, error_text, public_class
 from agents.strategies import ToolAgentAction
 from agents.timing import OwnCancel, Stopwatch
 from agents.tool_output import read_output
@@ -165,8 +165,12 @@ def tool_error_type(exc: BaseException) -> str:
     LangChain's ``OutputParserException``) is named with its module,
     ``langchain_core.exceptions.OutputParserException``: the tool ran, so the call must
     not read as one whose arguments never reached it.
+
+    A private class (``_MCPToolExecutionError``, langchain-mcp-adapters' for an MCP
+    ``isError`` result) is named by its nearest public base (``ToolException``): the
+    audit trail's words should be ones a reader can look up.
     """
-    cls = type(exc)
+    cls = public_class(type(exc))
     if is_format_error(cls.__name__):
         return f"{cls.__module__}.{cls.__qualname__}"
     return cls.__name__

@@ -30,6 +30,7 @@ from django.utils.safestring import SafeString
 from agents.providers import providers
 from chat import runs as chat_runs
 from chat import store
+from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.export import can_export, export_filename, export_response, owner_label
@@ -198,7 +199,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     )  # fmt: skip
     list_display_links = ("started", "question")
     list_filter = (
-        "status", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
+        "status", "agent_key", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
     )  # fmt: skip
     list_select_related = ("conversation__owner", "user_message")
     search_fields = (
@@ -215,7 +216,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
-        "run_error",
+        "run_error", "snapshot_shown",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
@@ -230,6 +231,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
+        ("What the agent gave the model", {"fields": ("snapshot_shown",)}),
     )  # fmt: skip
     inlines = (AgentStepInline,)
 
@@ -277,11 +279,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def question(self, run: AgentRun) -> SafeString:
         return reveal_hidden(truncatechars(run.user_message.content, 80))
 
-    @admin.display(description="model · strategy", ordering="model_name")
+    @admin.display(description="model · strategy · agent", ordering="model_name")
     def model_strategy(self, run: AgentRun) -> SafeString:
-        return format_html(
-            '{}<br><span class="trace-quiet">{}</span>', run.model_name, run.get_strategy_display()
-        )
+        return format_html('{}<br><span class="trace-quiet">{} · {}</span>', run.model_name,
+                           run.get_strategy_display(), run.agent_key or "–")  # fmt: skip
 
     @admin.display(description="model turns", ordering="iterations")
     def model_turns(self, run: AgentRun) -> int:
@@ -384,6 +385,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return format_html(
             '<div class="trace-answer">{}</div>', SafeString(render_markdown(run.output))
         )
+
+    @admin.display(description="agent")
+    def snapshot_shown(self, run: AgentRun) -> SafeString | str:
+        return snapshot_html(run.snapshot)
 
     @admin.display(description="error")
     def run_error(self, run: AgentRun) -> SafeString | str:

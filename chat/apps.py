@@ -16,6 +16,7 @@ class ChatConfig(AppConfig):
         from django.core import checks
 
         from chat import signals  # noqa: F401  (connects the receivers)
-        from chat.checks import TAG, check_agent_model
+        from chat.checks import TAG, check_agent_model, check_agents
 
         checks.register(check_agent_model, TAG)
+        checks.register(check_agents, TAG)

@@ -1,7 +1,9 @@
 """System checks of the agent's configuration and of a deployment, run at start-up.
 
-``chat.E001``/``E002``: a model that cannot be built. ``chat.W001``: a database several
-processes can share with a channel layer that each process keeps to itself.
+``chat.E001``/``E002``: a model that cannot be built; ``E003``/``E004``/``W002``: an
+agent whose tools, models or strategies are not there (:func:`check_agents`).
+``chat.W001``: a database several processes can share with a channel layer that each
+process keeps to itself.
 
 ``manage.py`` runs them before ``migrate``, ``ask`` and the other commands; Daphne runs
 no checks, so ``project/asgi.py`` calls :func:`require_agent_checks` before serving; the
@@ -25,6 +27,9 @@ from agents.providers import (
     find_provider,
     providers,
 )
+from agents.strategies import STRATEGIES
+from agents.tool_loading import ToolLoadError, load_tools
+from chat.agents import agents_file
 from chat.runs import configured_models
 from project.agent_models import ConfiguredModel
 
@@ -33,6 +38,14 @@ DEPLOYMENT_TAG = "deployment"
 UNKNOWN_PROVIDER_ID = "chat.E001"
 MISSING_SETTINGS_ID = "chat.E002"
 LOCAL_LAYER_ID = "chat.W001"
+BAD_TOOL_ID = "chat.E003"
+NOT_CONFIGURED_ID = "chat.E004"
+UNKNOWN_POLICY_ID = "chat.W002"
+TOOLS_HINT = (
+    "Name a LangChain tool, a typed function with a docstring, a list of them or a module "
+    "with TOOLS, importable by the app (docs/agents.md, 'Tools from code')."
+)
+MODELS_HINT = "Name a model of AGENT_MODELS_FILE, default or demo (docs/models.md)."
 
 IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 SQLITE_ENGINE = "django.db.backends.sqlite3"
@@ -117,6 +130,49 @@ def check_agent_model(
         hint = primary_hint if model.is_primary else file_hint
         errors.append(checks.Error(message, hint=hint, id=check_id))
     return errors
+
+
+def check_agents(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Return an error per fault of ``AGENTS_FILE`` that only code can see, naming the
+    agent and the field: a tool path that does not import or names no usable tool
+    (``chat.E003``), a model or strategy that is not configured (``chat.E004``), a tool
+    policy for a tool the agent does not have (``chat.W002``; an agent with MCP servers may
+    name their tools, known only once a run lists them). An MCP server that is down is
+    not an error: the app serves, and its agents' runs say which is unavailable.
+    """
+    messages: list[checks.CheckMessage] = []
+    model_keys = {model.key for model in configured_models()}
+    for agent in agents_file().agents:
+        try:
+            names = {tool.name for tool in load_tools(agent.tools)}
+        except ToolLoadError as exc:
+            messages.append(checks.Error(f"Agent {agent.name!r} ({agent.source}): tools: {exc}",
+                                         hint=TOOLS_HINT, id=BAD_TOOL_ID))  # fmt: skip
+            names = set()
+        for key in (*agent.models, agent.default_model):
+            if key and key not in model_keys:
+                messages.append(checks.Error(
+                    f"Agent {agent.name!r} ({agent.source}): models names {key!r}, which is "
+                    f"not a configured model (configured: {', '.join(sorted(model_keys))}).",
+                    hint=MODELS_HINT, id=NOT_CONFIGURED_ID,
+                ))  # fmt: skip
+        for strategy in (*agent.strategies, agent.default_strategy):
+            if strategy and strategy not in STRATEGIES:
+                messages.append(checks.Error(
+                    f"Agent {agent.name!r} ({agent.source}): strategies names {strategy!r}; "
+                    f"a strategy is one of {', '.join(STRATEGIES)}.",
+                    id=NOT_CONFIGURED_ID,
+                ))  # fmt: skip
+        if names and not agent.mcp_servers:
+            for tool in sorted(set(agent.tool_policies) - names):
+                messages.append(checks.Warning(
+                    f"Agent {agent.name!r} ({agent.source}): tool_policies names {tool!r}, "
+                    f"which is not one of its tools ({', '.join(sorted(names))}).",
+                    id=UNKNOWN_POLICY_ID,
+                ))  # fmt: skip
+    return messages
 
 
 @checks.register(DEPLOYMENT_TAG)

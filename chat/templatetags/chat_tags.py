@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 from django import template
@@ -112,3 +113,11 @@ def highlight_json(text: str, autoescape: bool = True) -> SafeString:
         return reveal_hidden(text, autoescape)
     # Safe: every token was escaped above; the markers and spans are fixed text.
     return mark_safe("".join(parts))
+
+
+@register.filter(needs_autoescape=True)
+def pretty_json(value: object, autoescape: bool = True) -> SafeString:
+    """Return ``value`` as indented JSON (keys sorted, UTF-8 kept), coloured and escaped
+    as :func:`highlight_json` does."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return highlight_json(text, autoescape)

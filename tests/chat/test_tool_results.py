@@ -129,8 +129,9 @@ async def test_blocks_and_artifact_are_stored_shown_live_and_kept_out_of_text_an
     assert PNG[:40] not in csv and note in csv
     rows = await database_sync_to_async(lambda: list(trace_rows(AgentRun.objects.all())))()
     by_tool = {row[COLUMNS.index("tool_name")]: row for row in rows}
-    assert by_tool["rooms"][-1] == '{"listings": [{"id": "sz-1", "name": "<b>Inn</b>"}]}'
-    assert COLUMNS[-1] == "artifact" and by_tool["chart"][-1] == ""
+    artifact = COLUMNS.index("artifact")
+    assert by_tool["rooms"][artifact] == '{"listings": [{"id": "sz-1", "name": "<b>Inn</b>"}]}'
+    assert by_tool["chart"][artifact] == ""
 
 
 @pytest.mark.django_db(transaction=True)

@@ -246,8 +246,8 @@ class Command(BaseCommand):
         agent = find_agent(conversation.agent_key)
         agent_label = agent.label if agent else f"{conversation.agent_key} (no longer configured)"
         self.stdout.write(
-            f"Agent: {agent_label} · model: {badge.label} · strategy "
-            f"{conversation.strategy}{options_shown} · conversation {conversation.pk}\n"
+            f"Model: {badge.label} · strategy {conversation.strategy}{options_shown} · "
+            f"agent {agent_label} · conversation {conversation.pk}\n"
         )
         try:
             run = create_run(conversation_id=conversation.pk, content=question)
