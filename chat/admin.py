@@ -28,11 +28,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from agents.providers import providers
-from chat import runs as chat_runs
 from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.agents import tool_names
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import (
@@ -139,7 +139,7 @@ class HasToolErrorsFilter(admin.SimpleListFilter):
 class ToolNameFilter(admin.SimpleListFilter):
     """Runs that called a registered tool, by name, or ``other``: a name no tool has.
 
-    The choices are the tools runs may call (:func:`chat.runs.get_tools`), not every name
+    The choices are every agent's tools from code (:func:`chat.agents.tool_names`), not every name
     stored: models invent names, and listing those gave thousands of links. ``other``
     covers every tool call to a name not registered, or to no name at all (a call whose
     output did not parse). A name that is no longer offered still filters exactly, so an
@@ -153,7 +153,7 @@ class ToolNameFilter(admin.SimpleListFilter):
     @staticmethod
     def registered() -> list[str]:
         """Return the registered tool names, in the tools' own order."""
-        return [tool.name for tool in chat_runs.get_tools()]
+        return tool_names()
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = [(name, name) for name in self.registered()]

@@ -34,8 +34,8 @@ from django.utils.safestring import SafeString
 
 from agents.approvals import Outcome
 from chat import fragments, live, store
-from chat import runs as chat_runs
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.agents import tool_names
 from chat.approvals import MAX_REASON_CHARS, policy_of
 from chat.display import arguments_json
 from chat.export import owner_label
@@ -344,8 +344,9 @@ def _tool_choice(name: str) -> str:
 
 
 def registered_tools() -> list[str]:
-    """Return the names of the tools runs may call, in the tools' own order."""
-    return [tool.name for tool in chat_runs.get_tools()]
+    """Return the names of the tools from code of every agent, each once, in the agents'
+    order (an MCP server's tools are named by their runs; a policy can name them too)."""
+    return tool_names()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ whichever process claims it first (:func:`chat.runs.resume_ready`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -177,17 +177,22 @@ class DecisionShown:
 
 
 def decide(
-    frame: DecisionFrame, *, conversation_id: int, user: Any, tools: Sequence[Any]
-) -> DecisionShown:
+    frame: DecisionFrame, *, conversation_id: int, user: Any,
+    tools_of: Callable[[str], Sequence[Any]],
+) -> DecisionShown:  # fmt: skip
     """Store the decision of ``frame`` (sync); return the card and whether to resume.
 
     The socket's user is the conversation's owner (only the owner's sockets join it).
+    ``tools_of(agent_key)``: the tools of the run's agent, whose schemas check edited
+    arguments (``chat.runs.get_tools``; an MCP server's tool is not among them, and takes
+    any object, as a tool no longer defined does).
     Raises :class:`chat.store.ApprovalRefused` for a step that is not a held call of
     this conversation, one decided already, or edited arguments its tool refuses.
     """
     arguments = None
     if frame.approve and frame.arguments is not None:
         step = store.step_of_conversation(conversation_id=conversation_id, step_id=frame.step_id)
+        tools = tools_of(step.run.agent_key) if step is not None else ()
         if step is None:
             raise store.ApprovalRefused(store.approvals.NOT_A_HELD_CALL)
         if isinstance(step.arguments, str) and frame.arguments.strip() == step.arguments.strip():

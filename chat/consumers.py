@@ -478,7 +478,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             decided = await database_sync_to_async(decide)(
                 frame, conversation_id=self.conversation_id, user=self.scope.get("user"),
-                tools=get_tools(),
+                tools_of=get_tools,
             )  # fmt: skip
         except store.ApprovalRefused as exc:
             # Said beside the card's buttons too, where the reader is looking.

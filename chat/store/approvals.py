@@ -237,8 +237,10 @@ def run_stop_waiting(*, conversation_id: int, at: datetime) -> AgentRun | None:
 
 
 def step_of_conversation(*, conversation_id: int, step_id: int) -> AgentStep | None:
-    """Return step ``step_id`` if it belongs to a run of the conversation, else None."""
-    return AgentStep.objects.filter(pk=step_id, run__conversation_id=conversation_id).first()
+    """Return step ``step_id`` (with its run) if it belongs to a run of the conversation,
+    else None."""
+    steps = AgentStep.objects.select_related("run")
+    return steps.filter(pk=step_id, run__conversation_id=conversation_id).first()
 
 
 def step_for_card(*, step_id: int) -> AgentStep:
