@@ -4,6 +4,7 @@ and MCP servers, limits, policies) and records what it was given, once per conte
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from langchain_core.messages import AIMessage
 from agents.definitions import load_agents_file
 from chat.checks import check_agents
 from chat.export import COLUMNS, trace_rows
-from chat.models import AgentRun, AgentSnapshot, Conversation
+from chat.models import AgentRun, AgentSnapshot, AgentStep, Conversation
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import ask_over_socket, make_conversation
 from tests.fakes import tool_call
@@ -312,3 +313,76 @@ async def test_the_bundled_almanac_agent_runs_its_mcp_server(scripted_model, set
     call = await database_sync_to_async(lambda: run.steps.get(kind="tool_call"))()
     assert (run.status, run.agent_key, call.status) == ("succeeded", "almanac", "success")
     assert '"days": 358' in call.result
+
+
+async def test_stop_during_an_mcp_call_ends_the_run_and_its_server(
+    scripted_model, settings, tmp_path
+):
+    from tests.agents.mcp_helpers import children, until
+    from tests.chat.test_cancel import connect, receive_until_finished
+
+    define(settings, tmp_path, AWKWARD.replace('awk_echo = "allow"', 'awk_sleep = "allow"'))
+    before = children()
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("awk_sleep", {"seconds": 3600}, "c1")]),
+        AIMessage("never reached"),
+    ]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": "Sleep"}))
+    calls = AgentStep.objects.filter(kind="tool_call", status="running")
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while not await database_sync_to_async(calls.exists)():
+        assert asyncio.get_running_loop().time() < deadline, "the MCP call never started"
+        await asyncio.sleep(0.05)
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    assert run.status == "cancelled"
+    await until(lambda: not (children() - before), "the stopped run's MCP server to end")
+
+
+async def test_an_http_mcp_servers_header_comes_from_the_environment_and_is_never_stored(
+    scripted_model, settings, tmp_path, monkeypatch
+):
+    from tests.agents.mcp_helpers import awkward_http
+    from tests.mcp_servers.awkward import HEADER
+
+    secret = "k3y-from-the-environment-77"
+    monkeypatch.setenv("AWK_KEY", secret)
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("web_header_seen", {}, "c1")]),
+        AIMessage("Seen."),
+    ]
+    with awkward_http({"AWKWARD_EXPECTED_KEY": secret}) as (url, _):
+        define(
+            settings,
+            tmp_path,
+            f"""
+[[agents]]
+name = "web"
+system_prompt = "You use the web server."
+mcp_servers = ["web"]
+tool_policies = {{ web_header_seen = "allow" }}
+
+[[mcp_servers]]
+name = "web"
+transport = "streamable_http"
+url = "{url}"
+headers_env = {{ {HEADER} = "AWK_KEY" }}
+""",
+        )
+        user, conversation = await make_conversation()
+        await ask_over_socket(conversation, user, "Was the header sent?")
+
+    run = await database_sync_to_async(AgentRun.objects.select_related("snapshot").get)()
+    call = await database_sync_to_async(lambda: run.steps.get(kind="tool_call"))()
+    assert (run.status, call.result) == ("succeeded", "matches")
+    (server,) = run.snapshot.content["mcp_servers"]
+    assert server["headers"] == [HEADER] and server["status"] == "connected"
+    stored = json.dumps([run.snapshot.content, call.result, call.arguments, run.output])
+    assert secret not in stored
