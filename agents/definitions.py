@@ -307,6 +307,19 @@ def _args(reader: _Table) -> list[str]:
     return list(value)
 
 
+def read_toml(path: str | Path, where: str) -> dict[str, Any]:
+    """Return a TOML file's tables; raise :class:`DefinitionError` saying ``where`` the
+    file is (the setting naming it) when it cannot be read, is not UTF-8 or not TOML."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DefinitionError(f"{where} cannot be read: {exc.strerror or exc}.") from None
+    except UnicodeDecodeError:
+        raise DefinitionError(f"{where} is not UTF-8 text.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DefinitionError(f"{where} is not valid TOML: {exc}.") from None
+
+
 def load_agents_file(
     path: str | Path, *, python: str, base_dir: str | Path, setting: str = "AGENTS_FILE"
 ) -> AgentsFile:
@@ -319,14 +332,7 @@ def load_agents_file(
     server an agent names but the file does not define.
     """
     where = f"{setting} ({path})"
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DefinitionError(f"{where} cannot be read: {exc.strerror or exc}.") from None
-    except UnicodeDecodeError:
-        raise DefinitionError(f"{where} is not UTF-8 text.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DefinitionError(f"{where} is not valid TOML: {exc}.") from None
+    data = read_toml(path, where)
     unknown = sorted(set(data) - {"agents", "mcp_servers"})
     if unknown:
         raise DefinitionError(f"{where} has {unknown[0]!r} at its top level; write "

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.definitions import DefinitionError, read_toml
 from agents.providers import ModelConfig, ProviderEntry
 
 PRIMARY_KEY = "default"
@@ -232,13 +232,9 @@ def load_models_file(
     environ = os.environ if environ is None else environ
     where = f"{setting} ({path})"
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ImproperlyConfigured(f"{where} cannot be read: {exc.strerror or exc}.") from None
-    except UnicodeDecodeError:
-        raise ImproperlyConfigured(f"{where} is not UTF-8 text.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ImproperlyConfigured(f"{where} is not valid TOML: {exc}.") from None
+        data = read_toml(path, where)
+    except DefinitionError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
     unknown = sorted(set(data) - {"models"})
     if unknown:
         raise ImproperlyConfigured(

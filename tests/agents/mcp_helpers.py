@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -89,9 +89,10 @@ class _Refuse(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def refusing_server() -> Iterator[str]:
-    """Yield the URL of an HTTP server answering 401 to every request."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Refuse)
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Yield the ``/mcp`` URL of an HTTP server on a free loopback port answering with
+    ``handler``, in a thread; stop it at the end."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -99,6 +100,11 @@ def refusing_server() -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def refusing_server() -> AbstractContextManager[str]:
+    """Return :func:`serving` an HTTP server answering 401 to every request."""
+    return serving(_Refuse)
 
 
 def children() -> set[int]:
@@ -159,14 +165,6 @@ class _Vanishing(BaseHTTPRequestHandler):
         pass
 
 
-@contextmanager
-def vanishing_server() -> Iterator[str]:
-    """Yield the URL of :class:`_Vanishing`."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Vanishing)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_port}/mcp"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def vanishing_server() -> AbstractContextManager[str]:
+    """Return :func:`serving` :class:`_Vanishing`."""
+    return serving(_Vanishing)

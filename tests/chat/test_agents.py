@@ -18,6 +18,7 @@ from agents.definitions import load_agents_file
 from chat.checks import check_agents
 from chat.export import COLUMNS, trace_rows
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Conversation
+from tests.agents.mcp_helpers import awkward_http, children, until
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import ask_over_socket, make_conversation
 from tests.fakes import tool_call
@@ -234,8 +235,6 @@ command = "/nonexistent/mcp-server"
 async def test_an_mcp_agent_calls_its_servers_tools_and_closes_the_server_with_the_run(
     scripted_model, settings, tmp_path
 ):
-    from tests.agents.mcp_helpers import children, until
-
     define(settings, tmp_path, AWKWARD)
     before = children()
     scripted_model.script = [
@@ -262,8 +261,6 @@ async def test_an_mcp_agent_calls_its_servers_tools_and_closes_the_server_with_t
 async def test_an_mcp_tool_the_agent_does_not_name_waits_for_approval(
     scripted_model, settings, tmp_path
 ):
-    from tests.agents.mcp_helpers import children, until
-
     define(settings, tmp_path, AWKWARD)
     before = children()
     scripted_model.script = [
@@ -318,7 +315,6 @@ async def test_the_bundled_almanac_agent_runs_its_mcp_server(scripted_model, set
 async def test_stop_during_an_mcp_call_ends_the_run_and_its_server(
     scripted_model, settings, tmp_path
 ):
-    from tests.agents.mcp_helpers import children, until
     from tests.chat.test_cancel import connect, receive_until_finished
 
     define(settings, tmp_path, AWKWARD.replace('awk_echo = "allow"', 'awk_sleep = "allow"'))
@@ -349,7 +345,6 @@ async def test_stop_during_an_mcp_call_ends_the_run_and_its_server(
 async def test_an_http_mcp_servers_header_comes_from_the_environment_and_is_never_stored(
     scripted_model, settings, tmp_path, monkeypatch
 ):
-    from tests.agents.mcp_helpers import awkward_http
     from tests.mcp_servers.awkward import HEADER
 
     secret = "k3y-from-the-environment-77"
