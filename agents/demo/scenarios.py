@@ -28,7 +28,7 @@ class Scenario:
     before; a scenario taking it is called once per town named, and is repeated by a
     follow-up naming only a town, "And in Chengdu?"), or a trigger group such as
     ``{expression}``; ``{town|UTC}`` falls back to ``UTC``. A slot may name a type,
-    ``{value:number}`` (:data:`agents.demo.script.SLOT_TYPES`): an argument that is one
+    ``{value:number}`` (:data:`agents.demo.slots.SLOT_TYPES`): an argument that is one
     typed slot takes the typed value (``30``, ``["Jan", "Feb"]``), not text. ``answer``:
     per language (``en``, ``zh``), sentence templates filled from the tool's JSON result
     by path, ``{days[0].condition}`` (a result that is not a JSON object: ``{text}`` and

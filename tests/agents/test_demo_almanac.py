@@ -12,7 +12,8 @@ from langchain_core.tools import BaseTool, tool
 from agents.bundled import almanac_config
 from agents.demo import DemoChatModel
 from agents.demo.scenarios import ALMANAC_EXAMPLES, EXAMPLES, SHOWCASES
-from agents.demo.script import fill, plan, render
+from agents.demo.script import plan
+from agents.demo.slots import fill, render
 from agents.events import RunFinished, ToolCallFinished, ToolCallStarted
 from agents.mcp import open_mcp_tools
 from agents.runtime import run
