@@ -11,7 +11,11 @@ chat or XML text (one call per turn). What a visitor sees:
 * "And in Chengdu?" repeats the previous question's town-bound calls for Chengdu;
 * ``#malformed`` in a question breaks the first reply to it in the chosen format;
 * ``tool_choice``, ``parallel_tool_calls=False`` and ``stop`` sequences honoured;
-* for anything else, a reply saying what it can do; it never raises.
+* the bundled agents' tools only (travel, and the almanac's MCP tools): for an agent
+  with other tools or none, a reply saying it is a scripted model and how to configure
+  a real one;
+* for anything else, a reply listing the questions the bound tools can answer; it
+  never raises.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def reply(
     messages = [m for m in messages or () if isinstance(m, BaseMessage)]
     system = "\n".join(text_of(m) for m in messages if isinstance(m, SystemMessage))
     strategy = prompt_strategy(system)
-    names = (tool_names(system) if strategy else []) or tool_names(tools)
+    names = bound = (tool_names(system) if strategy else []) or tool_names(tools)
     chosen = tool_choice.get("function", tool_choice) if isinstance(tool_choice, dict) else None
     chosen = chosen.get("name") if isinstance(chosen, dict) else tool_choice
     if chosen == "none":
@@ -112,6 +112,7 @@ def reply(
             strategy=strategy,
             required=chosen in ("required", "any") or chosen in names[:1],
             one_per_turn=strategy is not None or parallel_tool_calls is False,
+            bound=bound,
         )
         message = _written(turn, strategy)
     except Exception:  # a demo must answer something, whatever it was sent

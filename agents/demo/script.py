@@ -7,7 +7,8 @@ same way on every turn; what was done since is read back from the messages after
 (native: the AIMessages' ``tool_calls`` and their ToolMessages; text: each reply the
 strategy's own parser reads as a call, followed by its observation). A reply that broke
 the format made no call. Planned calls not made yet go next (all at once, or one per
-turn); then the answer from every result.
+turn); then the answer from every result. Only scenarios of bound tools play: an agent
+none of whose tools a scenario knows gets a reply saying so, not a pretence.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from agents.approvals import (
     POLICY_DENIED,
     without_edited_note,
 )
-from agents.demo.scenarios import EXAMPLES, MALFORMED_TAG, SCENARIOS, TEXT, Scenario
+from agents.demo.scenarios import MALFORMED_TAG, SCENARIOS, SHOWCASES, TEXT, Scenario
+from agents.demo.slots import fill, render
 from agents.strategies import ParseError
 from agents.strategies.base import (
     FINAL_ANSWER_REQUEST,
@@ -40,7 +42,6 @@ from agents.tools.places import PLACES, find_places
 
 # A town the gazetteer does not know, written after "in", "at" or "for": "in Atlantis".
 _NAMED_TOWN = re.compile(r"\b(?:in|at|for)\s+([A-Z][\w'’-]+(?:\s+[A-Z][\w'’-]+)?)")
-_FIELD = re.compile(r"\{([\w.\[\]]+)(?:\|([^{}]*))?\}")
 # What the runtime puts before a tool's own error message (agents.tool_calls.TOOL_RAISED).
 _RUNTIME_PREFIX = re.compile(r"^Error: (?:tool '[^']*' failed: )?(?:\w*(?:Error|Exception): )?")
 
@@ -100,30 +101,6 @@ def towns(text: str) -> list[str]:
     return known or ([unknown[1]] if unknown else [])
 
 
-def render(template: str, source: Any) -> str | None:
-    """Return ``template`` with each ``{path}`` replaced by its value in ``source``.
-
-    ``source`` is JSON-like; a path is keys and list indexes, ``days[0].condition``. A
-    field may give a default, ``{town|UTC}``. None if a path has no value (or only a
-    list or an object) and no default.
-    """
-    values: list[str] = []
-    for path, default in _FIELD.findall(template):
-        value = source
-        for step in re.findall(r"[^.\[\]]+", path):
-            if isinstance(value, list) and step.isdigit() and int(step) < len(value):
-                value = value[int(step)]
-            else:
-                value = value.get(step) if isinstance(value, dict) else None
-        if value is None or isinstance(value, dict | list):
-            if not default:
-                return None
-            value = default
-        values.append(str(value))
-    pieces = iter(values)
-    return _FIELD.sub(lambda _: next(pieces), template)
-
-
 def plan(question: str, earlier: Sequence[str], tools: Sequence[str]) -> tuple[list[Call], bool]:
     """Return the calls ``question`` asks for, and whether a town was needed but not named.
 
@@ -144,7 +121,7 @@ def plan(question: str, earlier: Sequence[str], tools: Sequence[str]) -> tuple[l
         slots = {"question": question, **match.groupdict()}
         for town in (places or [None]) if "{town" in str(scenario.args) else [None]:
             call = _call(scenario, {**slots, "town": town})
-            missing = missing or call is None
+            missing = missing or (call is None and town is None and "{town" in str(scenario.args))
             if call is not None and call not in calls:
                 calls.append(call)
     return calls, missing
@@ -155,12 +132,19 @@ def _places(question: str, earlier: Sequence[str]) -> list[str]:
 
 
 def _call(scenario: Scenario, slots: Mapping[str, str | None]) -> Call | None:
-    args = {name: render(template, slots) for name, template in scenario.args.items()}
+    args = {name: fill(template, slots) for name, template in scenario.args.items()}
     return None if None in args.values() else Call(scenario.tool, args)
 
 
+def _match(scenario: Scenario, text: str) -> re.Match[str] | None:
+    """Return the earliest match of the scenario's trigger (or triggers) in ``text``."""
+    triggers = (scenario.trigger,) if isinstance(scenario.trigger, str) else scenario.trigger
+    found = [m for t in triggers if (m := re.search(t, text, re.IGNORECASE))]
+    return min(found, key=lambda m: m.start(), default=None)
+
+
 def _matches(text: str, tools: Sequence[str]) -> list[tuple[re.Match[str], Scenario]]:
-    found = [(re.search(s.trigger, text, re.IGNORECASE), s) for s in SCENARIOS if s.tool in tools]
+    found = [(_match(s, text), s) for s in SCENARIOS if s.tool in tools]
     return sorted([(m, s) for m, s in found if m], key=lambda pair: pair[0].start())
 
 
@@ -217,13 +201,15 @@ def decide(
     strategy: type[TextStrategy] | None = None,
     required: bool = False,
     one_per_turn: bool = False,
+    bound: Sequence[str] | None = None,
 ) -> Turn:
     """Return the next turn for ``messages`` (see the module docstring).
 
     ``tools``: the names that may be called this turn; ``strategy``: the text format the
     prompt asks for (None: native calls); ``required``: a call must be made (a forced
     ``tool_choice``); ``one_per_turn``: one call per turn (``parallel_tool_calls=False``
-    or a text format).
+    or a text format); ``bound``: all the agent's tools, callable now or not (default:
+    ``tools``), which tell a bundled agent from one the script does not know.
     """
     spoken = [m for m in messages if isinstance(m, HumanMessage | AIMessage | ToolMessage)]
     if spoken and FINAL_ANSWER_REQUEST in text_of(spoken[-1]):
@@ -240,8 +226,11 @@ def decide(
     if not question:
         return Turn(TEXT[lang]["greeting"], [])
     earlier = [text_of(m) for m in spoken[:index] if isinstance(m, HumanMessage)]
-    planned, missing = plan(question, earlier, tools)
     outcomes = made_calls(spoken[index + 1 :], strategy)
+    bound = list(tools if bound is None else bound)
+    if not outcomes and not any(s.tool in bound for s in SCENARIOS):
+        return Turn(unknown_agent(bound, lang), [])
+    planned, missing = plan(question, earlier, tools)
     first = len(spoken) == index + 1
     if tools and not planned and not outcomes and (required or (tags and first)):
         # A call nothing asked for: the first scenario whose arguments fill (the travel
@@ -264,7 +253,34 @@ def decide(
         return Turn(TEXT[lang]["which_town"].format(towns=known), [])
     if not tools:
         return Turn(TEXT[lang]["no_tools"], [])
-    return Turn(TEXT[lang]["help"].format(examples="\n".join(f"- {q}" for q in EXAMPLES)), [])
+    return Turn(help_text(tools, lang), [])
+
+
+def examples(tools: Sequence[str]) -> list[str]:
+    """Return the example questions ``tools`` can answer: of each bundled agent
+    (:data:`~agents.demo.scenarios.SHOWCASES`) whose tools are bound, those that plan a
+    call with the bound ones among its tools."""
+    found = []
+    for showcase in SHOWCASES:
+        mine = [tool for tool in tools if tool in showcase.tools]
+        found += [q for q in showcase.examples if mine and plan(q, [], mine)[0]]
+    return found
+
+
+def help_text(tools: Sequence[str], lang: str) -> str:
+    """Return the reply to a question no scenario matched: the examples that fit ``tools``."""
+    text = TEXT[lang]
+    said = text["help"].format(examples="\n".join(f"- {q}" for q in examples(tools)))
+    town_bound = any("{town}" in str(s.args) and s.tool in tools for s in SCENARIOS)
+    return said + text["follow_up"] if town_bound else said
+
+
+def unknown_agent(tools: Sequence[str], lang: str) -> str:
+    """Return the reply for an agent none of whose ``tools`` the script knows (or none)."""
+    text = TEXT[lang]
+    has = text["unknown_tools"].format(tools=", ".join(tools)) if tools else text["no_agent_tools"]
+    agents = text["and"].join(showcase.agent for showcase in SHOWCASES)
+    return text["unknown_agent"].format(agents=agents, has=has)
 
 
 def plan_line(calls: Sequence[Call], lang: str) -> str:
@@ -294,7 +310,8 @@ def answer(outcomes: Sequence[Outcome], lang: str) -> str:
     """Return the Markdown answer: a sentence per call made, then a footer.
 
     A result is said with the first answer template of the tool's scenario whose paths
-    all resolve in its JSON; a failed call with the tool's own error.
+    all resolve in its JSON object (else in ``{"text", "lines"}``, its text and lines),
+    beside ``args``, the call's arguments; a failed call with the tool's own error.
     """
     text, lines = TEXT[lang], []
     for outcome in outcomes:
@@ -306,8 +323,11 @@ def answer(outcomes: Sequence[Outcome], lang: str) -> str:
             result = json.loads(outcome.content)
         except ValueError:
             result = None
+        if not isinstance(result, dict):
+            result = {"text": outcome.content, "lines": outcome.content.splitlines()}
+        source = {"args": outcome.call.args, **result}
         scenario = next((s for s in SCENARIOS if s.tool == outcome.call.tool), None)
         templates = scenario.answer[lang] if scenario else ()
-        said = (render(template, result) for template in templates)
+        said = (render(template, source) for template in templates)
         lines.append(next((line for line in said if line), text["no_sentence"].format(call=label)))
     return "\n\n".join([*lines, text["footer"]])
