@@ -8,10 +8,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agents.mcp.config import McpServerConfig
 
+if TYPE_CHECKING:
+    from agents.definitions import AgentsFile
+
 ALMANAC_SERVER = Path(__file__).resolve().parent / "almanac_server.py"
+AGENTS_TOML = Path(__file__).resolve().parent / "agents.toml"
+"""The bundled agents (``AGENTS_FILE``'s default): the travel assistant and the almanac."""
+
+
+def bundled_agents() -> AgentsFile:
+    """Return the bundled agents, as the app reads them (``{python}``: this interpreter)."""
+    # Imported here: the almanac server runs as ``-m agents.bundled.almanac_server``, and
+    # its start-up should not pay for the runtime this package's __init__ would import.
+    from agents.definitions import load_agents_file
+
+    return load_agents_file(AGENTS_TOML, python=sys.executable, base_dir=AGENTS_TOML.parents[2])
 
 
 def almanac_config(name: str = "almanac", connect_timeout_s: float = 10.0) -> McpServerConfig:

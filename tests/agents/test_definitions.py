@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from agents.bundled import bundled_agents
 from agents.definitions import DefinitionError, load_agents_file
 
-BUNDLED = Path(__file__).resolve().parents[2] / "agents" / "bundled" / "agents.toml"
+ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = """
 [[agents]]
 name = "helper"
@@ -26,7 +27,7 @@ def load(tmp_path: Path, text: str):
 
 
 def test_the_bundled_file_defines_the_travel_assistant_first_and_an_mcp_agent() -> None:
-    defined = load_agents_file(BUNDLED, python=sys.executable, base_dir=BUNDLED.parents[2])
+    defined = bundled_agents()
 
     assert [agent.name for agent in defined.agents] == ["travel", "almanac"]
     assert defined.default.name == "travel"
@@ -36,7 +37,7 @@ def test_the_bundled_file_defines_the_travel_assistant_first_and_an_mcp_agent() 
     (server,) = defined.servers_of(almanac)
     assert server.transport == "stdio"
     assert server.command == sys.executable  # {python}: the app's own interpreter
-    assert server.cwd == str(BUNDLED.parents[2])
+    assert server.cwd == str(ROOT)
 
 
 def test_a_minimal_agent_takes_the_servers_settings_for_the_rest(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from agents.approvals import Decision, Outcome, ToolPolicy, denial
+from agents.bundled import bundled_agents
 from agents.demo import DemoChatModel
 from agents.demo.scenarios import EXAMPLES
 from agents.events import RunFinished, ToolCallFinished, ToolCallStarted
-from agents.prompts import SYSTEM_PROMPT
 from agents.runtime import RunLimits, run
 from agents.strategies import STRATEGIES, StrategyOptions, get_strategy
 from agents.tools import default_tools
@@ -30,11 +30,14 @@ class Run:
     status: str
 
 
+TRAVEL = bundled_agents().default
+
+
 async def ask(
     question: str, strategy: str = "tool_calling", history=(), limits=None, **options
 ) -> Run:
     """Run ``question`` after ``history`` (alternating user and assistant texts)."""
-    messages = [SystemMessage(SYSTEM_PROMPT)]
+    messages = [SystemMessage(TRAVEL.system_prompt)]
     for i, text in enumerate(history):
         messages.append(HumanMessage(text) if i % 2 == 0 else AIMessage(text))
     messages.append(HumanMessage(question))
