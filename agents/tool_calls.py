@@ -12,13 +12,24 @@ that is read (text for the model, blocks and artifact kept) is :mod:`agents.tool
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
 from agents.events import (
@@ -170,10 +181,82 @@ def tool_error_type(exc: BaseException) -> str:
     ``isError`` result) is named by its nearest public base (``ToolException``): the
     audit trail's words should be ones a reader can look up.
     """
+    if isinstance(exc, ToolAborted):
+        exc = exc.raised
     cls = public_class(type(exc))
     if is_format_error(cls.__name__):
         return f"{cls.__module__}.{cls.__qualname__}"
     return cls.__name__
+
+
+# Sync tools run here, not in the event loop's default executor, where langchain-core's
+# ainvoke puts them: a sync tool that outlives its time-out keeps its thread, and a few
+# such would starve what the loop itself runs there (getaddrinfo before every model
+# request and HTTP MCP connection). Ours can only starve other sync tools.
+SYNC_TOOL_THREADS = 16
+_SYNC_TOOLS = ThreadPoolExecutor(max_workers=SYNC_TOOL_THREADS, thread_name_prefix="sync-tool")
+
+
+def _is_sync(tool: BaseTool) -> bool:
+    """Return True for a tool whose async path would only run its sync code in a thread."""
+    if isinstance(tool, StructuredTool):
+        return tool.coroutine is None
+    return type(tool)._arun is BaseTool._arun
+
+
+class ToolAborted(Exception):
+    """A tool raised ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` (a library
+    calling ``sys.exit``, say): kept as an ordinary exception, so it fails the call, not
+    the event loop every chat runs on (asyncio re-raises the first two out of the loop
+    from the task langchain-core runs an async tool in). ``raised`` is the original."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(str(raised))
+        self.raised = raised
+
+
+_ABORTS = (SystemExit, KeyboardInterrupt, GeneratorExit)
+
+
+def _contained_sync(func: Callable[[], Any]) -> Any:
+    try:
+        return func()
+    except _ABORTS as exc:
+        raise ToolAborted(exc) from None
+
+
+def _contained(coroutine: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def contained(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await coroutine(*args, **kwargs)
+        except _ABORTS as exc:
+            raise ToolAborted(exc) from None
+
+    return contained
+
+
+def _invoked(tool: BaseTool, name: str, args: Any, call_id: str) -> Awaitable[Any]:
+    """Return the awaitable of one call of ``tool``: its ToolMessage (langchain-core's
+    ``ainvoke`` with a ToolCall), a sync tool's from a thread of :data:`_SYNC_TOOLS`; a
+    structured tool's own code raising what would stop the event loop raises
+    :class:`ToolAborted` instead."""
+    if isinstance(tool, StructuredTool) and tool.coroutine is not None:
+        tool = tool.model_copy(update={"coroutine": _contained(tool.coroutine)})
+    if isinstance(args, dict):
+        tool_call = {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+        if _is_sync(tool):
+            return _in_thread(partial(tool.invoke, tool_call))
+        return tool.ainvoke(tool_call)
+    # A text strategy's one-argument input: ainvoke's ToolCall path copies ``args``
+    # with ``.copy()``, which a string has not; ``arun`` takes the id beside it.
+    if _is_sync(tool):
+        return _in_thread(partial(tool.run, args, tool_call_id=call_id))
+    return tool.arun(args, tool_call_id=call_id)
+
+
+async def _in_thread(func: Callable[[], Any]) -> Any:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_SYNC_TOOLS, copy_context().run, _contained_sync, func)
 
 
 async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
@@ -188,14 +271,7 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
     if tool is None:
         message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(names)))
         return _Outcome(StepStatus.ERROR, message, f"UnknownTool: {name}", "UnknownTool")
-    args = call["args"]
-    if isinstance(args, dict):
-        invoked = tool.ainvoke({"name": name, "args": args, "id": call["id"],
-                                "type": "tool_call"})  # fmt: skip
-    else:
-        # A text strategy's one-argument input: ainvoke's ToolCall path copies ``args``
-        # with ``.copy()``, which a string has not; ``arun`` takes the id beside it.
-        invoked = tool.arun(args, tool_call_id=call["id"])
+    invoked = _invoked(tool, name, call["args"], call["id"])
     try:
         if timer is not None:
             output = await timer.run(invoked, timeout_s)
@@ -208,7 +284,13 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
     except ValidationError as exc:
         message = SCHEMA_MISMATCH.format(name=name, error=schema_errors(exc))
         return _Outcome(StepStatus.ERROR, message, error_text(exc), type(exc).__name__)
+    except asyncio.CancelledError:
+        raise
     except Exception as exc:
+        said = error_text(exc.raised if isinstance(exc, ToolAborted) else exc)
+        message = TOOL_RAISED.format(name=name, error=said)
+        return _Outcome(StepStatus.ERROR, message, said, tool_error_type(exc))
+    except BaseException as exc:  # a BaseException of the tool's own (not a stop of ours)
         message = TOOL_RAISED.format(name=name, error=error_text(exc))
         return _Outcome(StepStatus.ERROR, message, error_text(exc), tool_error_type(exc))
     read = read_output(output, validation_only=bool(tool.handle_validation_error

@@ -39,6 +39,7 @@ langchain-core JSON-encodes it, so a tool returning the string ``"null"`` reads 
 IMAGE_NOTE = "[image: {what}]"
 FILE_NOTE = "[{kind}: {what}]"
 OTHER_NOTE = "[{kind} block]"
+TEXT_NOT_STORED = "[the rest of the text blocks not stored: over the cap of all their text]"
 DATA_NOT_STORED = "[{size:,} bytes of {mime_type} not stored: over the {cap:,}-character cap]"
 ARTIFACT_NOT_STORED = (
     "[artifact not stored: {chars:,} characters of JSON, over the {cap:,}-character cap]"
@@ -56,7 +57,8 @@ MAX_BLOCKS_DATA_CHARS = 8_000_000
 MAX_ARTIFACT_CHARS = 1_000_000
 """Longest artifact kept, in characters of JSON; a longer one is replaced by a note."""
 MAX_BLOCK_TEXT_CHARS = 1_000_000
-"""Longest text block kept among the blocks (the whole text is in the result too)."""
+"""Most text kept among the blocks, all text blocks together (the text is in the result
+too, clipped as every result is)."""
 URL_NOTE_CHARS = 200  # of a remote image's URL in the model's note
 
 MEDIA_KINDS = frozenset({"image", "image_url", "file", "audio", "video", "document"})
@@ -302,13 +304,19 @@ def json_safe(value: Any, depth: int = 0) -> Any:
 def stored_blocks(blocks: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     """Return ``blocks`` JSON-safe, strings as text blocks, each payload over
     :data:`MAX_BLOCK_DATA_CHARS` (or past :data:`MAX_BLOCKS_DATA_CHARS` in all) replaced
-    by a text block with a note."""
+    by a text block with a note, and the text past :data:`MAX_BLOCK_TEXT_CHARS` (all
+    text blocks together) left out with :data:`TEXT_NOT_STORED`."""
     kept: list[dict[str, Any]] = []
     total = 0
+    text_left = MAX_BLOCK_TEXT_CHARS  # for all text blocks together, not each
     for block in blocks:
         view = view_block(block)
         if view.kind == "text":
-            kept.append({"type": "text", "text": view.text[:MAX_BLOCK_TEXT_CHARS]})
+            if text_left > 0:
+                kept.append({"type": "text", "text": view.text[:text_left]})
+                text_left -= len(view.text)
+                if text_left < 0:
+                    kept.append({"type": "text", "text": TEXT_NOT_STORED})
             continue
         chars = len(view.base64)
         if chars and (chars > MAX_BLOCK_DATA_CHARS or total + chars > MAX_BLOCKS_DATA_CHARS):

@@ -48,6 +48,7 @@ from chat.approvals import PolicyRows, policy_rows
 from chat.models import AgentRun, AgentStep
 from chat.pricing import PriceRow, cost_of
 from chat.recorder import RunRecorder, Update
+from chat.store.rows import storable
 from project import agent_models
 from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
 
@@ -548,7 +549,10 @@ def _record_snapshot(
     """Record what defined run ``run_id`` (sync): its agent, ``system_prompt`` as
     ``strategy`` sends it with ``tools``, the tools' schemas, the MCP servers, the limits."""
     sent = strategy.build_prompt([SystemMessage(system_prompt)], tools.tools)[0]
-    content = snapshot_content(agent, system_prompt=sent.text, tools=tools, limits=limits)
+    # NUL characters (a server's tool description may hold one) as every stored row has
+    # them, so PostgreSQL stores what SQLite does and the digest is of what is stored.
+    content = storable(snapshot_content(agent, system_prompt=sent.text, tools=tools,
+                                        limits=limits))  # fmt: skip
     store.run_snapshot_record(run_id=run_id, content=content, digest=snapshot_digest(content))
 
 

@@ -4,6 +4,7 @@ dict built from it (langchain-mcp-adapters ``sessions.StdioConnection`` and
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 9110's token: the characters a header name may have.
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 TRANSPORTS = ("stdio", "streamable_http")
+# ``${VAR}`` in an env value, which langchain-mcp-adapters expands from os.environ
+# (sessions.py, _expand_env_vars).
+_BRACED = re.compile(r"\$\{([^}]+)\}")
 
 Transport = Literal["stdio", "streamable_http"]
 
@@ -141,8 +145,19 @@ class McpServerConfig:
             out.update(url=self.where, headers=sorted(self.headers_env))
         return out
 
-    def secrets(self, environ: Mapping[str, str]) -> list[str]:
+    def secrets(self, environ: Mapping[str, str], *, literal_env: bool = True) -> list[str]:
         """Return the values that must never show in a message: the headers' values in
-        ``environ`` and the child's env values."""
-        values = [environ.get(v) for v in self.headers_env.values()] + list(self.env.values())
-        return [v for v in values if v and len(v) >= 4]
+        ``environ``, the values of the variables the child's env values reference
+        (``${VAR}``, which the adapter expands from ``os.environ``) and, with
+        ``literal_env``, the env values as written (a setting like ``"true"`` among them:
+        fine in a reason for a failed start, not in every result a tool returns)."""
+        values = [environ.get(v) for v in self.headers_env.values()]
+        values += [
+            os.environ.get(name, "") for v in self.env.values() for name in _BRACED.findall(v)
+        ]
+        if literal_env:
+            values += list(self.env.values())
+            values += [
+                _BRACED.sub(lambda m: os.environ.get(m[1], m[0]), v) for v in self.env.values()
+            ]
+        return sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 import httpx
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
@@ -178,26 +178,48 @@ async def _open_one(config: McpServerConfig, environ: Mapping[str, str],
     return tools
 
 
-def _when_gone(coroutine: Callable[..., Awaitable[Any]], server: str
-               ) -> Callable[..., Awaitable[Any]]:  # fmt: skip
+def _guarded(coroutine: Callable[..., Awaitable[Any]], server: str, secrets: Sequence[str]
+             ) -> Callable[..., Awaitable[Any]]:  # fmt: skip
     """Return ``coroutine`` raising ConnectionError naming the server when its session's
     streams are closed (a stdio server that died: the SDK raises a bare
-    ``anyio.ClosedResourceError``, which says nothing to the model or the audit log)."""
+    ``anyio.ClosedResourceError``, which says nothing to the model or the audit log), and
+    with ``secrets`` (the server's header and env values) scrubbed from what it returns
+    and raises: a server may echo them ("token Bearer sk-... is not allowed"), and a call's
+    result and error are stored and sent to the model."""
 
     @functools.wraps(coroutine)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            return await coroutine(*args, **kwargs)
+            result = await coroutine(*args, **kwargs)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ConnectionError(GONE.format(server=server)) from exc
+        except Exception as exc:
+            said = str(exc)
+            if secrets and _scrubbed(said, secrets) != said:
+                raise ToolException(_scrubbed(said, secrets)) from None
+            raise
+        return _scrubbed_result(result, secrets) if secrets else result
 
     return call
 
 
-def _adapt(tools: list[BaseTool], servers: Sequence[str]) -> None:
+def _scrubbed_result(value: Any, secrets: Sequence[str]) -> Any:
+    """Return a tool's result with ``secrets`` scrubbed from every string in it."""
+    if isinstance(value, str):
+        return _scrubbed(value, secrets)
+    if isinstance(value, dict):
+        return {key: _scrubbed_result(item, secrets) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed_result(item, secrets) for item in value)
+    return value
+
+
+def _adapt(tools: list[BaseTool], servers: Sequence[str],
+           secrets: Mapping[str, Sequence[str]]) -> None:  # fmt: skip
     """Give every tool a name the model APIs accept, keeping the server's own name in
-    ``metadata``, and a clear error once its server is gone (``servers``: each tool's
-    server, in the same order)."""
+    ``metadata``, a clear error once its server is gone, and its server's ``secrets``
+    (by server name) scrubbed from its results (``servers``: each tool's server, in the
+    same order)."""
     renamed = model_tool_names([t.name for t in tools])
     for tool, server, name in zip(tools, servers, renamed, strict=True):
         original = tool.name[len(server) + 1 :]
@@ -206,7 +228,7 @@ def _adapt(tools: list[BaseTool], servers: Sequence[str]) -> None:
         # name, captured when it was made (tools.py, convert_mcp_tool_to_langchain_tool).
         tool.name = name
         if isinstance(tool, StructuredTool) and tool.coroutine is not None:
-            tool.coroutine = _when_gone(tool.coroutine, server)
+            tool.coroutine = _guarded(tool.coroutine, server, secrets.get(server, ()))
 
 
 @asynccontextmanager
@@ -247,5 +269,6 @@ async def open_mcp_tools(
             toolset.servers.append(config.name)
             toolset.tools.extend(opened)
             servers.extend(config.name for _ in opened)
-        _adapt(toolset.tools, servers)
+        secrets = {c.name: c.secrets(environ, literal_env=False) for c in configs}
+        _adapt(toolset.tools, servers, secrets)
         yield toolset

@@ -336,3 +336,69 @@ def test_artifacts_are_made_json_safe_and_capped():
     assert json_safe({1: (1.5, float("nan")), "s": {"a"}}) == {"1": [1.5, "nan"], "s": "{'a'}"}
     assert stored_artifact(None) is None
     assert stored_artifact("x" * 2_000_000).startswith("[artifact not stored: 2,000,002")
+
+
+def test_text_blocks_beside_an_image_are_capped_all_together():
+    from agents.tool_output import MAX_BLOCK_TEXT_CHARS, TEXT_NOT_STORED
+
+    blocks = [{"type": "text", "text": "x" * 900_000} for _ in range(30)] + CHART[1:]
+    kept = stored_blocks(blocks)
+
+    text = sum(len(block["text"]) for block in kept if block["type"] == "text")
+    assert text <= MAX_BLOCK_TEXT_CHARS + len(TEXT_NOT_STORED)
+    assert {"type": "text", "text": TEXT_NOT_STORED} in kept
+    assert kept[-1]["type"] == "image"  # the image is kept whole all the same
+
+
+class Abort(BaseException):
+    """What a library might raise that is not an Exception."""
+
+
+@pytest.mark.parametrize("raised", [SystemExit(2), KeyboardInterrupt(), GeneratorExit(),
+                                    Abort("library aborted")])  # fmt: skip
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+async def test_a_tool_raising_a_base_exception_is_an_error_observation(raised, sync):
+    def boom(town: str) -> str:
+        """Raise."""
+        raise raised
+
+    async def aboom(town: str) -> str:
+        """Raise."""
+        raise raised
+
+    tool_ = StructuredTool.from_function(**({"func": boom} if sync else {"coroutine": aboom}),
+                                         name="boom", description="Raise.")  # fmt: skip
+    finished, sent, end = await one_call(tool_)
+
+    assert finished.status == StepStatus.ERROR
+    assert finished.error_type == type(raised).__name__
+    assert sent.status == "error"
+    assert end.status == RunStatus.SUCCEEDED  # the model read it and answered
+
+
+async def test_sync_tools_run_in_their_own_threads_not_the_event_loops_executor():
+    from agents.tool_calls import SYNC_TOOL_THREADS
+
+    release = __import__("threading").Event()
+    threads: list[str] = []
+
+    def stuck(town: str) -> str:
+        """Block until released."""
+        threads.append(__import__("threading").current_thread().name)
+        release.wait(30)
+        return "late"
+
+    tool_ = StructuredTool.from_function(stuck, name="stuck", description="Block.")
+    calls = [tool_call("stuck", {"town": str(i)}, f"c{i}") for i in range(SYNC_TOOL_THREADS)]
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), AIMessage("Done.")])
+    limits = RunLimits(tool_timeout_s=0.5)
+    try:
+        events = [e async for e in run(model, [tool_], [HumanMessage("q")], limits=limits)]
+        # Every sync-tool thread is still blocked; the loop's own executor is free.
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(10):
+            await loop.getaddrinfo("localhost", 80)
+    finally:
+        release.set()
+    assert events[-1].status == RunStatus.SUCCEEDED
+    assert threads and all(name.startswith("sync-tool") for name in threads)
