@@ -6,8 +6,8 @@
   refers to cannot be deleted (``PROTECT``).
 - **Agents defined now** (``/admin/chat/agentsnapshot/defined/``): ``AGENTS_FILE``'s
   agents, read-only, with their tools from code (schemas included) and their MCP
-  servers' tools as listed now (:func:`agents.mcp.list_server_tools`, cached a minute),
-  or why a server is unavailable.
+  servers' tools as listed less than a minute ago, or why a server is unavailable (listed
+  in a thread of their own: :func:`agents.mcp.cached_or_listing`).
 
 A run's page shows its snapshot with :func:`snapshot_html`.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -27,6 +27,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from agents.definitions import AgentDefinition
 from chat.admin_base import ReadOnlyAdmin, when
 from chat.agents import agents_file, code_tool_sources, code_tools
 from chat.models import AgentRun, AgentSnapshot
@@ -99,8 +100,6 @@ class AgentSnapshotAdmin(ReadOnlyAdmin):
     def defined_view(self, request: HttpRequest) -> HttpResponse:
         """Render the agents of ``AGENTS_FILE``, read-only (staff who may view runs)."""
         if not self.has_view_permission(request):
-            from django.core.exceptions import PermissionDenied
-
             raise PermissionDenied
         context = {
             **self.admin_site.each_context(request),
@@ -111,8 +110,14 @@ class AgentSnapshotAdmin(ReadOnlyAdmin):
         return render(request, "admin/chat/agentsnapshot/defined.html", context)
 
 
-def _described(agent: Any) -> dict[str, Any]:
-    """Return an agent with its tools' schemas and its MCP servers' tools, for the page."""
+def _described(agent: AgentDefinition) -> dict[str, Any]:
+    """Return an agent with its tools' schemas and its MCP servers' tools, for the page.
+
+    A server's tools are those listed less than a minute ago, or None while a thread of
+    their own lists them (:func:`agents.mcp.cached_or_listing`): this page is served in
+    the thread all the app's database work shares, and must never wait on a server (one
+    that hung froze every chat until its connect time-out).
+    """
     tools, error = [], ""
     try:
         sources = code_tool_sources(agent)
@@ -125,8 +130,7 @@ def _described(agent: Any) -> dict[str, Any]:
         error = str(exc)
     servers = []
     for config in agents_file().servers_of(agent):
-        from agents.mcp import list_server_tools
+        from agents.mcp import cached_or_listing
 
-        listed = async_to_sync(list_server_tools)(config)
-        servers.append({"audit": config.audit(), "listed": listed})
+        servers.append({"audit": config.audit(), "listed": cached_or_listing(config)})
     return {"agent": agent, "tools": tools, "error": error, "servers": servers}

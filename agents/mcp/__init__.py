@@ -27,6 +27,7 @@ _LAZY = {
     "ServerTools": "agents.mcp.listing",
     "ToolListCache": "agents.mcp.listing",
     "list_server_tools": "agents.mcp.listing",
+    "cached_or_listing": "agents.mcp.listing",
     "McpToolset": "agents.mcp.toolset",
     "open_mcp_tools": "agents.mcp.toolset",
 }
@@ -47,6 +48,7 @@ __all__ = [
     "McpToolset",
     "ServerTools",
     "ToolListCache",
+    "cached_or_listing",
     "list_server_tools",
     "model_tool_names",
     "open_mcp_tools",

@@ -3,7 +3,10 @@ for a TTL so a server that adds a tool is seen without restarting the app."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -62,6 +65,7 @@ class ToolListCache:
 
 
 CACHE = ToolListCache()
+logger = logging.getLogger(__name__)
 
 
 def _info(tool: BaseTool) -> McpToolInfo:
@@ -91,3 +95,36 @@ async def list_server_tools(config: McpServerConfig, *, environ: Mapping[str, st
     listed = ServerTools(config.name, tools, toolset.unavailable.get(config.name, ""))
     cache.put(config, listed)
     return listed
+
+
+_LISTING: set[McpServerConfig] = set()  # servers a background thread is listing now
+_LISTING_LOCK = threading.Lock()
+
+
+def cached_or_listing(config: McpServerConfig, *, ttl_s: float = 60.0) -> ServerTools | None:
+    """Return ``config``'s tools as :data:`CACHE` holds them (listed less than ``ttl_s``
+    seconds ago), or None while a thread of its own lists them (started now if none is).
+
+    For sync callers that must not wait on a server (a page served in the thread all the
+    app's database work shares): the list is there on a later call.
+    """
+    listed = CACHE.get(config, ttl_s)
+    if listed is not None:
+        return listed
+    with _LISTING_LOCK:
+        if config in _LISTING:
+            return None
+        _LISTING.add(config)
+    threading.Thread(target=_list, args=(config, ttl_s), name=f"mcp-list-{config.name}",
+                     daemon=True).start()  # fmt: skip
+    return None
+
+
+def _list(config: McpServerConfig, ttl_s: float) -> None:
+    try:
+        asyncio.run(list_server_tools(config, ttl_s=ttl_s))
+    except Exception:
+        logger.exception("listing MCP server %r failed", config.name)
+    finally:
+        with _LISTING_LOCK:
+            _LISTING.discard(config)

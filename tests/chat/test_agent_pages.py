@@ -148,3 +148,35 @@ def test_the_agents_page_is_for_staff_who_may_view_runs():
     client = Client()
     client.force_login(User.objects.create_user("nobody", is_staff=True))
     assert client.get("/admin/chat/agentsnapshot/defined/").status_code == 403
+
+
+def test_a_server_that_hangs_is_listed_apart_and_the_page_does_not_wait(
+    auditor, settings, tmp_path
+):
+    from agents.mcp import listing
+    from tests.agents.mcp_helpers import children
+    from tests.chat.test_agents import define
+    from tests.timing import wait_until
+
+    define(settings, tmp_path, """
+[[agents]]
+name = "h"
+system_prompt = "x"
+mcp_servers = ["mute"]
+
+[[mcp_servers]]
+name = "mute"
+transport = "stdio"
+command = "{python}"
+args = ["-c", "import time; time.sleep(600)"]
+connect_timeout_s = 2
+""")  # fmt: skip
+    before = children()
+    # Served in the thread all database work shares: it answers at once, saying so.
+    html = auditor.get("/admin/chat/agentsnapshot/defined/").content.decode()
+    assert "Listing its tools now" in html
+    (config,) = settings.AGENT_DEFINITIONS.mcp_servers.values()
+    wait_until(lambda: listing.CACHE.get(config, 60) is not None, "the listing to end")
+    html = auditor.get("/admin/chat/agentsnapshot/defined/").content.decode()
+    assert "Unavailable: did not answer within 2 s" in html, html[html.find("MCP server") :][:600]
+    wait_until(lambda: not (children() - before), "the server to end")
