@@ -133,6 +133,13 @@ _SERVER_FIELDS = (
     "name", "transport", "command", "args", "env", "cwd", "url", "headers_env",
     "connect_timeout_s",
 )  # fmt: skip
+# Control characters (but tab and line breaks), and the characters that reorder or hide
+# text (bidi controls, zero-width ones: the "Trojan Source" trick, CVE-2021-42574): a
+# label, a prompt or a tool path holding one reads other than it shows.
+_HIDDEN = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)  # ZWJ and ZWNJ (U+200C, U+200D) are left: emoji and several scripts join with them
+
 # The fields of the other transport, refused by name rather than ignored.
 _SERVER_FIELDS_OF = {
     "stdio": ("url", "headers_env"),
@@ -161,6 +168,10 @@ class _Table:
         value = self.table.get(name, "")
         if not isinstance(value, str):
             raise self.fail(name, f"must be a string, not {value!r}.")
+        hidden = _HIDDEN.search(value)
+        if hidden is not None:
+            raise self.fail(name, f"holds the invisible character U+{ord(hidden[0]):04X}: a "
+                                  "label or a prompt that reads other than it shows.")  # fmt: skip
         value = value.strip()
         if required and not value:
             raise self.fail(name, "is required.")
@@ -172,6 +183,11 @@ class _Table:
         value = self.table.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(name, f"must be a list of strings, not {value!r}.")
+        for item in value:
+            hidden = _HIDDEN.search(item)
+            if hidden is not None:
+                raise self.fail(name, f"holds the invisible character U+{ord(hidden[0]):04X} "
+                                      f"in {item!r}.")  # fmt: skip
         stripped = tuple(v.strip() for v in value)
         if any(not v for v in stripped):
             raise self.fail(name, "has an empty entry.")
@@ -284,6 +300,8 @@ def _server(table: object, where: str, python: str, base_dir: Path) -> McpServer
     try:
         if transport == STDIO:
             cwd = reader.text("cwd")
+            if cwd and not (base_dir / cwd).is_dir():
+                raise reader.fail("cwd", f"{cwd!r} is not a directory (relative to {base_dir}).")
             return McpServerConfig(
                 name=name, transport=STDIO,
                 command=reader.text("command", required=True).replace("{python}", python),

@@ -154,6 +154,20 @@ headers_env = { Authorization = "REMOTE_TOKEN" }
             "headers_env: 'Bearer abc' (for Authorization) is not an environment variable name",
         ),
         ("[[agents]\n", "is not valid TOML"),
+        (
+            MINIMAL + 'label = "Help\u202eer"',
+            "(helper): label holds the invisible character U+202E",
+        ),
+        (
+            MINIMAL.replace("You help.", "You\\u0000 help."),
+            "system_prompt holds the invisible character U+0000",
+        ),
+        (MINIMAL + 'starters = ["a\u200bb"]', "starters holds the invisible character U+200B"),
+        (
+            MINIMAL
+            + "[[mcp_servers]]\nname = 's'\ntransport = 'stdio'\ncommand = 'x'\ncwd = 'no/such'",
+            "(s): cwd 'no/such' is not a directory",
+        ),
     ],
 )
 def test_a_fault_is_refused_naming_the_agent_and_the_field(
@@ -169,3 +183,10 @@ def test_a_fault_is_refused_naming_the_agent_and_the_field(
 def test_a_missing_file_is_refused_with_its_path(tmp_path: Path) -> None:
     with pytest.raises(DefinitionError, match="cannot be read"):
         load_agents_file(tmp_path / "none.toml", python="python3", base_dir=tmp_path)
+
+
+def test_joiners_that_emoji_and_scripts_need_are_kept(tmp_path: Path) -> None:
+    agent = load(
+        tmp_path, MINIMAL.replace("You help.", "You help \U0001f469\u200d\U0001f4bb.")
+    ).default
+    assert "\u200d" in agent.system_prompt
