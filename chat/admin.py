@@ -139,8 +139,9 @@ class HasToolErrorsFilter(admin.SimpleListFilter):
 class ToolNameFilter(admin.SimpleListFilter):
     """Runs that called a registered tool, by name, or ``other``: a name no tool has.
 
-    The choices are every agent's tools from code (:func:`chat.agents.tool_names`), not every name
-    stored: models invent names, and listing those gave thousands of links. ``other``
+    The choices are every agent's tools from code (:func:`chat.agents.tool_names`) and the
+    MCP tools recent runs were given, not every name stored: models invent names, and
+    listing those gave thousands of links. ``other``
     covers every tool call to a name not registered, or to no name at all (a call whose
     output did not parse). A name that is no longer offered still filters exactly, so an
     old link keeps working. Each test is an EXISTS subquery, so a run is listed once.
@@ -152,8 +153,10 @@ class ToolNameFilter(admin.SimpleListFilter):
 
     @staticmethod
     def registered() -> list[str]:
-        """Return the registered tool names, in the tools' own order."""
-        return tool_names()
+        """Return the tool names: every agent's tools from code in their order, then the
+        MCP tools recent runs were given (:func:`chat.store.snapshot_mcp_tool_names`)."""
+        names = tool_names()
+        return [*names, *(n for n in store.snapshot_mcp_tool_names() if n not in names)]
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = [(name, name) for name in self.registered()]

@@ -1,6 +1,6 @@
 """System checks of the agent's configuration and of a deployment, run at start-up.
 
-``chat.E001``/``E002``: a model that cannot be built; ``E003``/``E004``/``W002``: an
+``chat.E001``/``E002``: a model that cannot be built; ``E003``/``E004``/``E005``: an
 agent whose tools, models or strategies are not there (:func:`check_agents`).
 ``chat.W001``: a database several processes can share with a channel layer that each
 process keeps to itself.
@@ -40,10 +40,11 @@ MISSING_SETTINGS_ID = "chat.E002"
 LOCAL_LAYER_ID = "chat.W001"
 BAD_TOOL_ID = "chat.E003"
 NOT_CONFIGURED_ID = "chat.E004"
-UNKNOWN_POLICY_ID = "chat.W002"
+UNKNOWN_POLICY_ID = "chat.E005"
 TOOLS_HINT = (
     "Name a LangChain tool, a typed function with a docstring, a list of them or a module "
-    "with TOOLS, importable by the app (docs/agents.md, 'Tools from code')."
+    "with TOOLS, importable by the app: from the project directory, or a directory on "
+    "PYTHONPATH (docs/agents.md, 'Tools from code')."
 )
 MODELS_HINT = "Name a model of AGENT_MODELS_FILE, default or demo (docs/models.md)."
 
@@ -138,8 +139,9 @@ def check_agents(
     """Return an error per fault of ``AGENTS_FILE`` that only code can see, naming the
     agent and the field: a tool path that does not import or names no usable tool
     (``chat.E003``), a model or strategy that is not configured (``chat.E004``), a tool
-    policy for a tool the agent does not have (``chat.W002``; an agent with MCP servers may
-    name their tools, known only once a run lists them). An MCP server that is down is
+    policy for a tool the agent does not have (``chat.E005``: a misspelt name would leave
+    the tool it meant unguarded; a name with one of its MCP servers' prefixes passes, as
+    their tools are known only once a run lists them). An MCP server that is down is
     not an error: the app serves, and its agents' runs say which is unavailable.
     """
     messages: list[checks.CheckMessage] = []
@@ -165,13 +167,18 @@ def check_agents(
                     f"a strategy is one of {', '.join(STRATEGIES)}.",
                     id=NOT_CONFIGURED_ID,
                 ))  # fmt: skip
-        if names and not agent.mcp_servers:
-            for tool in sorted(set(agent.tool_policies) - names):
-                messages.append(checks.Warning(
-                    f"Agent {agent.name!r} ({agent.source}): tool_policies names {tool!r}, "
-                    f"which is not one of its tools ({', '.join(sorted(names))}).",
-                    id=UNKNOWN_POLICY_ID,
-                ))  # fmt: skip
+        prefixes = tuple(f"{server}_" for server in agent.mcp_servers)
+        for tool in sorted(set(agent.tool_policies) - names):
+            if tool.startswith(prefixes) or (not names and agent.tools):
+                continue  # an MCP server's tool (known once a run lists it), or tools unread
+            servers = f" nor a tool of its MCP servers ({', '.join(prefixes)}…)" if prefixes else ""
+            messages.append(checks.Error(
+                f"Agent {agent.name!r} ({agent.source}): tool_policies names {tool!r}, which "
+                f"is not one of its tools ({', '.join(sorted(names)) or 'none'}){servers}.",
+                hint="A misspelt name leaves the tool it meant under its default policy: "
+                     "fix the name.",
+                id=UNKNOWN_POLICY_ID,
+            ))  # fmt: skip
     return messages
 
 

@@ -108,7 +108,8 @@ class Conversation(models.Model):
     model_key = models.CharField(max_length=32, default="default", db_default="default")
     # The agent its runs use, by name (settings.AGENT_DEFINITIONS, AGENTS_FILE); blank: the
     # default agent. Fixed once it has a message (docs/agents.md).
-    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="")
+    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="",
+                                 verbose_name="agent")  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Set when its owner deletes it from their list: the page, the list and the socket no
@@ -206,7 +207,7 @@ class AgentRun(RunDisplay, models.Model):
     # the limits (AgentSnapshot, shared by every run given the same). None: not recorded
     # (a run from before agents were definitions, or one that failed before it had tools).
     agent_key = models.CharField(max_length=32, blank=True, default="", db_default="",
-                                 db_index=True)  # fmt: skip
+                                 db_index=True, verbose_name="agent")  # fmt: skip
     snapshot = models.ForeignKey(
         "AgentSnapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )

@@ -211,8 +211,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         tool="almanac_bar_chart",
         args={"title": "{title|Chart}", "labels": "{series:labels}", "values": "{series:values}"},
         answer={
-            "en": ("The chart is shown above, in the tool's card: {lines[0]}.",),
-            "zh": ("图表已画好，见上方的工具卡片：{lines[0]}。",),
+            "en": (
+                "I drew the chart: open the almanac_bar_chart card above to see it ({lines[0]}).",
+            ),
+            "zh": ("图表已画好，展开上方的 almanac_bar_chart 工具卡片查看（{lines[0]}）。",),
         },
     ),
 )

@@ -30,12 +30,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="conversation",
             name="agent_key",
-            field=models.CharField(blank=True, db_default="", default="", max_length=32),
+            field=models.CharField(blank=True, db_default="", default="", max_length=32, verbose_name="agent"),
         ),
         migrations.AddField(
             model_name="agentrun",
             name="agent_key",
-            field=models.CharField(blank=True, db_default="", db_index=True, default="", max_length=32),
+            field=models.CharField(blank=True, db_default="", db_index=True, default="", max_length=32, verbose_name="agent"),
         ),
         migrations.AddField(
             model_name="agentrun",

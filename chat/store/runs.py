@@ -397,3 +397,15 @@ def run_snapshot_record(*, run_id: int, content: Mapping[str, Any], digest: str)
     snapshot, _ = AgentSnapshot.objects.get_or_create(digest=digest,
                                                       defaults={"content": content})  # fmt: skip
     AgentRun.objects.filter(pk=run_id, snapshot__isnull=True).update(snapshot=snapshot)
+
+
+def snapshot_mcp_tool_names(*, recent: int = 200) -> list[str]:
+    """Return the names of the MCP tools the ``recent`` newest snapshots gave a model,
+    each once, newest first: an MCP server's tools are known only to the runs that
+    listed them, and these are the names the run list filters by."""
+    names: dict[str, None] = {}
+    for content in AgentSnapshot.objects.values_list("content", flat=True)[:recent]:
+        for tool in content.get("tools", []):
+            if str(tool.get("source", "")).startswith("mcp:"):
+                names.setdefault(tool["name"])
+    return list(names)

@@ -118,7 +118,7 @@ async def test_the_chart_question_draws_the_series_and_points_to_the_card(strate
     assert call.args == {"title": "rainfall", "labels": ["Jan", "Feb", "Mar"],
                          "values": [12, 30, 45]}  # fmt: skip
     assert any(block.get("type") == "image" for block in call.blocks or ())
-    assert "shown above, in the tool's card" in answered.output
+    assert "open the almanac_bar_chart card above to see it" in answered.output
     assert "rainfall: Jan: 12, Feb: 30, Mar: 45" in answered.output
     assert "[image:" not in answered.output
 

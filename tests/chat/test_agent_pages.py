@@ -180,3 +180,18 @@ connect_timeout_s = 2
     html = auditor.get("/admin/chat/agentsnapshot/defined/").content.decode()
     assert "Unavailable: did not answer within 2 s" in html, html[html.find("MCP server") :][:600]
     wait_until(lambda: not (children() - before), "the server to end")
+
+
+def test_the_tool_filter_offers_the_mcp_tools_runs_were_given(auditor):
+    from chat.models import AgentStep
+
+    run = make_run(question="charted", steps=2)
+    AgentStep.objects.filter(run=run, kind="tool_call").update(tool_name="almanac_bar_chart")
+    tools = [{"name": "almanac_bar_chart", "source": "mcp:almanac"}]
+    AgentRun.objects.filter(pk=run.pk).update(snapshot=snapshot(tools=tools))
+
+    listed = auditor.get("/admin/chat/agentrun/").content.decode()
+    other = auditor.get("/admin/chat/agentrun/?tool=other").content.decode()
+
+    assert "?tool=almanac_bar_chart" in listed
+    assert "charted" not in other  # a tool its run was given is not "a name no tool has"

@@ -189,6 +189,11 @@ def test_the_checks_name_the_agent_and_the_tool_path_at_fault(settings, tmp_path
 
     messages = {message.id: message.msg for message in check_agents()}
     assert "Agent 'helper'" in messages["chat.E003"]
+    define(settings, tmp_path, HELPER.format(extra="", rest='tool_policies = { shuot = "ask" }'))
+    (misspelt,) = check_agents()
+    assert misspelt.id == "chat.E005" and "names 'shuot', which is not one of its tools" in (
+        misspelt.msg
+    )
     assert "tests.agents.own_tools.faults.undocumented" in messages["chat.E003"]
     assert "models names 'nowhere'" in messages["chat.E004"]
 
