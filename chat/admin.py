@@ -30,9 +30,8 @@ from django.utils.safestring import SafeString
 from agents.providers import providers
 from chat import store
 from chat.admin_agents import snapshot_html
-from chat.admin_approvals import ToolGrantInline
+from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
-from chat.agents import tool_names
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import (
@@ -155,8 +154,7 @@ class ToolNameFilter(admin.SimpleListFilter):
     def registered() -> list[str]:
         """Return the tool names: every agent's tools from code in their order, then the
         MCP tools recent runs were given (:func:`chat.store.snapshot_mcp_tool_names`)."""
-        names = tool_names()
-        return [*names, *(n for n in store.snapshot_mcp_tool_names() if n not in names)]
+        return registered_tools()
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = [(name, name) for name in self.registered()]

@@ -344,9 +344,11 @@ def _tool_choice(name: str) -> str:
 
 
 def registered_tools() -> list[str]:
-    """Return the names of the tools from code of every agent, each once, in the agents'
-    order (an MCP server's tools are named by their runs; a policy can name them too)."""
-    return tool_names()
+    """Return the tool names staff pick from: every agent's tools from code in their
+    order, then the MCP tools recent runs were given (an MCP server's tools are known
+    only to the runs that listed them: :func:`chat.store.snapshot_mcp_tool_names`)."""
+    names = tool_names()
+    return [*names, *(name for name in store.snapshot_mcp_tool_names() if name not in names)]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ works around, below the SDK:
   stopped it. Here a request gets a JSON-RPC error response instead (so ``call_tool``
   raises ``McpError``) and a notification a 202. ``initialize`` is left alone: its
   failure is how an unreachable server is told apart (HTTP 401, connection refused).
-  404 is left to the SDK, which reports it as "Session terminated".
+  404 is left to the SDK, which reports it as "Session terminated". A request answered
+  200 with neither JSON nor SSE (an HTML page) gets such an error too: the SDK would
+  leave it waiting for its time-out.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ BROKEN = "Connection closed: the server ended its answer before it was complete 
 ENDED = "Connection closed: the server ended its answer without answering"
 UNREACHABLE = "Connection closed: could not reach the server ({error})"
 HTTP_ERROR = "The server answered HTTP {status}"
+NOT_MCP_ANSWER = "The server answered with {kind}, not an MCP message"
 
 
 def _error_event(request_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -113,10 +116,19 @@ class _FailCallsNotRuns(httpx.AsyncBaseTransport):
             await response.aclose()
             text = HTTP_ERROR.format(status=response.status_code)
             return _answer(request, message, INTERNAL_ERROR, text)
-        if "id" in message and response.headers.get("content-type", "").startswith(
-            "text/event-stream"
-        ):
+        kind = response.headers.get("content-type", "")
+        if "id" in message and kind.startswith("text/event-stream"):
             response.stream = _AnswerOnBreak(response.stream, message["id"])
+        elif (
+            "id" in message
+            and response.status_code == 200
+            and not kind.startswith("application/json")
+        ):
+            # An HTML login page from a proxy, say: the SDK hands the session an error it
+            # never pairs with the request, which then waits for its time-out.
+            await response.aclose()
+            text = NOT_MCP_ANSWER.format(kind=kind.split(";")[0].strip() or "no content type")
+            return _answer(request, message, INTERNAL_ERROR, text)
         return response
 
     async def aclose(self) -> None:

@@ -195,3 +195,15 @@ def test_the_tool_filter_offers_the_mcp_tools_runs_were_given(auditor):
 
     assert "?tool=almanac_bar_chart" in listed
     assert "charted" not in other  # a tool its run was given is not "a name no tool has"
+
+
+def test_the_policy_form_offers_the_mcp_tools_runs_were_given():
+    run = make_run()
+    tools = [{"name": "almanac_moon_phase", "source": "mcp:almanac"}]
+    AgentRun.objects.filter(pk=run.pk).update(snapshot=snapshot(tools=tools))
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+
+    html = client.get("/admin/chat/toolapprovalpolicy/add/").content.decode()
+    assert '<option value="almanac_moon_phase">' in html
+    assert '<option value="calculator">' in html

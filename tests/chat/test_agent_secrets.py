@@ -45,9 +45,9 @@ class Echoing(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     mode = "rpc_error"
 
-    def _send(self, status: int, body: bytes = b"") -> None:
+    def _send(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Mcp-Session-Id", "s1")
         self.end_headers()
@@ -74,6 +74,8 @@ class Echoing(BaseHTTPRequestHandler):
                     }
                 ]
             }
+        elif self.mode == "call_html":  # a proxy's login page, say
+            return self._send(200, f"<html>Log in, {auth}</html>".encode(), "text/html")
         elif self.mode == "rpc_error":
             error = {"code": -32000, "message": f"token {auth} is not allowed"}
             body = {"jsonrpc": "2.0", "id": message["id"], "error": error}
@@ -94,7 +96,7 @@ class Echoing(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("mode", ["rpc_error", "call_is_error", "echo"])
+@pytest.mark.parametrize("mode", ["rpc_error", "call_is_error", "echo", "call_html"])
 async def test_a_header_value_a_server_echoes_is_never_stored_nor_sent_to_the_model(
     mode, scripted_model, settings, tmp_path, monkeypatch
 ):
@@ -123,7 +125,10 @@ headers_env = {{ Authorization = "WEB_TOKEN" }}
 
     call = steps[1]
     assert (call.status == "success") == (mode == "echo")
-    assert "***" in call.result
+    if mode == "call_html":  # failed at once, not at the tool's time-out
+        assert call.error_type == "McpError" and "answered with text/html" in call.result
+    else:
+        assert "***" in call.result
     sent = json.dumps([m.content for turn in scripted_model.prompts for m in turn])
     for text in (call.result, call.error, json.dumps(call.result_blocks), sent):
         assert SECRET not in text
