@@ -176,12 +176,10 @@ def agent_limits(limits: RunLimits, agent: AgentDefinition) -> RunLimits:
     """Return ``limits`` (the server's) with what ``agent``'s own limits set instead."""
     own = agent.limits
     budget = limits.budget
-    if own.max_run_tokens is not None or own.max_run_cost is not None:
-        budget = type(budget)(
-            max_tokens=budget.max_tokens if own.max_run_tokens is None else own.max_run_tokens,
-            max_cost=budget.max_cost if own.max_run_cost is None else own.max_run_cost,
-            cost=budget.cost, currency=budget.currency,
-        )  # fmt: skip
+    if own.max_run_tokens is not None:
+        budget = replace(budget, max_tokens=own.max_run_tokens)
+    if own.max_run_cost is not None:
+        budget = replace(budget, max_cost=own.max_run_cost)
     changes: dict[str, Any] = {"budget": budget}
     if own.max_iterations is not None:
         changes["max_iterations"] = own.max_iterations
@@ -247,10 +245,10 @@ def snapshot_digest(content: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def tool_names(agents: Sequence[AgentDefinition] | None = None) -> list[str]:
-    """Return the names of the code tools of ``agents`` (default: every agent), each once."""
+def tool_names() -> list[str]:
+    """Return the names of every agent's tools from code, each once, in the agents' order."""
     names: dict[str, None] = {}
-    for agent in agents if agents is not None else agents_file().agents:
+    for agent in agents_file().agents:
         for tool in code_tools(agent):
             names.setdefault(tool.name)
     return list(names)

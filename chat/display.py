@@ -49,6 +49,17 @@ PREVIEW_NOTE = (
     "\n[the chat is showing the first {shown:,} of {total:,} characters stored; the admin's "
     "run page and the CSV export hold them all]"
 )
+
+
+def previewed(text: str) -> str:
+    """Return ``text`` cut to ``CHAT_RESULT_PREVIEW_CHARS`` with :data:`PREVIEW_NOTE`, for
+    the chat (whole when it fits)."""
+    limit = settings.CHAT_RESULT_PREVIEW_CHARS
+    if len(text) <= limit:
+        return text
+    return text[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(text))
+
+
 # What a result heading adds when the model read less than is stored, and when even the
 # stored result is cut (the tool returned more than AGENT_MAX_RESULT_CHARS).
 SENT_CLIPPED = ": the model was sent the first {seen:,} of {stored:,} characters"
@@ -251,10 +262,9 @@ class StepDisplay:
         the conversation that heavy. The admin and the CSV export show the whole stored
         result (see :attr:`result_label` for what the model was sent).
         """
-        limit = settings.CHAT_RESULT_PREVIEW_CHARS
-        if len(self.result) <= limit:
+        if len(self.result) <= settings.CHAT_RESULT_PREVIEW_CHARS:
             return self.result_display
-        return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+        return previewed(self.result)
 
     @cached_property
     def result_media(self) -> list[MediaShown]:
@@ -276,11 +286,7 @@ class StepDisplay:
     @property
     def artifact_preview(self) -> str:
         """Return :attr:`artifact_json` cut like :attr:`result_preview`, for the chat."""
-        text = self.artifact_json
-        limit = settings.CHAT_RESULT_PREVIEW_CHARS
-        if len(text) <= limit:
-            return text
-        return text[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(text))
+        return previewed(self.artifact_json)
 
     # Display properties of the chat's cards (folded summary line, raw/pretty toggle).
 
@@ -324,10 +330,7 @@ class StepDisplay:
     @property
     def result_raw(self) -> str:
         """Return the result as the model was sent it, cut like :attr:`result_preview`."""
-        limit = settings.CHAT_RESULT_PREVIEW_CHARS
-        if len(self.result) <= limit:
-            return self.result
-        return self.result[:limit] + PREVIEW_NOTE.format(shown=limit, total=len(self.result))
+        return previewed(self.result)
 
     @property
     def result_has_pretty_form(self) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequen
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -476,10 +476,10 @@ async def execute_run(
                                 system_prompt)  # fmt: skip
         limits = agent_limits(run_limits(start.price), agent)
         if start.steps is None:  # a resumed run keeps what it was given at its start
-            await database_sync_to_async(_record_snapshot)(
-                run_id=run_id, agent=agent, system_prompt=system_prompt, tools=available,
-                limits=limits, strategy=strategy,
-            )  # fmt: skip
+            content = _snapshot(agent, system_prompt, available, limits, strategy)
+            await database_sync_to_async(store.run_snapshot_record)(
+                run_id=run_id, content=content, digest=snapshot_digest(content)
+            )
         resumed = None
         if start.resumed is not None:
             state = start.resumed
@@ -542,18 +542,17 @@ async def execute_run(
     return finished
 
 
-def _record_snapshot(
-    *, run_id: int, agent: AgentDefinition, system_prompt: str, tools: AgentTools,
-    limits: RunLimits, strategy: Strategy,
-) -> None:  # fmt: skip
-    """Record what defined run ``run_id`` (sync): its agent, ``system_prompt`` as
-    ``strategy`` sends it with ``tools``, the tools' schemas, the MCP servers, the limits."""
+def _snapshot(
+    agent: AgentDefinition, system_prompt: str, tools: AgentTools, limits: RunLimits,
+    strategy: Strategy,
+) -> dict[str, Any]:  # fmt: skip
+    """Return what defined a run: its agent, ``system_prompt`` as ``strategy`` sends it
+    with ``tools``, the tools' schemas, the MCP servers, the limits; NUL characters (a
+    server's tool description may hold one) replaced as every stored row has them, so
+    PostgreSQL stores what SQLite does and the digest is of what is stored."""
     sent = strategy.build_prompt([SystemMessage(system_prompt)], tools.tools)[0]
-    # NUL characters (a server's tool description may hold one) as every stored row has
-    # them, so PostgreSQL stores what SQLite does and the digest is of what is stored.
-    content = storable(snapshot_content(agent, system_prompt=sent.text, tools=tools,
-                                        limits=limits))  # fmt: skip
-    store.run_snapshot_record(run_id=run_id, content=content, digest=snapshot_digest(content))
+    return storable(snapshot_content(agent, system_prompt=sent.text, tools=tools,
+                                     limits=limits))  # fmt: skip
 
 
 async def _close_tool_sessions(run_id: int, sessions: contextlib.AsyncExitStack) -> None:

@@ -199,7 +199,7 @@ def settings_context(
     names = [tool.name for tool in get_tools(conversation.agent_key)] if editable else []
     models = model_choices()
     stale = conversation.model_key not in dict(models)
-    if agent is not None and editable:
+    if agent is not None:  # the picker, or the menu replacing a model gone
         models = allowed_models(agent, models)
     form = StrategyForm.of(
         conversation, tool_names=names, models=models, agents=agent_choices(),
@@ -232,6 +232,9 @@ def _replace_stale_model(
         context = settings_context(conversation, editable=False)
         return render(request, "chat/_settings.html", context, status=409)
     picked = request.POST.get("model", "")
+    agent = find_agent(conversation.agent_key)
+    if agent is not None:
+        models = allowed_models(agent, models)
     status, error = 200, ""
     if picked not in dict(models):
         status, error = 400, f"Pick one of the configured models, not {picked[:80]!r}."

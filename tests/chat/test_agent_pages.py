@@ -155,16 +155,10 @@ def test_a_server_that_hangs_is_listed_apart_and_the_page_does_not_wait(
 ):
     from agents.mcp import listing
     from tests.agents.mcp_helpers import children
-    from tests.chat.test_agents import define
+    from tests.chat.test_agents import define_mcp_agent
     from tests.timing import wait_until
 
-    define(settings, tmp_path, """
-[[agents]]
-name = "h"
-system_prompt = "x"
-mcp_servers = ["mute"]
-
-[[mcp_servers]]
+    define_mcp_agent(settings, tmp_path, """
 name = "mute"
 transport = "stdio"
 command = "{python}"
@@ -207,3 +201,23 @@ def test_the_policy_form_offers_the_mcp_tools_runs_were_given():
     html = client.get("/admin/chat/toolapprovalpolicy/add/").content.decode()
     assert '<option value="almanac_moon_phase">' in html
     assert '<option value="calculator">' in html
+
+
+def test_a_model_gone_is_replaced_only_by_one_its_agent_may_use(alice, settings, tmp_path):
+    from tests.chat.test_agents import HELPER, define
+    from tests.chat.test_configured_models import LOCAL
+
+    settings.AGENT_EXTRA_MODELS = [LOCAL]
+    define(settings, tmp_path, HELPER.format(extra="", rest=f'models = ["{LOCAL.key}"]'))
+    client, conversation = alice
+    Conversation.objects.filter(pk=conversation.pk).update(agent_key="helper",
+                                                           model_key="retired")  # fmt: skip
+    conversation.messages.create(role="user", content="hi")
+
+    refused = picker_post(client, conversation, model="default")
+    taken = picker_post(client, conversation, model=LOCAL.key)
+
+    assert refused.status_code == 400 and '<option value="default"' not in refused.content.decode()
+    assert taken.status_code == 200
+    conversation.refresh_from_db()
+    assert conversation.model_key == LOCAL.key

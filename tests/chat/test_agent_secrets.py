@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage
 from chat.models import AgentRun, Conversation
 from chat.runs import create_run, execute_run
 from tests.agents.mcp_helpers import serving
-from tests.chat.test_agents import define
+from tests.chat.test_agents import define_mcp_agent
 from tests.chat.test_consumer import make_conversation
 from tests.fakes import tool_call
 
@@ -104,23 +104,12 @@ async def test_a_header_value_a_server_echoes_is_never_stored_nor_sent_to_the_mo
     scripted_model.script = [AIMessage("", tool_calls=[tool_call("web_whoami", {}, "c1")]),
                              AIMessage("done")]  # fmt: skip
     with serving(type("Echo", (Echoing,), {"mode": mode})) as url:
-        define(
-            settings,
-            tmp_path,
-            f"""
-[[agents]]
-name = "h"
-system_prompt = "web"
-mcp_servers = ["web"]
-tool_policies = {{ web_whoami = "allow" }}
-
-[[mcp_servers]]
+        define_mcp_agent(settings, tmp_path, f"""
 name = "web"
 transport = "streamable_http"
 url = "{url}"
 headers_env = {{ Authorization = "WEB_TOKEN" }}
-""",
-        )
+""", policies='web_whoami = "allow"')  # fmt: skip
         _, steps = await ask("who am I?")
 
     call = steps[1]
@@ -139,24 +128,14 @@ async def test_a_referenced_env_value_a_server_prints_is_scrubbed_from_its_reaso
 ):
     monkeypatch.setenv("APP_TOKEN", SECRET)
     code = "import os,sys,time; print('token=' + os.environ['TOKEN'], flush=True); time.sleep(60)"
-    define(
-        settings,
-        tmp_path,
-        f"""
-[[agents]]
-name = "h"
-system_prompt = "x"
-mcp_servers = ["s"]
-
-[[mcp_servers]]
+    define_mcp_agent(settings, tmp_path, f"""
 name = "s"
 transport = "stdio"
 command = "{{python}}"
 args = ["-c", "{code}"]
 env = {{ TOKEN = "${{APP_TOKEN}}" }}
 connect_timeout_s = 3
-""",
-    )
+""")  # fmt: skip
     scripted_model.script = [AIMessage("hi")]
     run, _ = await ask("hi")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +56,23 @@ def define(settings, tmp_path: Path, text: str) -> None:
     path = tmp_path / "agents.toml"
     path.write_text(text, encoding="utf-8")
     settings.AGENT_DEFINITIONS = load_agents_file(path, python=sys.executable, base_dir=ROOT)
+
+
+def define_mcp_agent(settings, tmp_path: Path, server: str, *, policies: str = "") -> None:
+    """Make the agents file one agent, ``h``, whose tools are one MCP server's: ``server``
+    is the body of its ``[[mcp_servers]]`` table, its ``name = "..."`` first; ``policies``
+    the agent's ``tool_policies`` (TOML inline-table entries)."""
+    name = re.match(r'\s*name = "([^"]+)"', server)[1]
+    define(settings, tmp_path, f"""
+[[agents]]
+name = "h"
+system_prompt = "You use the {name} server."
+mcp_servers = ["{name}"]
+tool_policies = {{ {policies} }}
+
+[[mcp_servers]]
+{server.strip()}
+""")  # fmt: skip
 
 
 def helper_agent(settings, tmp_path: Path, *, extra: str = "", rest: str = "") -> None:
@@ -359,23 +377,12 @@ async def test_an_http_mcp_servers_header_comes_from_the_environment_and_is_neve
         AIMessage("Seen."),
     ]
     with awkward_http({"AWKWARD_EXPECTED_KEY": secret}) as (url, _):
-        define(
-            settings,
-            tmp_path,
-            f"""
-[[agents]]
-name = "web"
-system_prompt = "You use the web server."
-mcp_servers = ["web"]
-tool_policies = {{ web_header_seen = "allow" }}
-
-[[mcp_servers]]
+        define_mcp_agent(settings, tmp_path, f"""
 name = "web"
 transport = "streamable_http"
 url = "{url}"
 headers_env = {{ {HEADER} = "AWK_KEY" }}
-""",
-        )
+""", policies='web_header_seen = "allow"')  # fmt: skip
         user, conversation = await make_conversation()
         await ask_over_socket(conversation, user, "Was the header sent?")
 

@@ -375,7 +375,8 @@ class Command(BaseCommand):
                 "every run of a conversation uses one. Leave out --model or start a new "
                 "conversation."
             )
-        if asked not in keys:
-            raise CommandError(_unknown_model(asked, find_agent(conversation.agent_key)))
+        agent = find_agent(conversation.agent_key)
+        if asked not in dict(allowed_models(agent, model_choices()) if agent else keys):
+            raise CommandError(_unknown_model(asked, agent))
         conversation.model_key = asked
         conversation.save(update_fields=["model_key", "updated_at"])
