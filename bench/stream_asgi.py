@@ -33,7 +33,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 
 # isort: off
 from project.asgi import application as project_application  # sets Django up first
-import chat.runs  # after: it imports models
+import chat.catalog  # after: it imports models
 # isort: on
 
 CHUNKS = int(os.environ.get("STREAM_BENCH_CHUNKS", "100"))
@@ -89,11 +89,11 @@ class TimestampModel(BaseChatModel):
 
 
 def bench_model(run: Any = None) -> BaseChatModel:
-    """Return the bench's model for any run (replaces ``chat.runs.get_model``)."""
+    """Return the bench's model for any run (replaces ``chat.catalog.chat_model_for``)."""
     return TimestampModel()
 
 
-chat.runs.get_model = bench_model  # the seam the tests use too
+chat.catalog.chat_model_for = bench_model  # the seam the tests use too
 
 
 class BareConsumer(AsyncWebsocketConsumer):

@@ -32,6 +32,7 @@ from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.catalog import model_badge
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
 from chat.models import (
@@ -42,7 +43,6 @@ from chat.models import (
     ModelPrice,
     StepKind,
 )
-from chat.runs import model_badge
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 

@@ -184,7 +184,7 @@ def decide(
 
     The socket's user is the conversation's owner (only the owner's sockets join it).
     ``tools_of(agent_key)``: the tools of the run's agent, whose schemas check edited
-    arguments (``chat.runs.get_tools``; an MCP server's tool is not among them, and takes
+    arguments (``chat.catalog.code_tools_for``; an MCP server's tool is not among them, and takes
     any object, as a tool no longer defined does).
     Raises :class:`chat.store.ApprovalRefused` for a step that is not a held call of
     this conversation, one decided already, or edited arguments its tool refuses.

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.configured_models import ConfiguredModel
 from agents.providers import (
     MissingSettings,
     UnknownProvider,
@@ -30,8 +31,7 @@ from agents.providers import (
 from agents.strategies import STRATEGIES
 from agents.tool_loading import ToolLoadError, load_tools
 from chat.agents import agents_file
-from chat.runs import configured_models
-from project.agent_models import ConfiguredModel
+from chat.catalog import configured_models
 
 TAG = "agents"
 DEPLOYMENT_TAG = "deployment"

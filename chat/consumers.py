@@ -28,6 +28,7 @@ from django.conf import settings
 from agents.events import utcnow
 from chat import fragments, reaper, store
 from chat.approvals import MAX_REASON_CHARS, DecisionFrame, decide
+from chat.catalog import code_tools_for
 from chat.live import (
     CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
@@ -41,7 +42,6 @@ from chat.runs import (
     cancel_local,
     create_run,
     end_unstarted_run,
-    get_tools,
     resume_ready,
     start_run,
     stop_waiting,
@@ -478,7 +478,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             decided = await database_sync_to_async(decide)(
                 frame, conversation_id=self.conversation_id, user=self.scope.get("user"),
-                tools_of=get_tools,
+                tools_of=code_tools_for,
             )  # fmt: skip
         except store.ApprovalRefused as exc:
             # Said beside the card's buttons too, where the reader is looking.

@@ -24,7 +24,7 @@ class StrategyForm(forms.Form):
 
     ``tool_names`` are the tools runs may call (a named ``tool_choice`` must be one);
     ``models`` the models the agent may use as ``(key, label)`` pairs
-    (``chat.runs.model_choices``), the first being the default; ``agents`` the defined
+    (``chat.catalog.model_choices``), the first being the default; ``agents`` the defined
     agents as ``(name, label)``; ``strategies`` the strategies the agent allows (empty:
     all four). ``agent`` and ``model`` may be left out (the picker has no menu when only
     one is defined): the cleaned ``agent_key`` is then ``default_agent``, the cleaned

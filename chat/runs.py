@@ -3,6 +3,8 @@
 A run is a task of its own, not a part of any websocket: :func:`start_run` starts
 :func:`execute_run` in the background and keeps a reference to it, so closing the tab
 does not stop the run, and every socket of the conversation's group sees its events.
+What a run is given (its chat model, tools from code, limits, strategy and context
+window) comes from :mod:`chat.catalog`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
-from functools import partial
 from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
@@ -22,23 +22,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 
-from agents.context import ContextWindow
 from agents.definitions import AgentDefinition
 from agents.events import Event, RunFinished, RunStatus, utcnow
 from agents.history import Exchange, history_messages, resume_from
-from agents.providers import ModelConfig, ProviderEntry, build_model, find_provider, get_provider
-from agents.providers.base import DEFAULT_CONTEXT_WINDOW
 from agents.runtime import RunLimits, run
-from agents.stopping import Budget
-from agents.strategies import Strategy, StrategyOptions, get_strategy
-from chat import store
+from agents.strategies import Strategy
+from chat import catalog, store
 from chat.agents import (
     AgentTools,
     agent_limits,
     agent_tools,
-    code_tools,
     conversation_agent,
-    find_agent,
     snapshot_content,
     snapshot_digest,
     tool_policies,
@@ -46,11 +40,9 @@ from chat.agents import (
 )
 from chat.approvals import PolicyRows, policy_rows
 from chat.models import AgentRun, AgentStep
-from chat.pricing import PriceRow, cost_of
+from chat.pricing import PriceRow
 from chat.recorder import RunRecorder, Update
 from chat.store.rows import storable
-from project import agent_models
-from project.agent_models import PRIMARY_KEY, ConfiguredModel, endpoint_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +54,6 @@ STOPPED = "Stopped at your request. What the agent did until then is kept above.
 INTERNAL_ERROR = "The run stopped because of an internal error ({error}). It has been logged."
 CONFIG_ERROR = "The model is not configured correctly: {error}"
 AGENT_ERROR = "The agent is not configured: {error}"
-NOT_CONFIGURED = (
-    "this conversation's model {key!r} is no longer configured on this server (it has: "
-    "{keys}). Pick another in the Model menu at the top of the chat (reload the page if "
-    "it is not there) and send your message again (from a terminal: ask --conversation "
-    "ID --model KEY)."
-)
 
 # A cancel is delivered at the task's next step, within milliseconds. A run still going
 # this many seconds after this process cancelled it, and not recording its end, swallowed
@@ -122,121 +108,12 @@ class LocalRun:
 _RUNS: dict[int, LocalRun] = {}
 
 
-def model_config() -> ModelConfig:
-    """Return the primary model (``settings.AGENT_MODEL``: AGENT_PROVIDER and OPENAI_*)."""
-    return settings.AGENT_MODEL
-
-
-def model_provider() -> ProviderEntry:
-    """Return the primary model's provider entry (the system checks made sure it exists)."""
-    return get_provider(model_config().provider)
-
-
-def configured_models() -> list[ConfiguredModel]:
-    """Return the models a conversation can pick: the primary one (key ``default``), those
-    of ``AGENT_MODELS_FILE``, then the offline demo unless ``AGENT_OFFER_DEMO`` is off."""
-    return agent_models.configured_models(
-        model_config(), settings.AGENT_EXTRA_MODELS, offer_demo=settings.AGENT_OFFER_DEMO
-    )
-
-
-def find_model(key: str) -> ConfiguredModel | None:
-    """Return the configured model with ``key``, or None when there is none (any more)."""
-    return next((model for model in configured_models() if model.key == key), None)
-
-
-def model_choices() -> list[tuple[str, str]]:
-    """Return ``(key, label)`` of every configured model, as the picker offers them."""
-    return [
-        (model.key, model.display_label(find_provider(model.config.provider)))
-        for model in configured_models()
-    ]
-
-
-class ModelNotConfigured(ValueError):
-    """A conversation's model key names no configured model (the configuration changed)."""
-
-
-def conversation_model(model_key: str) -> ConfiguredModel:
-    """Return the configured model a conversation's ``model_key`` names.
-
-    Raises :class:`ModelNotConfigured` saying what to do when it is no longer configured.
-    """
-    model = find_model(model_key)
-    if model is None:
-        keys = ", ".join(key for key, _ in model_choices())
-        raise ModelNotConfigured(NOT_CONFIGURED.format(key=model_key, keys=keys))
-    return model
-
-
-def run_model(model_key: str) -> store.RunModel:
-    """Return what a run of the model ``model_key`` records: provider, model name, host.
-
-    A key no longer configured is recorded with no provider and the key as its model
-    name; such a run fails at once with :data:`NOT_CONFIGURED` (see :func:`get_model`).
-    """
-    model = find_model(model_key)
-    if model is None:
-        return store.RunModel(provider="", model_name=model_key, endpoint="")
-    entry = find_provider(model.config.provider)
-    model_name = entry.model_name(model.config) if entry else model.config.model
-    return store.RunModel(
-        provider=model.config.provider,
-        model_name=model_name,
-        endpoint=endpoint_of(model.config, entry),
-    )
-
-
-@dataclass(frozen=True)
-class ModelBadge:
-    """The model a page header names, and whether it is a scripted stand-in for one."""
-
-    label: str
-    scripted: bool
-
-
-def model_badge(run: AgentRun | None = None, *, model_key: str | None = None) -> ModelBadge:
-    """Return the header of a page: a configured model, or the model ``run`` used.
-
-    With ``model_key``, the conversation's model (named "<key> (no longer configured)"
-    when it is gone); with neither, the primary model. The label names the model, the
-    host it is reached at and the provider ("deepseek-chat via api.deepseek.com ·
-    DeepSeek"); a provider's fixed label stands alone. A run is named by its configured
-    model when one matches what it recorded, else by its stored model name, host and
-    provider (also one no longer registered).
-    """
-    if run is not None:
-        for model in configured_models():
-            if run_model(model.key) == (run.provider, run.model_name, run.endpoint):
-                return _configured_badge(model)
-        where = f" via {run.endpoint}" if run.endpoint else ""
-        ran = run.provider_entry
-        return ModelBadge(
-            label=f"{run.model_name}{where} ({run.provider_label})",
-            scripted=ran is not None and ran.scripted,
-        )
-    model = find_model(PRIMARY_KEY if model_key is None else model_key)
-    if model is None:
-        return ModelBadge(label=f"{model_key} (no longer configured)", scripted=False)
-    return _configured_badge(model)
-
-
-def _configured_badge(model: ConfiguredModel) -> ModelBadge:
-    entry = find_provider(model.config.provider)
-    if entry is None:  # the system checks refuse this; a test's settings may not
-        return ModelBadge(label=f"{model.key} ({model.config.provider}, not registered)",
-                          scripted=False)  # fmt: skip
-    label = model.display_label(entry)
-    if not entry.fixed_model_label and entry.label not in label:
-        label = f"{label} · {entry.label}"
-    return ModelBadge(label=label, scripted=entry.scripted)
-
-
 def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
     """Store the user's message and a running run with the conversation's model (sync).
 
     The run records the provider, model name and host of the model the conversation's
-    ``model_key`` names when the message is stored (:func:`run_model`). Raises
+    ``model_key`` names when the message is stored
+    (:func:`chat.catalog.model_provenance`). Raises
     :class:`chat.store.ConversationGone` if its owner deleted it,
     :class:`chat.store.RunAlreadyGoing` if the conversation has a run going, and with
     ``rate_limited`` :class:`chat.store.RateLimited` when its owner is over
@@ -246,83 +123,11 @@ def create_run(*, conversation_id: int, content: str, rate_limited: bool = False
     return store.run_start(
         conversation_id=conversation_id,
         content=content,
-        model_of=run_model,
-        agent_of=run_agent,
+        model_of=catalog.model_provenance,
+        agent_of=catalog.agent_name_for,
         started_at=utcnow(),
         runs_per_minute=limit or None,
     )
-
-
-def get_model(run: AgentRun | None = None) -> BaseChatModel:
-    """Return the chat model of ``run``'s conversation (the primary model without one).
-
-    Tests replace this to script the model. Raises :class:`ModelNotConfigured` when the
-    conversation's model is no longer configured, and ``UnknownProvider`` or
-    ``MissingSettings`` for a configuration the checks would refuse (all ``ValueError``s,
-    which end the run as failed with the reason).
-    """
-    if run is None:
-        return build_model(model_config())
-    return build_model(conversation_model(run.conversation.model_key).config)
-
-
-def run_agent(agent_key: str) -> str:
-    """Return the name a run of a conversation with ``agent_key`` records: the agent's
-    (blank is the default agent), or the key itself when no agent has it any more (the
-    run then fails at once, saying so)."""
-    agent = find_agent(agent_key)
-    return agent.name if agent is not None else agent_key
-
-
-def get_tools(agent_key: str = "") -> list[BaseTool]:
-    """Return the tools from code of the agent ``agent_key`` names ("": the default
-    agent; one no longer configured has none), with the bundled ones' simulated latency.
-
-    Its MCP servers' tools are known only to a run (:func:`chat.agents.agent_tools`).
-    """
-    agent = find_agent(agent_key)
-    return code_tools(agent) if agent is not None else []
-
-
-def run_limits(price: PriceRow | None = None) -> RunLimits:
-    """Return the run limits from settings; ``price`` (the run's model's, or None) prices
-    its cost budget (``AGENT_MAX_RUN_COST``), which a model with no price does not have."""
-    budget = Budget(
-        max_tokens=settings.AGENT_MAX_RUN_TOKENS, max_cost=settings.AGENT_MAX_RUN_COST,
-        cost=None if price is None else partial(_cost, price),
-        currency=price.currency if price is not None else "",
-    )  # fmt: skip
-    return RunLimits(
-        trim_intermediate_steps=settings.AGENT_TRIM_INTERMEDIATE_STEPS or -1,
-        budget=budget,
-        max_iterations=settings.AGENT_MAX_ITERATIONS,
-        tool_timeout_s=settings.AGENT_TOOL_TIMEOUT_S,
-        model_timeout_s=settings.AGENT_MODEL_TIMEOUT_S,
-        max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS,
-        max_result_chars=settings.AGENT_MAX_RESULT_CHARS,
-        max_execution_time_s=settings.AGENT_MAX_EXECUTION_TIME_S or None,
-        early_stopping_method=settings.AGENT_EARLY_STOPPING_METHOD,
-    )
-
-
-def _cost(price: PriceRow, usage: Mapping[str, int]) -> Decimal | None:
-    return cost_of(usage.get("input_tokens"), usage.get("output_tokens"), price)
-
-
-def run_strategy(run_row: AgentRun) -> Strategy:
-    """Return the strategy a stored run uses, with the options recorded on it.
-
-    Whether tool-call markup in a native reply's text is read as tool calls comes from
-    the run's provider entry (``Quirks.text_tool_calls``); a provider no longer registered
-    reads none.
-    """
-    entry = run_row.provider_entry
-    options = StrategyOptions(
-        tool_choice=run_row.tool_choice or "auto",
-        parallel_tool_calls=run_row.parallel_tool_calls is not False,
-        text_tool_calls=entry is not None and entry.quirks.text_tool_calls,
-    )
-    return get_strategy(run_row.strategy, options)
 
 
 def build_prompt(
@@ -340,21 +145,6 @@ def build_prompt(
         exchanges, strategy, max_observation_chars=settings.AGENT_MAX_OBSERVATION_CHARS
     )
     return [SystemMessage(system_prompt), *history, HumanMessage(question)]
-
-
-def context_window(run: AgentRun) -> ContextWindow:
-    """Return the context window of ``run``'s model (its ``AGENT_CONTEXT_TOKENS``).
-
-    0 in the setting means the provider entry's ``context_window``. The room kept for
-    the reply is the model's ``max_tokens`` (``AGENT_MAX_TOKENS``) when set, else a
-    quarter of the window (at most 4,096 tokens; :class:`agents.context.ContextWindow`).
-    Raises :class:`ModelNotConfigured` as :func:`get_model` does.
-    """
-    config = conversation_model(run.conversation.model_key).config
-    entry = find_provider(config.provider)
-    window = config.context_window or (entry.context_window if entry else 0)
-    return ContextWindow(max_tokens=window or DEFAULT_CONTEXT_WINDOW,
-                         reply_tokens=config.max_tokens)  # fmt: skip
 
 
 async def _notify(listeners: Sequence[Listener], update: Update) -> None:
@@ -456,25 +246,25 @@ async def execute_run(
         except ValueError as exc:
             return await finish(RunStatus.FAILED, AGENT_ERROR.format(error=exc))
         try:
-            model = model or get_model(run_row)
-            context = context_window(run_row)
+            model = model or catalog.chat_model_for(run_row)
+            context = catalog.context_window(run_row)
         except ValueError as exc:
             return await finish(RunStatus.FAILED, CONFIG_ERROR.format(error=exc))
         if tools is None:
             try:
                 available = await tool_sessions.enter_async_context(
-                    agent_tools(agent, get_tools(agent.name))
+                    agent_tools(agent, catalog.code_tools_for(agent.name))
                 )
             except ValueError as exc:  # a tool path the start-up checks would refuse
                 return await finish(RunStatus.FAILED, AGENT_ERROR.format(error=exc))
         else:  # given by a caller (tests, benchmarks): as they are
             available = AgentTools(tools=list(tools))
-        strategy = run_strategy(run_row)
+        strategy = catalog.run_strategy(run_row)
         system_prompt = "\n\n".join(filter(None, [agent.system_prompt,
                                                   unavailable_note(available)]))  # fmt: skip
         messages = build_prompt(exchanges, run_row.user_message.content, strategy,
                                 system_prompt)  # fmt: skip
-        limits = agent_limits(run_limits(start.price), agent)
+        limits = agent_limits(catalog.run_limits(start.price), agent)
         if start.steps is None:  # a resumed run keeps what it was given at its start
             content = _snapshot(agent, system_prompt, available, limits, strategy)
             await database_sync_to_async(store.run_snapshot_record)(

@@ -15,10 +15,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat import fragments, live, store
 from chat.agents import agent_choices, agent_settings, allowed_models, find_agent
+from chat.catalog import code_tools_for, model_badge, model_choices
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation, RunStatus
-from chat.runs import STOPPED, get_tools, model_badge, model_choices
+from chat.runs import STOPPED
 from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
@@ -196,7 +197,7 @@ def settings_context(
     ``oob_badge`` also sends the header's model badge (the picker's answer updates it).
     """
     agent = find_agent(conversation.agent_key)
-    names = [tool.name for tool in get_tools(conversation.agent_key)] if editable else []
+    names = [tool.name for tool in code_tools_for(conversation.agent_key)] if editable else []
     models = model_choices()
     stale = conversation.model_key not in dict(models)
     if agent is not None:  # the picker, or the menu replacing a model gone
@@ -280,7 +281,7 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
         return _switch_agent(request, owner, conversation, picked.name)
     form = StrategyForm(
         request.POST,
-        tool_names=[tool.name for tool in get_tools(conversation.agent_key)],
+        tool_names=[tool.name for tool in code_tools_for(conversation.agent_key)],
         models=allowed_models(picked, model_choices()),
         default_model=conversation.model_key,
         agents=agent_choices(),

@@ -12,11 +12,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agents.configured_models import ModelsFileError, load_models_file
 from agents.definitions import DefinitionError, load_agents_file
 from agents.providers import ModelConfig, find_provider
 from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
-from project.agent_models import load_models_file
 from project.env import (
     env_bool,
     env_choice,
@@ -221,9 +221,14 @@ AGENT_MODEL = ModelConfig(
 # More models a conversation can pick (docs/models.md): a TOML file of [[models]] tables,
 # relative to the project directory. Each names the environment variable holding its key.
 AGENT_MODELS_FILE = env_str("AGENT_MODELS_FILE")
-AGENT_EXTRA_MODELS = (
-    load_models_file(BASE_DIR / AGENT_MODELS_FILE, base=AGENT_MODEL) if AGENT_MODELS_FILE else []
-)
+try:
+    AGENT_EXTRA_MODELS = (
+        load_models_file(BASE_DIR / AGENT_MODELS_FILE, base=AGENT_MODEL)
+        if AGENT_MODELS_FILE
+        else []
+    )
+except ModelsFileError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 # The agents a chat can pick (docs/agents.md): a TOML file of [[agents]] (the first is the
 # default) and the [[mcp_servers]] they use, relative to the project directory. Its shape
 # is checked here; whether its tools import, its models exist and its servers answer, by

@@ -65,8 +65,8 @@ from chat.store.pages import (
 from chat.store.rows import database_answers
 from chat.store.runs import (
     ConversationGone,
+    ModelProvenance,
     RunAlreadyGoing,
-    RunModel,
     RunWaiting,
     conversation_runs,
     run_beat,
@@ -94,11 +94,11 @@ __all__ = [
     "ConversationGone",
     "ConversationStarted",
     "Decided",
+    "ModelProvenance",
     "Owner",
     "RateLimited",
     "ResumeState",
     "RunAlreadyGoing",
-    "RunModel",
     "RunNotInConversation",
     "RunWaiting",
     "RunWindow",

@@ -34,7 +34,7 @@ ENDED_FOR_GOOD = (
 )  # fmt: skip
 
 
-class RunModel(NamedTuple):
+class ModelProvenance(NamedTuple):
     """What a run records of its model: provider name, model name, host[:port]."""
 
     provider: str
@@ -63,7 +63,7 @@ def run_start(
     started_at: datetime,
     runs_per_minute: int | None = None,
     endpoint: str = "",
-    model_of: Callable[[str], RunModel] | None = None,
+    model_of: Callable[[str], ModelProvenance] | None = None,
     agent_of: Callable[[str], str] | None = None,
 ) -> AgentRun:
     """Store the user's message and a new running run for it; return the run.

@@ -38,7 +38,7 @@ def _fast_demo_model(settings):
 def scripted_model(monkeypatch):
     """Make runs use a :class:`ScriptedChatModel`; fill its ``script`` in the test."""
     model = ScriptedChatModel()
-    monkeypatch.setattr("chat.runs.get_model", lambda run=None: model)
+    monkeypatch.setattr("chat.catalog.chat_model_for", lambda run=None: model)
     return model
 
 

@@ -419,7 +419,7 @@ def test_only_superusers_are_offered_deleting_runs(client, auditor, alice):
 def test_the_tool_name_filter_lists_registered_tools_and_other_not_invented_names(
     client, auditor, alice
 ):
-    from chat.runs import get_tools
+    from chat.catalog import code_tools_for
 
     conversation = Conversation.objects.create(owner=alice)
     registered = make_run(conversation, calls=[weather_call()])
@@ -429,7 +429,7 @@ def test_the_tool_name_filter_lists_registered_tools_and_other_not_invented_name
     unparsed = make_run(conversation, calls=[("", "call_p", "{not json", "", "error")])
 
     html = client.get(LIST).content.decode()
-    for tool in get_tools():
+    for tool in code_tools_for():
         assert f"?tool={tool.name}" in html
     assert "?tool=other" in html
     assert "?tool=book_flight_now" not in html

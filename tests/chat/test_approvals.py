@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from chat import runs, store
+from chat import catalog, runs, store
 from chat.approvals import policy_lookup
 from chat.consumers import RUN_WAITING
 from chat.models import (
@@ -415,7 +415,7 @@ async def _held_while_another_call_runs(scripted_model, settings):
     row = await database_sync_to_async(runs.create_run)(
         conversation_id=conversation.pk, content="Book it."
     )
-    runs.get_tools = lambda *_: monkeypatch_tools  # restored by the fixture below
+    catalog.code_tools_for = lambda *_: monkeypatch_tools  # restored by the fixture below
     runs.start_run(row.pk, listeners=[])
     held = AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING)
     # Polled from here, not with wait_until in the ORM thread: the run writes there.
@@ -427,13 +427,13 @@ async def _held_while_another_call_runs(scripted_model, settings):
 
 
 @pytest.fixture
-def _restore_get_tools():
-    original = runs.get_tools
+def _restore_code_tools_for():
+    original = catalog.code_tools_for
     yield
-    runs.get_tools = original
+    catalog.code_tools_for = original
 
 
-@pytest.mark.usefixtures("_restore_get_tools")
+@pytest.mark.usefixtures("_restore_code_tools_for")
 async def test_a_decision_taken_before_the_pause_is_stored_resumes_the_run_at_once(
     scripted_model, settings
 ):
@@ -458,7 +458,7 @@ async def test_a_decision_taken_before_the_pause_is_stored_resumes_the_run_at_on
     assert run.status == RunStatus.SUCCEEDED and run.output.startswith("Booked")
 
 
-@pytest.mark.usefixtures("_restore_get_tools")
+@pytest.mark.usefixtures("_restore_code_tools_for")
 async def test_a_run_stopped_before_its_pause_is_stored_leaves_no_approval_pending(
     scripted_model, settings
 ):

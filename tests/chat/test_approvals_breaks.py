@@ -108,8 +108,8 @@ def one_string_tool(monkeypatch, settings):
         return f"booked in {town}"
 
     settings.AGENT_TOOL_POLICIES = {"book": "ask"}
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [book])
-    monkeypatch.setattr("chat.consumers.get_tools", lambda *_: [book])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [book])
+    monkeypatch.setattr("chat.consumers.code_tools_for", lambda *_: [book])
 
 
 @pytest.mark.usefixtures("one_string_tool")

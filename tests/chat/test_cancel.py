@@ -53,7 +53,7 @@ async def slow_lookup(town: str) -> str:
 def slow_tools(monkeypatch):
     """Make runs call ``slow_lookup``; ``await tool_started()`` once it runs."""
     STARTED["event"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [slow_lookup])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [slow_lookup])
 
 
 async def tool_started() -> None:
@@ -344,7 +344,7 @@ async def next_message_succeeds(scripted_model, conversation_id: int) -> None:
 async def test_a_tool_that_swallows_the_cancel_ends_the_run_at_its_next_event(
     scripted_model, swallowing, monkeypatch, caplog
 ):
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [stubborn_lookup])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [stubborn_lookup])
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("stubborn_lookup", {"town": "Suzhou"}, "c1")]),
         AIMessage("never reached"),
@@ -424,7 +424,7 @@ class SwallowingModel(ScriptedChatModel):
 @pytest.fixture
 def swallowing_model(monkeypatch) -> SwallowingModel:
     model = SwallowingModel()
-    monkeypatch.setattr("chat.runs.get_model", lambda run=None: model)
+    monkeypatch.setattr("chat.catalog.chat_model_for", lambda run=None: model)
     return model
 
 
@@ -471,7 +471,7 @@ async def test_a_second_stop_cancels_a_model_stream_that_swallowed_the_first(
     assert (status, error) == ("cancelled", STOPPED) and "running" not in steps
     assert "a cancel was swallowed; cancelling again" in caplog.text
     scripted = ScriptedChatModel(script=[AIMessage("Back again.")])
-    monkeypatch.setattr("chat.runs.get_model", lambda run=None: scripted)
+    monkeypatch.setattr("chat.catalog.chat_model_for", lambda run=None: scripted)
     await communicator.send_to(text_data=json.dumps({"content": "again"}))
     frames = await receive_until_finished(communicator)
     assert "status-succeeded" in frames[-1]
@@ -558,7 +558,7 @@ async def test_a_cancel_between_events_cancels_the_batch_s_other_tool_calls_befo
     recorded. (Without that they were cancelled only after it, when the dropped generator
     was finalized.)"""
     TOOL_CANCELLED["event"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [quick_lookup, endless_lookup])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [quick_lookup, endless_lookup])
     scripted_model.script = [
         AIMessage("", tool_calls=[
             tool_call("quick_lookup", {"town": "Suzhou"}, "c1"),

@@ -14,12 +14,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from agents.configured_models import ConfiguredModel
 from agents.providers import ModelConfig
+from chat.catalog import chat_model_for, model_choices
 from chat.checks import check_agent_model
 from chat.export import COLUMNS, trace_rows
 from chat.models import AgentRun, Conversation
-from chat.runs import create_run, get_model, model_choices
-from project.agent_models import ConfiguredModel
+from chat.runs import create_run
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import ask_over_socket, connect, make_conversation, receive_until
 from tests.chat.test_strategies import picker_post
@@ -149,7 +150,7 @@ def test_a_run_records_the_provider_model_and_host_of_its_conversations_model(mo
     run = create_run(conversation_id=conversation.pk, content="Hi")
 
     assert (run.provider, run.model_name, run.endpoint) == ("openai", "qwen2.5", "127.0.0.1:8001")
-    model = get_model(AgentRun.objects.select_related("conversation").get(pk=run.pk))
+    model = chat_model_for(AgentRun.objects.select_related("conversation").get(pk=run.pk))
     assert model.model_name == "qwen2.5"
     assert str(model.openai_api_base) == LOCAL_URL
     assert model.openai_api_key.get_secret_value() == "sk-l"

@@ -177,7 +177,7 @@ async def test_the_cost_budget_uses_the_admins_price_for_the_runs_model(settings
 
 
 def test_the_settings_reach_the_runs_limits(settings):
-    from chat.runs import run_limits
+    from chat.catalog import run_limits
 
     settings.AGENT_TRIM_INTERMEDIATE_STEPS = 4
     settings.AGENT_MAX_RUN_TOKENS = 9000

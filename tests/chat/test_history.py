@@ -25,8 +25,9 @@ from agents.context import approximate_tokens, tools_tokens
 from agents.events import RunStatus, utcnow
 from agents.history import describe, role_order_problems
 from chat import store
+from chat.catalog import context_window
 from chat.models import AgentRun, AgentStep, Message, StepKind, StepStatus
-from chat.runs import context_window, create_run, execute_run
+from chat.runs import create_run, execute_run
 from tests.agents.test_history import WRITERS
 from tests.chat.test_consumer import make_conversation
 from tests.fakes import ScriptedChatModel, tool_call
@@ -162,7 +163,9 @@ async def test_after_every_kind_of_ending_the_next_question_is_answered(
     model.gates = {}
     ended.append(await interrupted_mid_tool(conversation, strategy))
     with monkeypatch.context() as patch:
-        patch.setattr("chat.runs.get_model", lambda: (_ for _ in ()).throw(ValueError("no key")))
+        patch.setattr(
+            "chat.catalog.chat_model_for", lambda: (_ for _ in ()).throw(ValueError("no key"))
+        )
         row = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
                                                        content="A config error.")  # fmt: skip
         ended.append(await execute_run(row.pk, tools=[bnb_rooms]))

@@ -52,7 +52,7 @@ async def test_model_output_no_column_can_take_as_is_is_stored_in_a_form_every_d
 ):
     # PostgreSQL refuses NUL characters in text and JSON, and text over a varchar's length;
     # SQLite takes both. Either way the run goes on and the trail keeps what it can.
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [echo])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [echo])
     long_name, long_id = "t" * 300, "c" * 300
     scripted_model.script = [
         AIMessage(

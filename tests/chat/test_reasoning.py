@@ -18,10 +18,10 @@ from agents.events import ModelTurnStarted, ReasoningDelta, TextDelta
 from agents.providers import Quirks
 from chat import fragments
 from chat.admin import AgentRunAdmin
+from chat.catalog import run_strategy
 from chat.export import COLUMNS, csv_lines, trace_rows
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from chat.recorder import TEXT_SYNC_INTERVAL_S, RunRecorder
-from chat.runs import run_strategy
 from tests.chat.conftest import FrozenClock
 from tests.chat.test_consumer import ask_over_socket, make_conversation
 from tests.fakes import tool_call

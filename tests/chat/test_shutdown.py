@@ -49,7 +49,7 @@ async def test_a_run_still_going_after_the_grace_is_cancelled_and_recorded_at_on
     scripted_model, monkeypatch
 ):
     STARTED["event"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [endless_lookup])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [endless_lookup])
     scripted_model.script = [
         AIMessage("Looking.", tool_calls=[tool_call("endless_lookup", {"town": "Suzhou"}, "c1")]),
         AIMessage("never reached"),

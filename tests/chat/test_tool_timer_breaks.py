@@ -70,7 +70,7 @@ async def test_stop_still_works_after_a_tool_swallowed_its_time_out(
     scripted_model, monkeypatch, settings
 ):
     settings.AGENT_TOOL_TIMEOUT_S = 0.1
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [cleanup_lookup, stop_myself])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [cleanup_lookup, stop_myself])
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("cleanup_lookup", {"town": "Suzhou"}, "c1")]),
         AIMessage("", tool_calls=[tool_call("stop_myself", {"town": "Suzhou"}, "c2")]),

@@ -250,7 +250,7 @@ async def test_a_stopped_run_keeps_the_tokens_of_the_turns_that_finished(
     scripted_model, monkeypatch
 ):
     HANGING["started"] = asyncio.Event()
-    monkeypatch.setattr("chat.runs.get_tools", lambda *_: [hang])
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [hang])
     scripted_model.script = [
         AIMessage("Looking.", tool_calls=[tool_call("hang", {"town": "Suzhou"}, "c1")],
                   usage_metadata={"input_tokens": 50, "output_tokens": 7, "total_tokens": 57}),

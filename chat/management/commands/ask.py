@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
+from agents.configured_models import PRIMARY_KEY
 from agents.definitions import AgentDefinition
 from agents.events import (
     ApprovalRequested,
@@ -27,14 +28,14 @@ from agents.events import (
 )
 from chat import fragments, store
 from chat.agents import agent_choices, agent_settings, allowed_models, find_agent
+from chat.catalog import code_tools_for, model_badge, model_choices
 from chat.forms import StrategyForm
 from chat.live import GroupPublisher
 from chat.management.pipes import silence_stdout
 from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run, get_tools, model_badge, model_choices
+from chat.runs import Listener, create_run, execute_run
 from chat.validation import MessageError, clean_message
-from project.agent_models import PRIMARY_KEY
 
 RESULT_PREVIEW_CHARS = 600
 # Reasoning is printed with this in front of every line, so it is not read as the answer.
@@ -345,7 +346,7 @@ class Command(BaseCommand):
                 "tool_choice": options["tool_choice"] or TOOL_CHOICE_AUTO,
                 "parallel_tool_calls": not options["no_parallel_tool_calls"],
             },
-            tool_names=[tool.name for tool in get_tools(agent.name)],
+            tool_names=[tool.name for tool in code_tools_for(agent.name)],
             models=allowed_models(agent, model_choices()),
             agents=agent_choices(),
             strategies=agent.strategies,

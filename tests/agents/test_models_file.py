@@ -1,5 +1,5 @@
 """The configured models: AGENT_MODELS_FILE read into models, its errors, the host a
-model is reached at. No database: ``project/agent_models.py`` runs while settings load."""
+model is reached at. No Django: ``agents/configured_models.py`` runs while settings load."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 
-from agents.providers import ModelConfig, find_provider
-from project.agent_models import (
+from agents.configured_models import (
     DEMO_KEY,
     PRIMARY_KEY,
     ConfiguredModel,
+    ModelsFileError,
     configured_models,
     endpoint_of,
     load_models_file,
 )
+from agents.providers import ModelConfig, find_provider
 from tests.test_deployment import ROOT
 
 PRIMARY = ModelConfig(
@@ -88,7 +88,7 @@ def test_an_empty_file_adds_no_model(tmp_path):
 
 def test_a_key_written_into_the_file_is_refused_with_where_it_belongs(tmp_path):
     text = '[[models]]\nkey = "x"\nprovider = "openai"\napi_key = "sk-leaked"\n'
-    with pytest.raises(ImproperlyConfigured, match="keys do not go in this file") as caught:
+    with pytest.raises(ModelsFileError, match="keys do not go in this file") as caught:
         load(tmp_path, text)
     assert "api_key_env" in str(caught.value)
     assert "sk-leaked" not in str(caught.value)
@@ -121,17 +121,17 @@ ONE = '[[models]]\nkey = "x"\nprovider = "openai"\n'
 def test_a_malformed_file_stops_start_up_naming_the_file_the_table_and_the_field(
     tmp_path, text, message
 ):
-    with pytest.raises(ImproperlyConfigured, match=message) as caught:
+    with pytest.raises(ModelsFileError, match=message) as caught:
         load(tmp_path, text)
     assert "AGENT_MODELS_FILE (" in str(caught.value)
 
 
 def test_a_file_that_cannot_be_read_says_so(tmp_path):
-    with pytest.raises(ImproperlyConfigured, match=r"cannot be read: No such file"):
+    with pytest.raises(ModelsFileError, match=r"cannot be read: No such file"):
         load_models_file(tmp_path / "nowhere.toml", base=PRIMARY, environ={})
     path = tmp_path / "latin1.toml"
     path.write_bytes('[[models]]\nlabel = "caf\xe9"\n'.encode("latin-1"))
-    with pytest.raises(ImproperlyConfigured, match="is not UTF-8"):
+    with pytest.raises(ModelsFileError, match="is not UTF-8"):
         load_models_file(path, base=PRIMARY, environ={})
 
 
@@ -191,6 +191,20 @@ def test_manage_py_check_names_a_files_model_its_key_and_the_variable_it_lacks(t
     assert "needs DEEPSEEK_API_KEY, which is not set" in result.stderr
     assert "(chat.E001) Model 'local' (AGENT_MODELS_FILE" in result.stderr
     assert "unknown provider 'olama'" in result.stderr
+
+
+def test_a_malformed_file_stops_start_up_with_improperly_configured_naming_the_file(tmp_path):
+    # The module raises its own error (agents/ imports no Django); the settings turn it
+    # into Django's, as for every other bad setting.
+    path = models_file(tmp_path, '[[models]]\nkey = "x"\nprovider = "openai"\napi_key = "sk"\n')
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "AGENT_MODELS_FILE": str(path)}, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "django.core.exceptions.ImproperlyConfigured: AGENT_MODELS_FILE" in result.stderr
+    assert "keys do not go in this file" in result.stderr
+    assert "ModelsFileError" not in result.stderr
 
 
 def test_without_a_base_url_the_endpoint_is_the_host_of_the_entrys_default_base_url():

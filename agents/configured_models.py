@@ -7,11 +7,12 @@ holds each key (``api_key_env``) and may not hold a key itself, so it can be com
 shared. The offline demo is offered too (key :data:`DEMO_KEY`) unless it is already the
 primary model or ``AGENT_OFFER_DEMO`` is off.
 
-No Django models here: ``project/settings.py`` calls :func:`load_models_file` while
-settings load, and a file that cannot be read or is malformed raises
-``ImproperlyConfigured`` naming the file, the table and the field, like the other
-settings helpers (``project/env.py``). Whether each model's provider exists and has what
-it requires is a system check (``chat/checks.py``), as it is for the primary model.
+No Django here: ``project/settings.py`` calls :func:`load_models_file` while settings
+load, and a file that cannot be read or is malformed raises :class:`ModelsFileError`
+naming the file, the table and the field, which the settings turn into
+``ImproperlyConfigured``. Whether each model's provider exists and has what it requires
+is a system check (``chat/checks.py``), as it is for the primary model. The settings-bound
+catalog built from these (the configured models of a server) is :mod:`chat.catalog`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
-
-from django.core.exceptions import ImproperlyConfigured
 
 from agents.definitions import DefinitionError, read_toml
 from agents.providers import ModelConfig, ProviderEntry
@@ -41,6 +40,10 @@ NOT_IN_FILE = ("api_key", "token_delay_s")
 # Client options a model of the file takes from the primary model unless it sets them
 # (max_tokens, AGENT_MAX_TOKENS, comes with the provider profiles of issue 10's part A).
 INHERITED = ("timeout_s", "max_retries", "token_delay_s", "max_tokens")
+
+
+class ModelsFileError(ValueError):
+    """A models file that cannot be used; the message names the file, table and field."""
 
 
 @dataclass(frozen=True)
@@ -154,20 +157,20 @@ def _model_from_table(
     table: object, where: str, base: ModelConfig, environ: Mapping[str, str]
 ) -> ConfiguredModel:
     if not isinstance(table, dict):
-        raise ImproperlyConfigured(f"{where} must be a table of settings.")
+        raise ModelsFileError(f"{where} must be a table of settings.")
     kinds = _field_kinds()
     for name in table:
         if name == "api_key":
-            raise ImproperlyConfigured(
+            raise ModelsFileError(
                 f"{where} has api_key: keys do not go in this file. Put the key in an "
                 "environment variable and name it with api_key_env (docs/models.md)."
             )
         if name not in kinds and name not in OWN_FIELDS:
             allowed = ", ".join([*OWN_FIELDS, *kinds])
-            raise ImproperlyConfigured(f"{where} has an unknown field {name!r}; fields: {allowed}.")
+            raise ModelsFileError(f"{where} has an unknown field {name!r}; fields: {allowed}.")
     for name in ("key", "provider"):
         if name not in table:
-            raise ImproperlyConfigured(f"{where} has no {name} (it is required).")
+            raise ModelsFileError(f"{where} has no {name} (it is required).")
     for name in (*OWN_FIELDS, *kinds):
         if name not in table:
             continue
@@ -178,19 +181,19 @@ def _model_from_table(
             isinstance(value, bool) and bool not in allowed_types
         ):
             kind = _KIND_WORDS.get(allowed_types, "a string")
-            raise ImproperlyConfigured(f"{where}: {name} must be {kind}, not {value!r}.")
+            raise ModelsFileError(f"{where}: {name} must be {kind}, not {value!r}.")
     key = table["key"].strip()
     if not KEY_PATTERN.fullmatch(key):
-        raise ImproperlyConfigured(
+        raise ModelsFileError(
             f"{where}: key {key!r} must be 1 to 32 lower-case letters, digits, '_', '-' "
             "or '.', starting with a letter or digit."
         )
     label = table.get("label", "").strip()
     if len(label) > LABEL_MAX_CHARS:
-        raise ImproperlyConfigured(f"{where}: label is over {LABEL_MAX_CHARS} characters.")
+        raise ModelsFileError(f"{where}: label is over {LABEL_MAX_CHARS} characters.")
     key_env = table.get("api_key_env", "").strip()
     if key_env and not ENV_NAME_PATTERN.fullmatch(key_env):
-        raise ImproperlyConfigured(
+        raise ModelsFileError(
             f"{where}: api_key_env must name an environment variable, not {key_env!r}."
         )
     values = {name: table[name] for name in kinds if name in table}
@@ -198,7 +201,7 @@ def _model_from_table(
         if isinstance(value, str):
             values[name] = value.strip()
         elif isinstance(value, int | float) and value < 0:
-            raise ImproperlyConfigured(f"{where}: {name} must not be negative, not {value!r}.")
+            raise ModelsFileError(f"{where}: {name} must not be negative, not {value!r}.")
     # A model of the file starts from the primary model's client options (time-out,
     # retries), never from its provider, model, endpoint, key or context.
     inherited = {name: getattr(base, name) for name in INHERITED if hasattr(base, name)}
@@ -225,7 +228,7 @@ def load_models_file(
     client options (:data:`INHERITED`) come from ``base`` (the primary model's). Keys
     are read from ``environ`` (default ``os.environ``) by the names ``api_key_env`` gives.
 
-    Raises ``ImproperlyConfigured`` for a file that is missing or not TOML, a table with
+    Raises :class:`ModelsFileError` for a file that is missing or not TOML, a table with
     an unknown field, a wrong type, a bad key, a key used twice (``default`` and ``demo``
     are taken) or an ``api_key`` in the file.
     """
@@ -234,22 +237,22 @@ def load_models_file(
     try:
         data = read_toml(path, where)
     except DefinitionError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
+        raise ModelsFileError(str(exc)) from None
     unknown = sorted(set(data) - {"models"})
     if unknown:
-        raise ImproperlyConfigured(
+        raise ModelsFileError(
             f"{where} has {', '.join(map(repr, unknown))} at its top level; each model is "
             "a [[models]] table."
         )
     tables = data.get("models", [])
     if not isinstance(tables, list):
-        raise ImproperlyConfigured(f"{where}: write each model as a [[models]] table.")
+        raise ModelsFileError(f"{where}: write each model as a [[models]] table.")
     models: list[ConfiguredModel] = []
     taken = {PRIMARY_KEY: "the primary model", DEMO_KEY: "the offline demo"}
     for number, table in enumerate(tables, start=1):
         model = _model_from_table(table, f"{where} [[models]] #{number}", base, environ)
         if model.key in taken:
-            raise ImproperlyConfigured(
+            raise ModelsFileError(
                 f"{where} [[models]] #{number}: key {model.key!r} is taken by "
                 f"{taken[model.key]}; pick another."
             )
