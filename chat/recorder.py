@@ -271,7 +271,7 @@ class RunRecorder:
         """Update a kept step row with its outcome (one UPDATE, no read)."""
         return store.step_finish(step_id=step.pk, step=step, **fields)
 
-    # Each method below runs in the ORM's thread: write, then render from the rows.
+    # Each sync method below runs in the ORM's thread: write, then render from the rows.
 
     def _turn_started(self, event: ModelTurnStarted) -> Update:
         step = self._step_start(kind=StepKind.MODEL_TURN, iteration=event.iteration,
