@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -41,11 +41,8 @@ from chat.models import AgentRun, AgentStep, RunStatus, StepKind
 TEXT_SYNC_INTERVAL_S = 0.75
 # How often (seconds) that whole text is also saved, from the first re-send of a turn on:
 # a page loaded mid-stream is drawn from the row, up to this much behind, and the next
-# re-send brings it up to date. Saving at every re-send was the largest count of ORM calls
-# a run made under load: the re-sends follow the clock, so a run that a loaded server
-# slowed down made more of them, slowing it further (38 saves a run at 100 conversations
-# under the profiler; docs/benchmarks.md, "Where a run's CPU goes"). A process that dies
-# mid-stream loses at most this much of the turn's text.
+# re-send brings it up to date; a process that dies mid-stream loses at most this much.
+# Not at every re-send: those follow the clock, so a slowed server would save more often.
 TEXT_SAVE_INTERVAL_S = 3.0
 
 
@@ -86,9 +83,43 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+@dataclass(eq=False)
+class Turn:
+    """What the recorder holds of one model turn while its run goes.
+
+    ``step`` is the turn's row, ``calls`` its tool calls' rows by ``tool_call_id``;
+    ``finished``: its outcome is saved. ``text`` and ``reasoning`` are the pieces streamed
+    so far, ``text_units`` and ``reasoning_units`` their length in UTF-16 code units (the
+    next delta's offset). ``synced_at`` and ``saved_at`` are the ``time.monotonic()`` of
+    the last whole re-send and of the last save (None: none yet). ``events_seen``,
+    ``events_at_once`` and ``events_total`` count the tool-call events of the turn's batch
+    (:meth:`RunRecorder._redraws_timeline`).
+    """
+
+    step: AgentStep
+    finished: bool = False
+    text: list[str] = field(default_factory=list)
+    text_units: int = 0
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_units: int = 0
+    synced_at: float = 0.0
+    saved_at: float | None = None
+    calls: dict[str, AgentStep] = field(default_factory=dict)
+    events_seen: int = 0
+    events_at_once: int = 0
+    events_total: int = 0
+
+    def so_far(self) -> tuple[str, str]:
+        """Return the turn's streamed ``(text, reasoning)`` so far."""
+        return "".join(self.text), "".join(self.reasoning)
+
+
 class RunRecorder:
     """Record the events of one run as rows and fragments; see the module docstring.
 
+    It holds the run row, every step row it wrote (in ordinal order: it is their only
+    writer while the run goes, so it inserts and updates them without reading them back
+    and draws the timeline from them) and a :class:`Turn` per model turn, by iteration.
     ``iteration`` is the newest model turn begun (0 before the first), so whoever ends
     the run from outside the loop (a cancel, a crash of the loop) can record its turns.
     """
@@ -97,23 +128,9 @@ class RunRecorder:
         self.run_id = run.pk
         self.conversation_id = run.conversation_id
         self.iteration = 0
-        # The run row and every step row this recorder wrote, in ordinal order: the
-        # recorder is their only writer while the run goes, so it inserts and updates
-        # them without reading them back, and draws the timeline from them (no query).
         self._run = run
-        self._steps: dict[int, AgentStep] = {}
-        # The tool-call events the last model turn announced, as (events seen, events
-        # that follow each other at once, all of them); see :meth:`_redraws_timeline`.
-        self._batch: list[int] = [0, 0, 0]
-        self._turn_step_ids: dict[int, int] = {}
-        self._turn_text: dict[int, list[str]] = {}
-        self._last_sync: dict[int, float] = {}
-        self._last_save: dict[int, float] = {}
-        self._utf16_length: dict[int, int] = {}
-        self._turn_reasoning: dict[int, list[str]] = {}
-        self._reasoning_utf16_length: dict[int, int] = {}
-        self._call_step_ids: dict[tuple[int, str], int] = {}
-        self._finished_turns: set[int] = set()
+        self._steps: list[AgentStep] = []
+        self.turns: dict[int, Turn] = {}
 
     @classmethod
     def resumed(cls, run: AgentRun, steps: list[AgentStep]) -> RunRecorder:
@@ -123,13 +140,12 @@ class RunRecorder:
         recorder = cls(run)
         for step in steps:
             step.run = run
-            recorder._steps[step.pk] = step
+            recorder._steps.append(step)
             if step.kind == StepKind.MODEL_TURN:
-                recorder._turn_step_ids[step.iteration] = step.pk
-                recorder._finished_turns.add(step.iteration)
+                recorder.turns[step.iteration] = Turn(step, finished=True)
                 recorder.iteration = max(recorder.iteration, step.iteration)
-            else:
-                recorder._call_step_ids[(step.iteration, step.tool_call_id)] = step.pk
+            else:  # after its turn's row: the rows are in ordinal order
+                recorder.turns[step.iteration].calls[step.tool_call_id] = step
         return recorder
 
     async def record(self, event: Event) -> Update:
@@ -166,24 +182,17 @@ class RunRecorder:
         """Save the whole streamed text and reasoning of every model turn still open
         (before a cancel).
 
-        Between snapshots the stored text lags up to :data:`TEXT_SYNC_INTERVAL_S` behind
-        what the page showed; a run that stops mid-stream keeps all of it.
+        Between saves the stored text lags up to :data:`TEXT_SAVE_INTERVAL_S` behind what
+        the page showed; a run that stops mid-stream keeps all of it.
         """
-        for iteration, step_id in self._turn_step_ids.items():
-            if iteration in self._finished_turns:
+        for turn in self.turns.values():
+            if turn.finished:
                 continue
-            text, reasoning = self._so_far(iteration)
+            text, reasoning = turn.so_far()
             if text or reasoning:
                 await database_sync_to_async(store.step_save_text)(
-                    step_id=step_id, text=text, reasoning=reasoning
+                    step_id=turn.step.pk, text=text, reasoning=reasoning
                 )
-
-    def _so_far(self, iteration: int) -> tuple[str, str]:
-        """Return a turn's streamed ``(text, reasoning)`` so far."""
-        return (
-            "".join(self._turn_text.get(iteration, [])),
-            "".join(self._turn_reasoning.get(iteration, [])),
-        )
 
     def _update(self, event: Event, **kwargs: Any) -> Update:
         return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
@@ -207,23 +216,24 @@ class RunRecorder:
         A model turn's end is followed at once by its tool calls' starts or the run's end;
         a turn's calls start one after the other (a call that cannot run, a format
         error, also ends at once), and the last call to end is followed at once by the
-        next turn's start (or the run's end). So a run of one turn calling three tools
-        and an answer redraws it 6 times, not 11: at each turn's start, once its calls
-        have all started, at each call's end but the last, and at the run's end (a run
-        that did not succeed is sent whole, timeline included). Half the timeline's
-        renders, the largest share of a run's CPU after the rows themselves
-        (bench/load.py --profile). Should the counts ever disagree with the events, the
-        next redraw puts the timeline right.
+        next turn's start (or the run's end). So it is redrawn at each turn's start, once
+        its calls have all started, at each call's end but the last, and at the run's end
+        (a run that did not succeed is sent whole, timeline included): its renders are
+        much of a run's CPU. Should the counts ever disagree with the events, the next
+        redraw puts the timeline right.
         """
         match event:
             case ModelTurnFinished():
+                turn = self.turns[event.iteration]
                 broken = len(event.invalid_tool_calls)
-                at_once = 2 * broken + len(event.tool_calls)
-                self._batch = [0, at_once, 2 * broken + 2 * len(event.tool_calls)]
+                turn.events_seen = 0
+                turn.events_at_once = 2 * broken + len(event.tool_calls)
+                turn.events_total = 2 * broken + 2 * len(event.tool_calls)
                 return False
             case ToolCallStarted() | ToolCallFinished():
-                self._batch[0] += 1
-                seen, at_once, total = self._batch
+                turn = self.turns[event.iteration]
+                turn.events_seen += 1
+                seen, at_once, total = turn.events_seen, turn.events_at_once, turn.events_total
                 if seen > total:
                     return True
                 return seen == at_once or (at_once < seen < total)
@@ -235,19 +245,16 @@ class RunRecorder:
 
         A step began or ended, or the run ended: a step's bar appears, stops growing or
         takes its measured start. Not per streamed token. A run that did not succeed is
-        sent whole (:func:`chat.fragments.run_ended`), timeline included.
-
-        Drawn from the rows this recorder holds (the run's end: from the run
-        :func:`chat.store.run_finish` loaded with its steps), not read again: the redraw
-        after every step event read the run and all its steps, two queries growing with
-        the run (bench/load.py --profile).
+        sent whole (:func:`chat.fragments.run_ended`), timeline included. Drawn from the
+        rows this recorder holds (the run's end: from the run :func:`chat.store.run_finish`
+        loaded with its steps), not read again, so a redraw costs no query.
         """
         if update.run is not None and update.run.status != RunStatus.WAITING:
             if update.run.status != RunStatus.SUCCEEDED:
                 return update
             run, steps = update.run, list(update.run.steps.all())
         else:
-            run, steps = self._run, list(self._steps.values())
+            run, steps = self._run, list(self._steps)
         html = fragments.timeline_replaced(run, steps)
         return replace(update, html=update.html + html)
 
@@ -257,56 +264,52 @@ class RunRecorder:
         step = store.step_start(
             run_id=self.run_id, run=self._run, ordinal=len(self._steps) + 1, **fields
         )
-        self._steps[step.pk] = step
+        self._steps.append(step)
         return step
 
-    def _step_finish(self, step_id: int, **fields: Any) -> AgentStep:
+    def _step_finish(self, step: AgentStep, **fields: Any) -> AgentStep:
         """Update a kept step row with its outcome (one UPDATE, no read)."""
-        return store.step_finish(step_id=step_id, step=self._steps.get(step_id), **fields)
+        return store.step_finish(step_id=step.pk, step=step, **fields)
 
-    # Each method below runs in the ORM's thread: write, then render from the rows.
+    # Each sync method below runs in the ORM's thread: write, then render from the rows.
 
     def _turn_started(self, event: ModelTurnStarted) -> Update:
         step = self._step_start(kind=StepKind.MODEL_TURN, iteration=event.iteration,
                                 started_at=event.at)  # fmt: skip
         self.iteration = event.iteration
-        self._turn_step_ids[event.iteration] = step.pk
-        self._turn_text[event.iteration] = []
-        self._last_sync[event.iteration] = time.monotonic()
+        self.turns[event.iteration] = Turn(step, synced_at=time.monotonic())
         return self._update(event, html=fragments.step_appended(step))
 
     async def _text_delta(self, event: TextDelta) -> Update:
-        parts = self._turn_text.setdefault(event.iteration, [])
-        parts.append(event.text)
+        turn = self.turns.get(event.iteration)
+        if turn is None:
+            return self._update(event)
+        turn.text.append(event.text)
         # Where this delta starts, in UTF-16 code units as the browser counts text, so a
         # page that is behind (opened mid-stream) can tell and wait for a snapshot.
-        offset = self._utf16_length.get(event.iteration, 0)
-        self._utf16_length[event.iteration] = offset + utf16_length(event.text)
-        step_id = self._turn_step_ids.get(event.iteration)
-        if step_id is None:
-            return self._update(event)
+        offset = turn.text_units
+        turn.text_units += utf16_length(event.text)
+        step_id = turn.step.pk
         now = time.monotonic()
-        if now - self._last_sync.get(event.iteration, 0) < TEXT_SYNC_INTERVAL_S:
+        if now - turn.synced_at < TEXT_SYNC_INTERVAL_S:
             delta = StreamedText(step_id, event.text, offset)
             return self._update(event, html=fragments.text_delta(step_id, event.text, offset),
                                 streamed=delta)  # fmt: skip
-        self._last_sync[event.iteration] = now
-        text, reasoning = self._so_far(event.iteration)
-        await self._save_text(event.iteration, step_id, text, reasoning, now=now)
+        turn.synced_at = now
+        text, reasoning = turn.so_far()
+        await self._save_text(turn, text, reasoning, now=now)
         snapshot = StreamedText(step_id, text, whole=True)
         return self._update(event, html=fragments.text_replaced(step_id, text), streamed=snapshot)
 
     async def _save_text(
-        self, iteration: int, step_id: int, text: str, reasoning: str, *, now: float,
-        force: bool = False,
-    ) -> None:  # fmt: skip
+        self, turn: Turn, text: str, reasoning: str, *, now: float, force: bool = False
+    ) -> None:
         """Save a streaming turn's text and reasoning so far at its first whole re-send,
         then every :data:`TEXT_SAVE_INTERVAL_S` (``force``: now)."""
-        last = self._last_save.get(iteration)
-        if force or last is None or now - last >= TEXT_SAVE_INTERVAL_S:
-            self._last_save[iteration] = now
+        if force or turn.saved_at is None or now - turn.saved_at >= TEXT_SAVE_INTERVAL_S:
+            turn.saved_at = now
             await database_sync_to_async(store.step_save_text)(
-                step_id=step_id, text=text, reasoning=reasoning
+                step_id=turn.step.pk, text=text, reasoning=reasoning
             )
 
     async def _reasoning_delta(self, event: ReasoningDelta) -> Update:
@@ -315,25 +318,23 @@ class RunRecorder:
         A ``moved`` delta (a lone ``</think>``) moves the turn's text so far into its
         reasoning: both are saved and sent whole at once.
         """
-        parts = self._turn_reasoning.setdefault(event.iteration, [])
-        parts.append(event.text)
-        step_id = self._turn_step_ids.get(event.iteration)
-        offset = self._reasoning_utf16_length.get(event.iteration, 0)
-        self._reasoning_utf16_length[event.iteration] = offset + utf16_length(event.text)
-        if event.moved:
-            self._turn_text[event.iteration] = []
-            self._utf16_length[event.iteration] = 0
-        if step_id is None:
+        turn = self.turns.get(event.iteration)
+        if turn is None:
             return self._update(event)
+        turn.reasoning.append(event.text)
+        offset = turn.reasoning_units
+        turn.reasoning_units += utf16_length(event.text)
+        if event.moved:
+            turn.text, turn.text_units = [], 0
+        step_id = turn.step.pk
         now = time.monotonic()
-        if not event.moved and now - self._last_sync.get(event.iteration, 0) < TEXT_SYNC_INTERVAL_S:
+        if not event.moved and now - turn.synced_at < TEXT_SYNC_INTERVAL_S:
             delta = StreamedText(step_id, event.text, offset, target="reasoning")
             html = fragments.text_delta(step_id, event.text, offset, target="reasoning")
             return self._update(event, html=html, streamed=delta)
-        self._last_sync[event.iteration] = now
-        text, reasoning = self._so_far(event.iteration)
-        await self._save_text(event.iteration, step_id, text, reasoning, now=now,
-                              force=event.moved)  # fmt: skip
+        turn.synced_at = now
+        text, reasoning = turn.so_far()
+        await self._save_text(turn, text, reasoning, now=now, force=event.moved)
         html = fragments.reasoning_replaced(step_id, reasoning)
         if event.moved:
             # Not a snapshot a publisher may fold: it replaces the reply's text as well.
@@ -348,17 +349,18 @@ class RunRecorder:
         it anew (tool-call markup taken out of a native reply's text, leaving "" when the
         reply was only markup). Only a model call that failed falls back to what streamed.
         """
-        self._finished_turns.add(event.iteration)
+        turn = self.turns[event.iteration]
+        turn.finished = True
         usage = event.usage or {}
-        streamed = "".join(self._turn_text.get(event.iteration, []))
+        streamed, streamed_reasoning = turn.so_far()
         step = self._step_finish(
-            self._turn_step_ids[event.iteration],
+            turn.step,
             started_at=event.started_at,
             finished_at=event.at,
             first_token_ms=event.first_token_ms,
             status=StepStatus.ERROR if event.error else StepStatus.SUCCESS,
             text=(event.text or streamed) if event.error else event.text,
-            reasoning=event.reasoning or "".join(self._turn_reasoning.get(event.iteration, [])),
+            reasoning=event.reasoning or streamed_reasoning,
             result=event.final_answer,
             error=event.error,
             error_type=event.error_type,
@@ -370,9 +372,10 @@ class RunRecorder:
         return self._update(event, html=fragments.step_replaced(step))
 
     def _call_started(self, event: ToolCallStarted) -> Update:
-        held = self._call_step_ids.get((event.iteration, event.tool_call_id))
+        calls = self.turns[event.iteration].calls
+        held = calls.get(event.tool_call_id)
         if held is not None:  # a held call, decided: it starts where its card is
-            step = store.step_resume(step=self._steps[held], started_at=event.at,
+            step = store.step_resume(step=held, started_at=event.at,
                                      arguments=event.args)  # fmt: skip
             return self._update(event, html=fragments.step_replaced(step))
         step = self._step_start(
@@ -380,12 +383,12 @@ class RunRecorder:
             tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
             text=event.log,
         )  # fmt: skip
-        self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
+        calls[event.tool_call_id] = step
         return self._update(event, html=fragments.step_appended(step))
 
     def _call_finished(self, event: ToolCallFinished) -> Update:
         step = self._step_finish(
-            self._call_step_ids[(event.iteration, event.tool_call_id)],
+            self.turns[event.iteration].calls[event.tool_call_id],
             started_at=event.started_at,
             finished_at=event.at,
             status=event.status,
@@ -404,7 +407,7 @@ class RunRecorder:
             tool_name=event.name, tool_call_id=event.tool_call_id, arguments=event.args,
             text=event.log, status=StepStatus.PENDING,
         )  # fmt: skip
-        self._call_step_ids[(event.iteration, event.tool_call_id)] = step.pk
+        self.turns[event.iteration].calls[event.tool_call_id] = step
         store.approval_request(run=self._run, step=step, arguments=event.args, at=event.at,
                                timeout_s=settings.AGENT_APPROVAL_TIMEOUT_S)  # fmt: skip
         return self._update(event, html=fragments.step_appended(step))

@@ -1,16 +1,14 @@
 """Chat model providers: one entry per provider, found by name.
 
-Like healthchecks' integrations -> transports map. Every module of this package that
-defines ``ENTRY`` (a :class:`~agents.providers.base.ProviderEntry`) is a provider: adding
-one is adding its module. ``build_model(ModelConfig(...))`` returns a LangChain
-``BaseChatModel``; the entries themselves import no SDK, their factories do when called.
+The entries are one table (:data:`agents.providers.entries.ENTRIES`), as healthchecks
+lists its integrations: adding a provider is adding its row. ``build_model(ModelConfig(...))``
+returns a LangChain ``BaseChatModel``; the entries import no SDK, their factories do when
+called.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -22,9 +20,10 @@ from agents.providers.base import (
     Required,
     TokenUsage,
 )
+from agents.providers.entries import ENTRIES
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from langchain_core.language_models import BaseChatModel
 
@@ -48,11 +47,6 @@ UNKNOWN_PROVIDER = "Unknown model provider {name!r} (AGENT_PROVIDER); choose one
 MISSING_SETTINGS = "The {name} provider ({label}) needs {settings}, which {verb} not set."
 
 
-# Modules of this package that hold shared code, not an entry: never imported by the
-# search (compatible.py imports langchain-openai, which only building a model may do).
-HELPER_MODULES = frozenset({"base", "compatible"})
-
-
 class UnknownProvider(ValueError):
     """No entry has this name."""
 
@@ -61,24 +55,23 @@ class MissingSettings(ValueError):
     """The provider's entry requires settings the config leaves empty."""
 
 
-@functools.cache
-def providers() -> Mapping[str, ProviderEntry]:
-    """Return every registered entry by name, sorted (read-only; found once).
+def index(entries: Iterable[ProviderEntry]) -> Mapping[str, ProviderEntry]:
+    """Return ``entries`` by name, sorted (read-only).
 
-    Raises ``RuntimeError`` when two modules register the same name.
+    Raises ``RuntimeError`` when two entries have the same name.
     """
     found: dict[str, ProviderEntry] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name in HELPER_MODULES:
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        entry = getattr(module, "ENTRY", None)
-        if not isinstance(entry, ProviderEntry):
-            continue
+    for entry in entries:
         if entry.name in found:
-            raise RuntimeError(f"Two providers are named {entry.name!r} ({module.__name__})")
+            raise RuntimeError(f"Two providers are named {entry.name!r}")
         found[entry.name] = entry
     return MappingProxyType(dict(sorted(found.items())))
+
+
+@functools.cache
+def providers() -> Mapping[str, ProviderEntry]:
+    """Return every entry of the table by name, sorted (read-only)."""
+    return index(ENTRIES)
 
 
 def find_provider(name: str) -> ProviderEntry | None:
@@ -116,4 +109,5 @@ def check_config(config: ModelConfig) -> ProviderEntry:
 
 def build_model(config: ModelConfig) -> BaseChatModel:
     """Return the chat model ``config`` describes; raise as :func:`check_config` does."""
-    return check_config(config).factory(config)
+    entry = check_config(config)
+    return entry.factory(config, entry)

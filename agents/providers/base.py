@@ -22,7 +22,7 @@ DEFAULT_CONTEXT_WINDOW = 8_192
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """What to build: ``provider`` (a registered entry's name), model name and options.
+    """What to build: ``provider`` (an entry's name), model name and options.
 
     ``timeout_s`` is the HTTP timeout of one request; ``max_retries`` the client's retry
     count; ``token_delay_s`` only affects the demo model (a pause between streamed chunks).
@@ -124,8 +124,9 @@ class ProviderEntry:
     """One model provider: how to build its chat model, what it needs, what it can do.
 
     ``name`` is what ``AGENT_PROVIDER`` and stored runs say; ``label`` the provider for
-    people. ``factory`` builds the LangChain chat model from a config whose ``requires``
-    are filled (it imports its SDK itself, when called). ``fixed_model_name`` is the model
+    people. ``factory(config, entry)`` builds the LangChain chat model from a config whose
+    ``requires`` are filled, given this entry (its defaults and quirks); it imports its
+    SDK itself, when called. ``fixed_model_name`` is the model
     name runs record whatever the settings say (blank: the configured model);
     ``fixed_model_label`` what the page header shows (blank: "<model> via <endpoint>",
     with ``default_endpoint`` when no base URL is set, else the host of
@@ -140,7 +141,7 @@ class ProviderEntry:
 
     name: str
     label: str
-    factory: Callable[[ModelConfig], BaseChatModel]
+    factory: Callable[[ModelConfig, ProviderEntry], BaseChatModel]
     capabilities: Capabilities
     requires: tuple[Required, ...] = ()
     fixed_model_name: str = ""

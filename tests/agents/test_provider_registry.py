@@ -23,8 +23,10 @@ from agents.providers import (
     UnknownProvider,
     build_model,
     check_config,
+    entries,
     find_provider,
     get_provider,
+    index,
     providers,
 )
 
@@ -43,10 +45,17 @@ def filled(entry: ProviderEntry) -> ModelConfig:
     return ModelConfig(provider=entry.name, **{req.field: "x" for req in entry.requires})
 
 
-def test_every_module_with_an_entry_is_registered_under_its_name():
+def test_every_row_of_the_table_is_registered_under_its_name():
     assert {"demo", "openai"} <= set(providers())
     assert all(providers()[name].name == name for name in providers())
     assert get_provider("openai") is find_provider("openai")
+    assert sorted(entry.name for entry in entries.ENTRIES) == list(providers())
+
+
+def test_two_rows_of_one_name_are_an_error():
+    twice = [providers()["demo"], dataclasses.replace(providers()["openai"], name="demo")]
+    with pytest.raises(RuntimeError, match="Two providers are named 'demo'"):
+        index(twice)
 
 
 def test_an_unknown_provider_is_an_error_that_names_every_choice():

@@ -14,7 +14,7 @@ from agents.providers import Capabilities, ModelConfig, ProviderEntry, TokenUsag
 from chat.models import AgentRun, Conversation, Message
 
 
-def no_model(config: ModelConfig):
+def no_model(config: ModelConfig, entry: ProviderEntry):
     raise AssertionError("rendering a stored run builds no model")
 
 

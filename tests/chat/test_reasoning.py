@@ -145,7 +145,7 @@ async def test_streamed_reasoning_is_saved_on_the_timer_not_per_token_and_surviv
     monkeypatch.setattr("chat.recorder.time", types.SimpleNamespace(monotonic=clock.monotonic))
     recorder = RunRecorder(await _run_row())
     started = await recorder.record(ModelTurnStarted(iteration=1))
-    step_id = recorder._turn_step_ids[1]
+    step_id = recorder.turns[1].step.pk
 
     first = await recorder.record(ReasoningDelta(iteration=1, text="Weigh "))
     assert first.streamed is not None and first.streamed.target == "reasoning"
@@ -169,7 +169,7 @@ async def test_streamed_reasoning_is_saved_on_the_timer_not_per_token_and_surviv
 async def test_a_moved_delta_takes_the_streamed_text_into_the_reasoning_at_once():
     recorder = RunRecorder(await _run_row())
     await recorder.record(ModelTurnStarted(iteration=1))
-    step_id = recorder._turn_step_ids[1]
+    step_id = recorder.turns[1].step.pk
     await recorder.record(TextDelta(iteration=1, text="Thinking hard."))
     update = await recorder.record(ReasoningDelta(iteration=1, text="Thinking hard.", moved=True))
 

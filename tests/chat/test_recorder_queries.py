@@ -1,9 +1,6 @@
 """What recording a run costs the database: one statement per step event, whatever the
-run's length; the timeline is drawn from the rows the recorder holds, not read again.
-
-The redraw after every step event used to read the run and all its steps (two queries,
-their rows growing with the run: quadratic over a long run), and each step's start took a
-locked read of the run and of the last ordinal; bench/load.py --profile counted them.
+run's length; the timeline is drawn from the rows the recorder holds, not read again
+(a read of the run and its steps per event would grow quadratically over a long run).
 """
 
 from __future__ import annotations
@@ -136,7 +133,7 @@ async def test_the_timeline_drawn_live_is_the_one_the_stored_rows_draw():
         (StepKind.TOOL_CALL, 2, "success"),
     ]
     now = timezone.now()
-    live = timeline_of(recorder._run, recorder._steps.values(), now=now)
+    live = timeline_of(recorder._run, recorder._steps, now=now)
     assert live == timeline_of(stored, steps, now=now)
     end = await recorder.record(RunFinished(status=RunStatus.SUCCEEDED, output="x", iterations=1))
     assert "-timeline-body" in end.html
@@ -181,7 +178,7 @@ async def test_streamed_text_is_resent_whole_on_every_tick_but_saved_every_few_s
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     recorder = RunRecorder(run)
     await recorder.record(ModelTurnStarted(iteration=1))
-    step_id = recorder._turn_step_ids[1]
+    step_id = recorder.turns[1].step.pk
     stored_text = database_sync_to_async(
         lambda: AgentStep.objects.values_list("text", flat=True).get(pk=step_id)
     )

@@ -1,10 +1,8 @@
-"""Any OpenAI-compatible chat-completions endpoint, through langchain-openai's ChatOpenAI.
+"""The two ways a provider's chat model is built: OpenAI's protocol, or the offline demo.
 
-OpenAI itself by default; any other server through ``base_url``, though a server with
-an entry of its own (``deepseek``, ``qwen``, ``ollama``, ``llamacpp``, ``lmstudio``) is
-better served by it: its entry carries that server's quirks profile. :func:`chat_openai`
-builds the model for every such entry, with the entry's profile applied
-(:mod:`agents.providers.compatible`).
+A factory takes the config and the entry it was found by (the entry carries the server's
+defaults and :class:`~agents.providers.base.Quirks`) and imports its SDK only when called,
+so the table of entries imports none.
 """
 
 from __future__ import annotations
@@ -12,12 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agents.providers.base import Capabilities, ModelConfig, ProviderEntry, Required, TokenUsage
-
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-CAPABILITIES = Capabilities(usage=TokenUsage.REPORTED, native_tool_calls=True, streaming_usage=True)
+    from agents.providers.base import ModelConfig, ProviderEntry
+
 # Sent as the key to a local server that needs none: the OpenAI client requires one, and
 # an empty string would send a malformed "Authorization: Bearer " header.
 NO_KEY = "not-needed"
@@ -28,8 +25,7 @@ def chat_openai(config: ModelConfig, entry: ProviderEntry, **extra: Any) -> Base
 
     The model name and base URL fall back to the entry's defaults; ``max_tokens`` is sent
     when ``config.max_tokens`` is set (in the field the profile names); ``extra`` adds or
-    overrides ``ChatOpenAI`` options. langchain-openai is imported here, when a model is
-    built, not with the registry.
+    overrides ``ChatOpenAI`` options.
     """
     compatible = importlib.import_module("agents.providers.compatible")
     kwargs: dict[str, Any] = {
@@ -51,17 +47,8 @@ def chat_openai(config: ModelConfig, entry: ProviderEntry, **extra: Any) -> Base
     return compatible.CompatibleChatOpenAI(**{**kwargs, **extra})
 
 
-def build(config: ModelConfig) -> BaseChatModel:
-    """Return the chat model for OpenAI or the server at ``config.base_url``."""
-    return chat_openai(config, ENTRY)
+def demo_model(config: ModelConfig, entry: ProviderEntry) -> BaseChatModel:
+    """Return the scripted demo model, streaming with ``config.token_delay_s`` between chunks."""
+    from agents.demo import DemoChatModel
 
-
-ENTRY = ProviderEntry(
-    name="openai",
-    label="OpenAI-compatible endpoint",
-    factory=build,
-    capabilities=CAPABILITIES,
-    requires=(Required("api_key", "OPENAI_API_KEY"), Required("model", "OPENAI_MODEL")),
-    default_endpoint="api.openai.com",
-    default_model="gpt-4o-mini",
-)
+    return DemoChatModel(token_delay_s=config.token_delay_s)
