@@ -22,7 +22,7 @@ Modes, interleaved trial by trial: ``abandon`` (``AGENT_GRACEFUL_SHUTDOWN=false`
 process stops and its runs with it; the others' sweep marks them ``interrupted`` once
 their heartbeat is ``AGENT_STALE_AFTER_S`` old) and ``graceful`` (the default: a
 stopping process lets its runs go on for ``AGENT_SHUTDOWN_GRACE_S``, then cancels the
-rest, which end at once as ``cancelled``; see chat/shutdown.py). Prints a table and the
+rest, which end at once as ``cancelled``; see chat/owner.py). Prints a table and the
 load average; ``--json`` prints JSON on stdout. Exits 1 if a trial went wrong (no end
 seen, a server that did not stop, the next message never accepted).
 """

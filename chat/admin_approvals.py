@@ -5,9 +5,9 @@
   with ``chat.decide_approval`` approve or deny the selected calls with two actions,
   through :func:`chat.store.approval_decide` like the chat's own card, so a call decided
   already is refused with who and when, and nothing changes. Open pages of the chat show
-  the decision at once, and one of their sockets resumes the run
-  (:func:`chat.live.decisions_taken`); with no page open, the process-wide sweep
-  (``chat.reaper``) resumes it within ``AGENT_HEARTBEAT_S``.
+  the decision at once, and a process's run owner resumes the run
+  (:func:`chat.owner.decisions_taken`); with no server running, the sweep of the next
+  to start (:mod:`chat.owner`) resumes it within ``AGENT_HEARTBEAT_S``.
 - :class:`ToolApprovalPolicyAdmin`: a registered tool's policy (allow, ask, deny), which
   overrides ``AGENT_TOOL_POLICIES``; the list shows the policy each tool has in effect.
 - :class:`ToolGrantInline`: a conversation's "always allow in this chat" grants.
@@ -33,7 +33,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from agents.approvals import Outcome
-from chat import fragments, live, store
+from chat import fragments, live, owner, store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.agents import tool_names
 from chat.approvals import MAX_REASON_CHARS, policy_of
@@ -108,7 +108,8 @@ def _decide(
             note += STILL_WAITING.format(count=waiting)
         messages.success(request, note)
     try:
-        live.decisions_taken_sync(cards, ready)
+        live.publish_each_sync(cards)
+        owner.decisions_taken_sync([run_id for _, run_id in ready])
     except Exception:  # stored already: the sweep resumes the runs
         logger.exception("telling the chats' pages of decisions taken in the admin failed")
         messages.warning(request, NOT_TOLD.format(heartbeat=settings.AGENT_HEARTBEAT_S))

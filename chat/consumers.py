@@ -26,11 +26,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agents.events import utcnow
-from chat import fragments, reaper, store
+from chat import fragments, owner, store
 from chat.approvals import MAX_REASON_CHARS, DecisionFrame, decide
 from chat.catalog import code_tools_for
 from chat.live import (
-    CANCEL_MESSAGE_TYPE,
     FRAGMENT_MESSAGE_TYPE,
     Addressed,
     GroupPublisher,
@@ -38,14 +37,8 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
-from chat.runs import (
-    cancel_local,
-    create_run,
-    end_unstarted_run,
-    resume_ready,
-    start_run,
-    stop_waiting,
-)
+from chat.owner import StopOutcome, decisions_taken, request_stop
+from chat.runs import create_run, end_unstarted_run
 from chat.security import log_refusal, session_ended
 from chat.validation import MessageError, clean_message, unstorable
 
@@ -333,7 +326,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if getattr(self.scope.get("session"), "session_key", None) is not None:
             self._session_checked_at = time.monotonic()  # _find_conversation just did
             self._watch = asyncio.get_running_loop().create_task(self._watch_session())
-        reaper.ensure_started()
+        owner.current()  # opened with the process under Daphne; here for tests and runserver
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
         interrupted, caught_up = await database_sync_to_async(_catch_up)(conversation_id=found)
@@ -358,15 +351,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if ended:
             return CLOSE_SESSION_ENDED, REFUSED_SESSION_GONE
         return CLOSE_NOT_FOUND, REFUSED_NOT_FOUND.format(conversation_id=conversation_id, who=who)
-
-    async def _interrupt_stale_runs(self) -> bool:
-        """Mark runs of a dead process interrupted and tell every tab of the conversation;
-        return whether there were any."""
-        interrupted = await database_sync_to_async(interrupt_stale_runs)(
-            conversation_id=self.conversation_id, now=utcnow()
-        )
-        await publish_each(self.channel_layer, interrupted)
-        return bool(interrupted)
 
     async def disconnect(self, code: int) -> None:
         if self._watch is not None:
@@ -443,31 +427,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=fragments.error(message))
             return
         run_id, _ = accepted
-        start_run(run_id, listeners=[publisher])
+        owner.current().start(run_id, listeners=[publisher])
 
     async def _cancel_run(self) -> None:
-        """Stop the conversation's running run, in whichever process runs it.
-
-        The request is stored first (so the run's own heartbeat finds it even if no
-        message reaches its process), then the run is cancelled here if this process runs
-        it, else the conversation's group is told, reaching the other processes' sockets.
-        """
+        """Stop the conversation's run, in whichever process runs it
+        (:func:`chat.owner.request_stop`); say so if nothing runs."""
         assert self.conversation_id is not None
-        if await self._interrupt_stale_runs():
-            return  # its process is dead: now it is marked so, in every tab
-        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        if await stop_waiting(self.conversation_id, [publisher]):
-            return
-        run = await database_sync_to_async(store.run_request_cancel)(
-            conversation_id=self.conversation_id, at=utcnow()
-        )
-        if run is None:
+        if await request_stop(self.channel_layer, self.conversation_id) == StopOutcome.NOTHING:
             await self.send(text_data=fragments.error(NOTHING_TO_STOP))
-            return
-        if not cancel_local(run.pk):
-            await self.channel_layer.group_send(
-                group_name(self.conversation_id), {"type": CANCEL_MESSAGE_TYPE, "run_id": run.pk}
-            )
 
     async def _decide(self, frame: DecisionFrame) -> None:
         """Store a decision on a held tool call, show it in every tab, and resume the run
@@ -487,7 +454,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(decided.html + fragments.error(""))
         if decided.run_id is not None:
-            await resume_ready([decided.run_id], lambda _: [publisher])
+            await decisions_taken(self.channel_layer, [decided.run_id])
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Relay run fragments straight to the socket; hand anything else to Channels.
@@ -519,18 +486,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
         """Close this socket: the conversation was deleted (see ``chat.live``)."""
         await self._close_deleted()
-
-    async def run_cancel(self, message: dict[str, Any]) -> None:
-        """Cancel a run of this conversation if this process runs it (see ``_cancel_run``)."""
-        cancel_local(int(message["run_id"]))
-
-    async def run_resume(self, message: dict[str, Any]) -> None:
-        """Resume a run of this conversation whose calls were decided elsewhere (the
-        admin, see :func:`chat.live.decisions_taken`), if this socket claims it first."""
-        if self.conversation_id is None:
-            return
-        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        await resume_ready([int(message["run_id"])], lambda _: [publisher])
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group.

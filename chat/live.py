@@ -23,15 +23,10 @@ logger = logging.getLogger(__name__)
 
 # The channel-layer messages a conversation's group carries (handled by chat.consumers).
 FRAGMENT_MESSAGE_TYPE = "run.fragment"  # {"html": ...}: relay to the page
-CANCEL_MESSAGE_TYPE = "run.cancel"  # {"run_id": ...}: cancel it where it runs
 DELETED_MESSAGE_TYPE = "conversation.deleted"  # close the socket (4404)
-RESUME_MESSAGE_TYPE = "run.resume"  # {"run_id": ...}: its calls are decided, resume it
 
 Addressed = tuple[int, str]
 """A fragment and the conversation whose pages it is for: ``(conversation_id, html)``."""
-
-AddressedRun = tuple[int, int]
-"""A run and its conversation: ``(conversation_id, run_id)``."""
 
 Element = tuple[int, str]
 """A model turn's streamed element: ``(step_id, target)``, target ``text`` or ``reasoning``."""
@@ -199,49 +194,14 @@ def publish_each_sync(addressed: list[Addressed]) -> None:
         async_to_sync(publish_each)(get_channel_layer(), addressed)
 
 
-async def conversation_deleted(
-    channel_layer: Any, conversation_id: int, *, run_id: int | None
-) -> None:
-    """Tell the sockets of a conversation its owner deleted, in every process, to close.
-
-    ``run_id``, a run still going (its stop already stored, see
-    :func:`chat.store.run_request_cancel`), is cancelled in the process that runs it first.
-    """
-    group = group_name(conversation_id)
-    if run_id is not None:
-        await channel_layer.group_send(group, {"type": CANCEL_MESSAGE_TYPE, "run_id": run_id})
-    await channel_layer.group_send(group, {"type": DELETED_MESSAGE_TYPE})
-
-
-def conversation_deleted_sync(conversation_id: int, *, run_id: int | None) -> None:
-    """Like :func:`conversation_deleted`, from sync code (views), on the default layer."""
-    async_to_sync(conversation_deleted)(get_channel_layer(), conversation_id, run_id=run_id)
+def conversation_deleted_sync(conversation_id: int) -> None:
+    """Tell the sockets of a conversation its owner deleted, in every process, to close
+    (from sync code: views)."""
+    async_to_sync(get_channel_layer().group_send)(
+        group_name(conversation_id), {"type": DELETED_MESSAGE_TYPE}
+    )
 
 
 def conversation_renamed_sync(conversation_id: int, html: str) -> None:
     """Send a renamed conversation's title to its open pages, from sync code (views)."""
     publish_each_sync([(conversation_id, html)])
-
-
-async def decisions_taken(
-    channel_layer: Any, cards: Iterable[Addressed], ready: Iterable[AddressedRun]
-) -> None:
-    """Show decisions taken outside the chat (the admin) in their conversations' pages,
-    then ask those pages' sockets, in any process, to resume the runs now ready.
-
-    ``cards`` are the decided calls' cards; ``ready`` the ``(conversation_id, run_id)`` of
-    runs with no call left waiting. Every socket of the conversation tries; the first to
-    claim the run resumes it (:func:`chat.runs.resume_ready`). A conversation with no page
-    open hears nothing: the sweep (:mod:`chat.reaper`) resumes its run.
-    """
-    await publish_each(channel_layer, cards)
-    for conversation_id, run_id in ready:
-        await channel_layer.group_send(
-            group_name(conversation_id), {"type": RESUME_MESSAGE_TYPE, "run_id": run_id}
-        )
-
-
-def decisions_taken_sync(cards: list[Addressed], ready: list[AddressedRun]) -> None:
-    """Like :func:`decisions_taken`, from sync code (the admin), on the default layer."""
-    if cards or ready:
-        async_to_sync(decisions_taken)(get_channel_layer(), cards, ready)

@@ -228,8 +228,12 @@ class AgentRun(RunDisplay, models.Model):
     # Updated by the process running the run; a stale heartbeat means that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Set when someone presses Stop; the process running the run cancels it (at once when
-    # the request reaches it over the channel layer, else at its next heartbeat).
+    # the request reaches its owner_channel, else at its next heartbeat).
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The channel-layer name of the run owner (chat.owner) of the process running it, the
+    # last to start or resume it: where a Stop is sent.
+    owner_channel = models.CharField(max_length=200, blank=True, default="",
+                                     verbose_name="run owner's channel")  # fmt: skip
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     iterations = models.PositiveIntegerField(default=0)
     # Counted when the run ends, so lists and filters need no per-row query: tool calls

@@ -1,8 +1,9 @@
 """Drive one agent run: build the prompt, run the loop, record every event, notify.
 
-A run is a task of its own, not a part of any websocket: :func:`start_run` starts
-:func:`execute_run` in the background and keeps a reference to it, so closing the tab
-does not stop the run, and every socket of the conversation's group sees its events.
+A run is a task of its own, not a part of any websocket: the process's run owner
+(:mod:`chat.owner`) starts :func:`execute_run` in the background and keeps it, so closing
+the tab does not stop the run, and every socket of the conversation's group sees its
+events.
 What a run is given (its chat model, tools from code, limits, strategy and context
 window) comes from :mod:`chat.catalog`.
 """
@@ -103,11 +104,6 @@ class LocalRun:
         task.cancel()
 
 
-# Runs going on in this process, by run id; holding the tasks also keeps them from being
-# garbage-collected.
-_RUNS: dict[int, LocalRun] = {}
-
-
 def create_run(*, conversation_id: int, content: str, rate_limited: bool = False) -> AgentRun:
     """Store the user's message and a running run with the conversation's model (sync).
 
@@ -168,10 +164,12 @@ class _Start:
     steps: list[AgentStep] | None = None
 
 
-def _load_start(*, run_id: int, resume: bool) -> _Start:
-    """Return the run, the exchanges before its message and its tool policies (sync):
-    one ORM call, not several, for a run's start (each call waits in the ORM thread's
-    queue); with ``resume``, also its stored steps and decisions."""
+def _load_start(*, run_id: int, resume: bool, owner_channel: str) -> _Start:
+    """Record ``owner_channel`` as the run's owner (if given), then return the run, the
+    exchanges before its message and its tool policies (sync, one ORM call); with
+    ``resume``, also its stored steps and decisions."""
+    if owner_channel:
+        store.run_set_owner(run_id=run_id, owner_channel=owner_channel)
     run_row = store.run_get(run_id=run_id)
     exchanges = store.conversation_exchanges(
         conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
@@ -194,10 +192,15 @@ async def execute_run(
     model: BaseChatModel | None = None,
     tools: Sequence[BaseTool] | None = None,
     resume: bool = False,
+    local: LocalRun | None = None,
+    owner_channel: str = "",
 ) -> AgentRun:
     """Run the agent for the stored run ``run_id``; return the finished (or paused) run
     row. With ``resume``, go on with a run that waited for decisions on its tool calls
-    and was claimed by this process (:func:`resume_ready`), from its stored steps.
+    and was claimed by this process (:meth:`chat.owner.RunOwner.resume_ready`), from its
+    stored steps. ``local`` is the run's entry in its owner (how a Stop reaches this
+    task); ``owner_channel`` is recorded on the run, and a Stop asked before that is
+    honoured at once.
 
     Every event is recorded (:class:`chat.recorder.RunRecorder`) and then passed to each
     listener. The run always ends with a status: a cancelled task ends as ``cancelled``
@@ -209,11 +212,14 @@ async def execute_run(
     """
     this_task = asyncio.current_task()
     assert this_task is not None
-    local = _RUNS.get(run_id)
     if local is None or local.task is not this_task:
-        local = LocalRun(run_id, this_task)  # not started by start_run: only its heartbeat stops it
-    start = await database_sync_to_async(_load_start)(run_id=run_id, resume=resume)
+        local = LocalRun(run_id, this_task)  # not started by an owner (tests, benchmarks)
+    start = await database_sync_to_async(_load_start)(
+        run_id=run_id, resume=resume, owner_channel=owner_channel
+    )
     run_row, exchanges = start.run, start.exchanges
+    if owner_channel and run_row.cancel_requested_at is not None:
+        local.stop("a Stop asked before its owner was recorded")
     if start.steps is not None:
         recorder = RunRecorder.resumed(run_row, start.steps)
     else:
@@ -232,14 +238,13 @@ async def execute_run(
         # Cancelled once paused: the run belongs to its rows, not to this task, which had
         # only its tail left (a server stopping cancels it then). Only a Stop that came
         # meanwhile ends it, as a Stop on a waiting run does.
-        await _through_cancels(asyncio.ensure_future(
-            _stop_paused_if_asked(run_id, recorder.conversation_id, listeners)
+        await through_cancels(asyncio.ensure_future(
+            stop_paused_if_asked(run_id, recorder.conversation_id, listeners)
         ))  # fmt: skip
 
     # The run's MCP sessions: opened and closed in this task (anyio's cancel scopes must
     # be), closed on every way out, after the loop and its tool calls.
     tool_sessions = contextlib.AsyncExitStack()
-    heartbeat = asyncio.get_running_loop().create_task(_heartbeat(run_id, local))
     try:
         try:
             agent = conversation_agent(run_row.agent_key)
@@ -284,7 +289,7 @@ async def execute_run(
         async for event in events:
             # A write that has started is let finish even if the run is cancelled
             # meanwhile (once or more), so the cancel is recorded after it, never under it.
-            update = await _through_cancels(asyncio.ensure_future(recorder.record(event)))
+            update = await through_cancels(asyncio.ensure_future(recorder.record(event)))
             if update.run is not None:
                 finished = update.run
             await _notify(listeners, update)
@@ -311,24 +316,14 @@ async def execute_run(
 
         # Recorded whole even if cancelled again meanwhile (two tabs pressing Stop, a
         # graceful stop): the run must not be left recorded as running.
-        await _through_cancels(asyncio.ensure_future(record_cancel()))
+        await through_cancels(asyncio.ensure_future(record_cancel()))
         raise
     except Exception as exc:
         logger.exception("run %s failed inside the loop", run_id)
         return await finish(RunStatus.FAILED, INTERNAL_ERROR.format(error=type(exc).__name__))
     finally:
-        heartbeat.cancel()
         await _close_tool_sessions(run_id, tool_sessions)
     assert finished is not None
-    if finished.status == RunStatus.WAITING:
-        # Decisions that came while the turn's other calls ran found the run not paused
-        # yet, and left its resuming to whoever finds it ready: this task, now.
-        try:
-            await resume_ready([run_id], lambda _: listeners)
-        except asyncio.CancelledError:
-            local.ending = True
-            await left_paused()
-            raise
     return finished
 
 
@@ -357,7 +352,7 @@ async def _close_tool_sessions(run_id: int, sessions: contextlib.AsyncExitStack)
         logger.exception("run %s: closing its MCP sessions failed", run_id)
 
 
-async def _through_cancels(future: asyncio.Future[T]) -> T:
+async def through_cancels(future: asyncio.Future[T]) -> T:
     """Return ``future``'s result once it is done, however often this task is cancelled
     meanwhile; then, if it was, raise ``CancelledError`` (the cancel is kept, not lost).
 
@@ -400,58 +395,7 @@ async def _close_loop(run_id: int, events: AsyncGenerator[Event, None]) -> None:
                      exc_info=closing.exception())  # fmt: skip
 
 
-async def _heartbeat(run_id: int, local: LocalRun) -> None:
-    """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` until cancelled (or its run's
-    task is done).
-
-    Each beat also looks for a stop request that did not reach this process over the
-    channel layer (no tab of the conversation is connected here) and stops the run's
-    task (:meth:`LocalRun.stop`). It goes on beating after a stop: a run still going a
-    beat after its cancel swallowed it, and is cancelled again.
-    """
-    while not local.task.done():  # even if its own cancel was swallowed
-        await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
-        try:
-            stop = await database_sync_to_async(store.run_beat)(run_id=run_id, at=utcnow())
-        except Exception:
-            logger.exception("run %s: heartbeat failed", run_id)
-            continue
-        if stop:
-            local.stop("its stop request, seen by its heartbeat")
-
-
-def start_run(
-    run_id: int, *, listeners: Sequence[Listener], resume: bool = False
-) -> asyncio.Task[AgentRun | None]:
-    """Start :func:`execute_run` as a background task of this process; return the task."""
-    local: LocalRun
-
-    async def guarded() -> AgentRun | None:
-        try:
-            return await execute_run(run_id, listeners=listeners, resume=resume)
-        except asyncio.CancelledError:
-            if local.ending:
-                return None  # execute_run recorded the cancel
-            # Cancelled before execute_run could record it (in its first database
-            # calls): end the run here, or it would look running until it went stale.
-            local.ending = True
-            await _through_cancels(asyncio.ensure_future(_finish_if_running(run_id, listeners)))
-            return None
-
-    task = asyncio.get_running_loop().create_task(guarded(), name=f"agent-run-{run_id}")
-    local = _RUNS[run_id] = LocalRun(run_id, task)
-
-    def forget(_: asyncio.Task[AgentRun | None]) -> None:
-        # Only this task's entry: a paused run resumed by its own task (every held call
-        # was decided before the pause was stored) has a new one by the time this ends.
-        if _RUNS.get(run_id) is local:
-            del _RUNS[run_id]
-
-    task.add_done_callback(forget)
-    return task
-
-
-async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None:
+async def finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None:
     """End run ``run_id`` as cancelled if nothing recorded its end; tell the listeners."""
     run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
     if run_row.status != RunStatus.RUNNING:
@@ -463,25 +407,18 @@ async def _finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None
     await _notify(listeners, await RunRecorder(run_row).record(event))
 
 
-async def _stop_paused_if_asked(
+async def stop_paused_if_asked(
     run_id: int, conversation_id: int, listeners: Sequence[Listener]
 ) -> None:
-    """End run ``run_id``, paused as its task was cancelled, if someone pressed Stop."""
-    if await database_sync_to_async(store.run_cancel_requested)(run_id=run_id):
-        await stop_waiting(conversation_id, listeners)
-
-
-async def stop_waiting(conversation_id: int, listeners: Sequence[Listener]) -> bool:
-    """Stop the conversation's run that waits for decisions on its tool calls: no task
-    runs it, so its cancelled end is recorded here (its held calls never run); tell the
-    listeners. Return False when no run of the conversation waits."""
+    """End run ``run_id``, paused as its task was cancelled, if someone pressed Stop
+    (as a Stop on a waiting run does: :func:`chat.owner.request_stop`)."""
+    if not await database_sync_to_async(store.run_cancel_requested)(run_id=run_id):
+        return
     waiting = await database_sync_to_async(store.run_stop_waiting)(
         conversation_id=conversation_id, at=utcnow()
     )
-    if waiting is None:
-        return False
-    await _finish_if_running(waiting.pk, listeners)
-    return True
+    if waiting is not None:
+        await finish_if_running(waiting.pk, listeners)
 
 
 async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
@@ -489,56 +426,6 @@ async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
     server stopped it) if nothing recorded its end; tell the listeners.
 
     For a consumer killed (Daphne stopping) between storing a message's run and starting
-    it: the graceful stop (chat/shutdown.py) only sees run tasks.
+    it: the graceful stop (:meth:`chat.owner.RunOwner.finish_runs`) only sees run tasks.
     """
-    await _finish_if_running(run_id, listeners)
-
-
-def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
-    """Return the run tasks this process is running (a copy); a task that has ended is not
-    one, though its done-callback has not yet removed it (a loop pass later)."""
-    return set(running_runs().values())
-
-
-def running_runs() -> dict[int, asyncio.Task[AgentRun | None]]:
-    """Return the run tasks this process is running, by run id (a copy); as
-    :func:`running_tasks`, without the ended ones."""
-    return {run_id: local.task for run_id, local in _RUNS.items() if not local.task.done()}
-
-
-def cancel_local(run_id: int, *, reason: str = "a Stop") -> bool:
-    """Cancel run ``run_id`` if this process runs it; return whether it does.
-
-    The run ends as ``cancelled`` with its steps so far kept (see :func:`execute_run`).
-    A run already recording that end is left to it; one still going
-    :data:`SWALLOWED_AFTER_S` after an earlier cancel is cancelled again
-    (:meth:`LocalRun.stop`). ``reason`` is for the log.
-    """
-    local = _RUNS.get(run_id)
-    if local is None or local.task.done():
-        return False
-    local.stop(reason)
-    return True
-
-
-async def resume_ready(
-    run_ids: Sequence[int], listeners_for: Callable[[int], Sequence[Listener]]
-) -> list[int]:
-    """Resume each run of ``run_ids`` whose calls are all decided, if this process claims
-    it first (:func:`chat.store.run_claim_resume`); return the ids it resumed.
-
-    ``listeners_for(conversation_id)`` gives a resumed run's listeners (the page's group
-    publisher). Called by the socket that stored a decision, and by every process's
-    sweep (:mod:`chat.reaper`) for decisions taken in the admin, expiries, and runs whose
-    deciding process died before resuming them.
-    """
-    resumed = []
-    for run_id in run_ids:
-        conversation_id = await database_sync_to_async(store.run_claim_resume)(
-            run_id=run_id, at=utcnow()
-        )
-        if conversation_id is None:
-            continue
-        start_run(run_id, listeners=listeners_for(conversation_id), resume=True)
-        resumed.append(run_id)
-    return resumed
+    await finish_if_running(run_id, listeners)

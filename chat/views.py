@@ -18,8 +18,8 @@ from chat.agents import agent_choices, agent_settings, allowed_models, find_agen
 from chat.catalog import code_tools_for, model_badge, model_choices
 from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
-from chat.models import TOOL_CHOICE_AUTO, Conversation, RunStatus
-from chat.runs import STOPPED
+from chat.models import TOOL_CHOICE_AUTO, Conversation
+from chat.owner import request_stop_sync
 from chat.timeline import timeline_of
 
 COOKIE_CHECK = "welcome"
@@ -453,15 +453,8 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     deleted = store.conversation_delete(owner=owner, conversation_id=conversation_id, at=now)
     if deleted is None:
         raise Http404("No such conversation.")
-    running = store.run_request_cancel(conversation_id=conversation_id, at=now)
-    # A run waiting for a decision has no task: its end is stored here, in this thread
-    # (chat.runs.stop_waiting does the same from async code, for the pages it tells).
-    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now)
-    if waiting is not None:
-        store.run_finish(run_id=waiting.pk, status=RunStatus.CANCELLED, output="",
-                         error=STOPPED, iterations=waiting.iterations, usage={},
-                         finished_at=now)  # fmt: skip
-    live.conversation_deleted_sync(conversation_id, run_id=running.pk if running else None)
+    request_stop_sync(conversation_id)
+    live.conversation_deleted_sync(conversation_id)
     active = _active(request)
     if request.headers.get("HX-Request"):
         if active == conversation_id or active is None:

@@ -18,12 +18,13 @@ require_agent_checks()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from chat.owner import install as install_run_owner  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.security import SameOriginValidator, auth_middleware_stack  # noqa: E402
-from chat.shutdown import install as install_graceful_shutdown  # noqa: E402
 
-# On SIGTERM, stop accepting, let runs finish up to AGENT_SHUTDOWN_GRACE_S, end the rest.
-install_graceful_shutdown()
+# The run owner opens as Daphne's reactor starts (its sweep runs with no page open); on
+# SIGTERM it stops accepting, lets runs finish up to AGENT_SHUTDOWN_GRACE_S, ends the rest.
+install_run_owner()
 
 application = ProtocolTypeRouter(
     {

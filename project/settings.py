@@ -301,7 +301,7 @@ if AGENT_STALE_AFTER_S < 3 * AGENT_HEARTBEAT_S:
     )
 # On SIGTERM (a deploy, systemctl stop) or Ctrl-C, a server process stops accepting, lets
 # its runs go on for up to AGENT_SHUTDOWN_GRACE_S, then ends the rest as cancelled at once
-# (chat/shutdown.py). Off, its runs stop with it and stay "running" until another
+# (chat/owner.py). Off, its runs stop with it and stay "running" until another
 # process's sweep marks them interrupted (about AGENT_STALE_AFTER_S later). The grace is 0
 # by default so Ctrl-C and the test servers stop at once; deploy/ sets 20 s.
 AGENT_GRACEFUL_SHUTDOWN = env_bool("AGENT_GRACEFUL_SHUTDOWN", True)

@@ -155,11 +155,16 @@ def run_heartbeat(*, run_id: int, at: datetime) -> None:
     AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(heartbeat_at=at)
 
 
+def run_set_owner(*, run_id: int, owner_channel: str) -> None:
+    """Record ``owner_channel`` as the run owner now running ``run_id`` (chat.owner)."""
+    AgentRun.objects.filter(pk=run_id).update(owner_channel=owner_channel)
+
+
 def run_request_cancel(*, conversation_id: int, at: datetime) -> AgentRun | None:
     """Ask for the conversation's running run to stop; return it, or None if none runs.
 
-    Only records the request (``cancel_requested_at``); the process running the run
-    cancels its task (:func:`chat.runs.cancel_local`, or its heartbeat notices).
+    Only records the request (``cancel_requested_at``); the run's owner cancels its task
+    when told (:func:`chat.owner.request_stop`) or when its heartbeat notices.
     """
     with transaction.atomic():
         run = (

@@ -44,7 +44,7 @@ def scripted_model(monkeypatch):
 
 async def wait_for_runs(timeout: float = WAIT_S) -> None:
     """Wait until this process has no run tasks left."""
-    from chat.runs import running_tasks
+    from chat.owner import running_tasks
 
     tasks = running_tasks()
     if tasks:

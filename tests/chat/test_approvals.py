@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from chat import catalog, runs, store
+from chat import catalog, owner, runs, store
 from chat.approvals import policy_lookup
 from chat.consumers import RUN_WAITING
 from chat.models import (
@@ -32,7 +32,6 @@ from chat.models import (
     ToolApprovalPolicy,
     ToolGrant,
 )
-from chat.reaper import sweep_approvals
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import (
     TRAVEL_QUESTION,
@@ -97,7 +96,7 @@ async def test_the_booking_call_waits_with_a_card_while_the_other_calls_ran():
         .values_list("tool_name", "status")
     ))()  # fmt: skip
     assert ran and all(status == StepStatus.SUCCESS for _, status in ran)
-    assert runs.running_tasks() == set()  # nothing of the run is left in memory
+    assert owner.running_tasks() == set()  # nothing of the run is left in memory
     await tab.disconnect()
 
 
@@ -277,8 +276,9 @@ async def test_a_decision_after_a_restart_is_taken_by_whichever_process_gets_it(
 
     await decide_in_admin()
     layer = get_channel_layer()
-    resumed = await sweep_approvals(layer)
-    again = await sweep_approvals(layer)  # a second process's sweep: nothing left to take
+    resumed = await owner.current().sweep_approvals()
+    # A second process's owner: nothing left to take.
+    again = await owner.RunOwner(layer).sweep_approvals()
     await wait_for_runs()
     run, step, approval = await rows(conversation.pk)
     assert resumed == [run.pk] and again == []
@@ -325,7 +325,7 @@ async def test_an_approval_that_waits_too_long_expires_as_denied(settings):
     await database_sync_to_async(Approval.objects.filter(pk=held.pk).update)(
         expires_at=held.requested_at
     )
-    await sweep_approvals(get_channel_layer())
+    await owner.current().sweep_approvals()
     frames = "\n".join(await receive_until_finished(tab))
     await wait_for_runs()
     run, step, approval = await rows(conversation.pk)
@@ -377,7 +377,7 @@ async def test_the_admins_policy_overrides_the_setting_and_deny_never_runs():
 
 async def _all_runs_done() -> None:
     """Wait until no run task is left, including runs resumed by the ones awaited."""
-    while runs.running_tasks():
+    while owner.running_tasks():
         await wait_for_runs()
 
 
@@ -416,7 +416,7 @@ async def _held_while_another_call_runs(scripted_model, settings):
         conversation_id=conversation.pk, content="Book it."
     )
     catalog.code_tools_for = lambda *_: monkeypatch_tools  # restored by the fixture below
-    runs.start_run(row.pk, listeners=[])
+    owner.current().start(row.pk, listeners=[])
     held = AgentStep.objects.filter(run_id=row.pk, status=StepStatus.PENDING)
     # Polled from here, not with wait_until in the ORM thread: the run writes there.
     deadline = asyncio.get_running_loop().time() + WAIT_S
@@ -468,7 +468,7 @@ async def test_a_run_stopped_before_its_pause_is_stored_leaves_no_approval_pendi
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=step.started_at
     )
-    runs.cancel_local(run_id)
+    owner.current().stop_local(run_id)
     await _all_runs_done()
     run, step, approval = await rows(conversation.pk)
     assert run.status == RunStatus.CANCELLED
@@ -496,18 +496,18 @@ async def test_a_run_task_cancelled_after_its_pause_leaves_it_waiting_unless_sto
     row = await database_sync_to_async(runs.create_run)(
         conversation_id=conversation.pk, content=TRAVEL_QUESTION
     )
-    if stop_asked:
-        await database_sync_to_async(AgentRun.objects.filter(pk=row.pk).update)(
-            cancel_requested_at=row.started_at
-        )
 
     async def server_stops_at_the_pause(update) -> None:
         if isinstance(update.event, RunPaused):
+            if stop_asked:  # pressed as the run paused (before, it would stop at its start)
+                await database_sync_to_async(AgentRun.objects.filter(pk=row.pk).update)(
+                    cancel_requested_at=row.started_at
+                )
             asyncio.current_task().cancel()
             if where == "while its pause is published":
                 await asyncio.sleep(0)  # the cancel lands here, inside the run's loop
 
-    task = runs.start_run(row.pk, listeners=[server_stops_at_the_pause])
+    task = owner.current().start(row.pk, listeners=[server_stops_at_the_pause])
     await asyncio.gather(task, return_exceptions=True)
     run, step, approval = await rows(conversation.pk)
     if stop_asked:

@@ -201,7 +201,7 @@ def test_a_decision_is_kept_and_said_when_the_pages_cannot_be_told(alice, monkey
     def layer_down(*args, **kwargs):
         raise ConnectionError("Redis is down")
 
-    monkeypatch.setattr(live, "decisions_taken_sync", layer_down)
+    monkeypatch.setattr(live, "publish_each_sync", layer_down)
     _, conversation = alice
     approval = held_call(conversation)
     client = Client()

@@ -238,8 +238,8 @@ async def test_a_decision_racing_the_expiry_and_two_sweeps_resume_the_run_once(s
 
     from channels.layers import get_channel_layer
 
+    from chat import owner
     from chat.models import RunStatus
-    from chat.reaper import sweep_approvals
     from tests.chat.test_consumer import make_conversation
 
     user, conversation = await make_conversation()
@@ -252,9 +252,9 @@ async def test_a_decision_racing_the_expiry_and_two_sweeps_resume_the_run_once(s
     )()  # fmt: skip
     layer = get_channel_layer()
     results = await asyncio.gather(
-        sweep_approvals(layer),
+        owner.current().sweep_approvals(),
         tab.send_to(text_data=decision(held.pk)),
-        sweep_approvals(layer),
+        owner.RunOwner(layer).sweep_approvals(),  # another process's
     )
     run, held, approval = await _settled(conversation.pk)
     resumed = [run_id for result in (results[0], results[2]) for run_id in result]

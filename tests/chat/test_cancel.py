@@ -12,20 +12,16 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from agents.events import utcnow
-from chat import store
+from chat import owner, store
 from chat.consumers import NOTHING_TO_STOP
 from chat.live import group_name
 from chat.models import AgentRun
+from chat.owner import running_tasks
 from chat.runs import (
     CANCELLED,
     STOPPED,
-    cancel_local,
     create_run,
-    execute_run,
-    running_tasks,
-    start_run,
 )
-from chat.shutdown import finish_runs
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import (
     connect,
@@ -178,21 +174,20 @@ async def test_a_stop_sent_to_the_group_cancels_the_run_in_the_process_running_i
 async def test_the_heartbeat_finds_a_stop_request_no_socket_delivered(
     scripted_model, slow_tools, settings
 ):
-    """No tab of the conversation is connected to the run's process: the heartbeat stops it."""
+    """The stop request is stored but its message never reaches the run's owner (a lost
+    channel message): the run's heartbeat finds the request and stops it."""
     settings.AGENT_HEARTBEAT_S = 0.05
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
     ]
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    task = asyncio.get_running_loop().create_task(execute_run(run.pk))
+    task = owner.current().start(run.pk)
     await tool_started()
-    assert not running_tasks()  # not started through start_run: nothing to cancel locally
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=utcnow()
-    )
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, WAIT_S)
+    )  # only the row: no message is sent
+    assert await asyncio.wait_for(task, WAIT_S) is None
     run, _ = await run_with_steps()
     assert run.status == "cancelled" and run.error == STOPPED
 
@@ -240,12 +235,12 @@ async def test_a_second_cancel_of_the_task_is_ignored(scripted_model, slow_tools
     ]
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    start_run(run.pk, listeners=[])
+    owner.current().start(run.pk, listeners=[])
     await tool_started()
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     for _ in range(3):
         await asyncio.sleep(0)
-    cancel_local(run.pk)
+    owner.current().stop_local(run.pk)
     await wait_for_runs()
     assert (await run_state(run.pk))[0] == "cancelled"
 
@@ -254,9 +249,9 @@ async def test_a_cancel_before_the_run_got_going_is_recorded(scripted_model, slo
     scripted_model.script = [AIMessage("never")]
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    start_run(run.pk, listeners=[])
+    owner.current().start(run.pk, listeners=[])
     await asyncio.sleep(0)
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
     assert (await run_state(run.pk))[0] == "cancelled"
 
@@ -272,9 +267,9 @@ async def test_a_cancel_after_the_run_succeeded_changes_nothing(scripted_model):
             gate.set()
             await asyncio.Event().wait()  # the task is still going until it is cancelled
 
-    start_run(run.pk, listeners=[slow_listener])
+    owner.current().start(run.pk, listeners=[slow_listener])
     await asyncio.wait_for(gate.wait(), WAIT_S)
-    assert cancel_local(run.pk)  # the task had not ended: the cancel reaches it
+    assert owner.current().stop_local(run.pk)  # the task had not ended: the cancel reaches it
     await wait_for_runs()
     finished = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
     assert (finished.status, finished.output) == ("succeeded", "The answer.")
@@ -336,7 +331,7 @@ class Ends:
 async def next_message_succeeds(scripted_model, conversation_id: int) -> None:
     scripted_model.script, scripted_model.gates = [AIMessage("Back again.")], {}
     run = await database_sync_to_async(create_run)(conversation_id=conversation_id, content="q2")
-    start_run(run.pk, listeners=[])
+    owner.current().start(run.pk, listeners=[])
     await wait_for_runs()
     assert (await run_state(run.pk))[0] == "succeeded"
 
@@ -352,12 +347,12 @@ async def test_a_tool_that_swallows_the_cancel_ends_the_run_at_its_next_event(
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
-    start_run(run.pk, listeners=[ends])
+    owner.current().start(run.pk, listeners=[ends])
     await tool_started()
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=utcnow()
     )
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
 
     assert SWALLOWED["event"].is_set()  # the tool returned "ignored" and the loop went on
@@ -392,14 +387,14 @@ async def test_a_cancel_that_wait_for_swallows_in_a_listener_still_ends_the_run(
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
-    start_run(run.pk, listeners=[publisher, ends])
+    owner.current().start(run.pk, listeners=[publisher, ends])
     await asyncio.wait_for(waiting.wait(), WAIT_S)
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=utcnow()
     )
     # The write finishes and Stop arrives in one step of the loop.
     sending["write"].set_result(None)
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
 
     status, error, steps = await run_state(run.pk)
@@ -435,12 +430,12 @@ async def test_a_model_stream_that_swallows_the_cancel_is_cancelled_again_by_the
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
-    start_run(run.pk, listeners=[ends])
+    owner.current().start(run.pk, listeners=[ends])
     await tool_started()
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=utcnow()
     )
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
 
     assert SWALLOWED["event"].is_set()
@@ -483,14 +478,14 @@ async def test_the_graceful_stop_cancels_again_a_run_that_swallowed_its_cancel(
     swallowing, swallowing_model, monkeypatch
 ):
     monkeypatch.setattr("chat.runs.SWALLOWED_AFTER_S", 0.01)
-    monkeypatch.setattr("chat.shutdown.SWALLOWED_AFTER_S", 0.01)
+    monkeypatch.setattr("chat.owner.SWALLOWED_AFTER_S", 0.01)
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     ends = Ends()
-    start_run(run.pk, listeners=[ends])
+    owner.current().start(run.pk, listeners=[ends])
     await tool_started()
 
-    assert await finish_runs(grace_s=0, record_s=WAIT_S) == (0, 1)
+    assert await owner.current().finish_runs(grace_s=0, record_s=WAIT_S) == (0, 1)
 
     assert SWALLOWED["event"].is_set() and not running_tasks()
     status, error, _ = await run_state(run.pk)
@@ -516,11 +511,11 @@ async def test_a_cancel_during_its_recording_neither_cuts_it_nor_records_it_twic
 
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    task = start_run(run.pk, listeners=[slow_to_hear_the_end])
+    task = owner.current().start(run.pk, listeners=[slow_to_hear_the_end])
     await tool_started()
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await asyncio.wait_for(recording.wait(), WAIT_S)
-    assert cancel_local(run.pk)  # sends nothing: the end is being recorded
+    assert owner.current().stop_local(run.pk)  # sends nothing: the end is being recorded
     task.cancel()  # even a cancel from elsewhere does not cut the recording short
     go_on.set()
     await wait_for_runs()
@@ -578,9 +573,9 @@ async def test_a_cancel_between_events_cancels_the_batch_s_other_tool_calls_befo
 
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    start_run(run.pk, listeners=[listener])
+    owner.current().start(run.pk, listeners=[listener])
     await asyncio.wait_for(in_listener.wait(), WAIT_S)
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
 
     assert seen_at_the_end == [True]

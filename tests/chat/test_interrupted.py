@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from langchain_core.messages import AIMessage
 
-from chat import store
+from chat import owner, store
 from chat.models import AgentRun, AgentStep, Conversation, Message
-from chat.runs import create_run, execute_run
+from chat.runs import create_run
 from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,7 +80,7 @@ async def test_a_live_run_keeps_its_heartbeat_fresh(scripted_model, settings):
     run = await database_sync_to_async(create_run)(
         conversation_id=conversation.pk, content="take your time"
     )
-    task = asyncio.get_running_loop().create_task(execute_run(run.pk))
+    task = owner.current().start(run.pk)
 
     @database_sync_to_async
     def beaten() -> bool:

@@ -1,5 +1,5 @@
-"""A stopping server process (chat/shutdown.py) lets its runs finish for a while, then
-ends the rest as cancelled at once instead of leaving them to the stale-run sweep. The
+"""A stopping server process (chat.owner.RunOwner.finish_runs) lets its runs finish for a
+while, then ends the rest as cancelled at once instead of leaving them to the stale-run sweep. The
 whole stop, with Daphne and SIGTERM, is in tests/deploy/test_two_processes.py."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from channels.db import database_sync_to_async
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from chat import shutdown
+from chat import owner
 from chat.models import AgentRun, Conversation
-from chat.runs import CANCELLED, create_run, running_tasks, start_run
+from chat.owner import running_tasks
+from chat.runs import CANCELLED, create_run
 from tests.fakes import tool_call
 from tests.timing import WAIT_S
 
@@ -55,10 +56,10 @@ async def test_a_run_still_going_after_the_grace_is_cancelled_and_recorded_at_on
         AIMessage("never reached"),
     ]
     run_id = await start("Suzhou?")
-    start_run(run_id, listeners=[])
+    owner.current().start(run_id, listeners=[])
     await asyncio.wait_for(STARTED["event"].wait(), WAIT_S)
 
-    assert await shutdown.finish_runs(grace_s=0) == (0, 1)
+    assert await owner.current().finish_runs(grace_s=0) == (0, 1)
 
     assert running_tasks() == set()
     run = await stored(run_id)
@@ -69,19 +70,19 @@ async def test_a_run_still_going_after_the_grace_is_cancelled_and_recorded_at_on
 async def test_a_run_that_ends_within_the_grace_is_let_finish(scripted_model):
     scripted_model.script = [AIMessage("Hello.")]
     run_id = await start("Hi")
-    start_run(run_id, listeners=[])
+    owner.current().start(run_id, listeners=[])
 
-    assert await shutdown.finish_runs(grace_s=WAIT_S) == (1, 0)
+    assert await owner.current().finish_runs(grace_s=WAIT_S) == (1, 0)
 
     assert (await stored(run_id)).status == "succeeded"
 
 
 async def test_with_no_run_going_the_stop_does_not_wait():
-    assert await shutdown.finish_runs(grace_s=3600) == (0, 0)
+    assert await owner.current().finish_runs(grace_s=3600) == (0, 0)
 
 
 class FakeReactor:
-    """Records the triggers added, as Twisted's reactor would run them at shutdown."""
+    """Records the triggers added, as Twisted's reactor would run them."""
 
     def __init__(self) -> None:
         self.triggers: list[tuple[str, str]] = []
@@ -89,18 +90,24 @@ class FakeReactor:
     def addSystemEventTrigger(self, phase: str, event: str, callable, *args) -> None:
         self.triggers.append((phase, event))
 
+    def callWhenRunning(self, callable, *args) -> None:
+        self.triggers.append(("when", "running"))
 
-def test_install_registers_a_before_shutdown_trigger_only_under_a_reactor(settings, monkeypatch):
+
+def test_install_opens_the_owner_with_the_reactor_and_finishes_runs_before_it_stops(
+    settings, monkeypatch
+):
     reactor = FakeReactor()
     monkeypatch.setitem(sys.modules, "twisted.internet.reactor", reactor)
     settings.AGENT_GRACEFUL_SHUTDOWN = True
-    assert shutdown.install() is True
-    assert reactor.triggers == [("before", "shutdown")]
+    assert owner.install() is True
+    assert reactor.triggers == [("when", "running"), ("before", "shutdown")]
 
+    reactor.triggers.clear()
     settings.AGENT_GRACEFUL_SHUTDOWN = False
-    assert shutdown.install() is False
-    assert len(reactor.triggers) == 1
+    assert owner.install() is True
+    assert reactor.triggers == [("when", "running")]  # the owner opens all the same
 
     settings.AGENT_GRACEFUL_SHUTDOWN = True
     monkeypatch.delitem(sys.modules, "twisted.internet.reactor")
-    assert shutdown.install() is False  # manage.py, the tests: no Daphne, nothing to do
+    assert owner.install() is False  # manage.py, the tests: no Daphne, nothing to do

@@ -1,4 +1,4 @@
-"""Faults found trying to break the graceful stop (chat/shutdown.py) through a socket.
+"""Faults found trying to break the graceful stop (chat.owner) through a socket.
 
 On SIGTERM the graceful stop takes the process's run tasks, then Daphne cancels every
 consumer. A consumer cancelled after it stored a message's run but before it started the
@@ -18,7 +18,7 @@ import pytest
 from channels.db import database_sync_to_async
 from langchain_core.messages import AIMessage
 
-from chat import shutdown
+from chat import owner
 from chat.models import AgentRun
 from chat.runs import CANCELLED
 from tests.chat.test_consumer import connect, make_conversation
@@ -46,7 +46,7 @@ async def test_a_consumer_killed_between_storing_a_run_and_starting_it_leaves_no
     await asyncio.wait_for(reached.wait(), WAIT_S)
 
     # SIGTERM: the graceful stop looks at the run tasks, then Daphne kills the consumers.
-    stopping = asyncio.ensure_future(shutdown.finish_runs(grace_s=0))
+    stopping = asyncio.ensure_future(owner.current().finish_runs(grace_s=0))
     communicator.future.cancel()
     await asyncio.wait_for(asyncio.gather(communicator.future, return_exceptions=True), WAIT_S)
     await asyncio.wait_for(stopping, WAIT_S)
@@ -80,7 +80,7 @@ async def test_a_consumer_killed_while_its_run_is_being_stored_leaves_no_run_goi
     await communicator.send_to(text_data=json.dumps({"content": "Hi"}))
     await asyncio.get_running_loop().run_in_executor(None, in_thread.wait, WAIT_S)
 
-    stopping = asyncio.ensure_future(shutdown.finish_runs(grace_s=0))
+    stopping = asyncio.ensure_future(owner.current().finish_runs(grace_s=0))
     communicator.future.cancel()
     await asyncio.sleep(0)  # the cancel reaches the consumer while the store call runs
     go_on.set()

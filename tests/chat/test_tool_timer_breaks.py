@@ -18,7 +18,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from agents.tool_calls import ToolTimer
-from chat.runs import cancel_local, create_run, start_run
+from chat import owner
+from chat.runs import create_run
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_cancel import run_state
 from tests.chat.test_consumer import make_conversation
@@ -59,7 +60,7 @@ async def cleanup_lookup(town: str) -> str:
 @tool
 async def stop_myself(town: str) -> str:
     """Press Stop on the run from inside its own tool call, then answer."""
-    assert cancel_local(RUN["id"])
+    assert owner.current().stop_local(RUN["id"])
     for _ in range(5):
         await asyncio.sleep(0)
     return f"{town}: done"
@@ -79,7 +80,7 @@ async def test_stop_still_works_after_a_tool_swallowed_its_time_out(
     _, conversation = await make_conversation()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
     RUN["id"] = run.pk
-    start_run(run.pk, listeners=[])
+    owner.current().start(run.pk, listeners=[])
     await wait_for_runs()
     status, _, _ = await run_state(run.pk)
     assert status == "cancelled"

@@ -18,11 +18,11 @@ from django.utils import timezone
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from chat import fragments, store
+from chat import fragments, owner, store
 from chat.export import COLUMNS, csv_lines, trace_rows
 from chat.models import AgentRun, Conversation, ModelPrice, RunStatus, StepKind, StepStatus
 from chat.pricing import ConversationUsage, cost_of, format_cost, price_for, summarise
-from chat.runs import cancel_local, create_run, start_run
+from chat.runs import create_run
 from chat.store.limits import runs_interrupt_stale
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_fragments import no_queries
@@ -257,9 +257,9 @@ async def test_a_stopped_run_keeps_the_tokens_of_the_turns_that_finished(
     ]  # fmt: skip
     conversation = await database_sync_to_async(Conversation.objects.create)()
     run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
-    start_run(run.pk, listeners=[])
+    owner.current().start(run.pk, listeners=[])
     await asyncio.wait_for(HANGING["started"].wait(), WAIT_S)
-    assert cancel_local(run.pk)
+    assert owner.current().stop_local(run.pk)
     await wait_for_runs()
     run = await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)
     assert run.status == RunStatus.CANCELLED

@@ -359,3 +359,54 @@ def test_a_decision_in_one_process_admin_resumes_the_run_in_the_other(two_server
 
     assert asyncio.run(converse()) == "succeeded"
     assert approved_and_run(conversation_id).decided_by_name == "reviewer"
+
+
+def wait_for_status(run_id: int, wanted: str, what: str) -> AgentRun:
+    """Poll the run's row until its status is ``wanted`` (nothing else moves it here)."""
+    import time
+
+    deadline = time.monotonic() + WAIT_S
+    while (run := AgentRun.objects.get(pk=run_id)).status != wanted:
+        assert time.monotonic() < deadline, f"{what}: still {run.status} after {WAIT_S:g} s"
+        time.sleep(0.05)
+    return run
+
+
+def test_servers_that_start_after_a_decision_resume_the_run_with_no_page_open(two_servers):
+    """An operator's morning: the run waited, both servers stopped, staff approved the
+    call meanwhile (no server to tell). The servers start and nobody opens a chat page:
+    their run owners' sweep, which starts with the process, resumes the run."""
+    from django.contrib.auth.models import User
+
+    from agents.approvals import Outcome
+    from chat import store
+
+    env = {"AGENT_TOOL_POLICIES": "check_bnb_availability=ask", "AGENT_HEARTBEAT_S": "0.5",
+           "AGENT_STALE_AFTER_S": "60", "AGENT_SHUTDOWN_GRACE_S": "0"}  # fmt: skip
+    a, b = two_servers(**env)
+    conversation_id, cookie = new_conversation(a)
+
+    async def ask() -> None:
+        tab = Tab()
+        async with open_socket(b, conversation_id, cookie) as ws_b:
+            reader = asyncio.create_task(tab.read(ws_b))
+            try:
+                await ws_b.send(json.dumps({"content": TRAVEL}))
+                await tab.wait_for(WAITING, "the run waiting for approval, on B")
+            finally:
+                await stop([reader])
+
+    asyncio.run(ask())
+    for server in (a, b):
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(WAIT_S)
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    approval = run.approvals.get()
+    store.approval_decide(conversation_id=conversation_id, step_id=approval.step_id,
+                          outcome=Outcome.APPROVED, at=run.paused_at,
+                          by=User.objects.create_user("reviewer", is_staff=True))  # fmt: skip
+    assert AgentRun.objects.get(pk=run.pk).status == "waiting"
+
+    two_servers(**env)  # no request, no socket: only their start
+    wait_for_status(run.pk, "succeeded", "the decided run after the servers started")
+    approved_and_run(conversation_id)

@@ -33,8 +33,9 @@ from chat.forms import StrategyForm
 from chat.live import GroupPublisher
 from chat.management.pipes import silence_stdout
 from chat.models import TOOL_CHOICE_AUTO, AgentRun, Conversation, Strategy
+from chat.owner import RunOwner
 from chat.recorder import Update
-from chat.runs import Listener, create_run, execute_run
+from chat.runs import Listener, create_run
 from chat.validation import MessageError, clean_message
 
 RESULT_PREVIEW_CHARS = 600
@@ -289,7 +290,16 @@ class Command(BaseCommand):
         if publisher is not None:
             await publisher.publish(started)
             listeners.append(publisher)
-        return await execute_run(run_id, listeners=listeners)
+        # This process's own run owner (no sweep: it lives for one run), so a Stop from a
+        # page reaches it through the layer.
+        owner = RunOwner(get_channel_layer(), sweep=False)
+        owner.open()
+        try:
+            finished = await owner.start(run_id, listeners=listeners)
+        finally:
+            await owner.close()
+        assert finished is not None
+        return finished
 
     def _conversation(self, options: dict[str, Any]) -> Conversation:
         if options["conversation"] is not None:

@@ -1,0 +1,421 @@
+"""The run owner: the one place a process starts, stops, resumes and sweeps runs.
+
+Each process that runs agents has one :class:`RunOwner`. It holds its runs' tasks and
+their heartbeats, and is addressed directly: it listens on a channel of its own, which
+every run it takes records (``AgentRun.owner_channel``), so a Stop sent from any process
+reaches it whether or not a page of that conversation is open there; and it joins
+:data:`OWNERS_GROUP`, through which a decision taken anywhere (a socket, the admin) asks
+every owner to resume the run it made ready: the first to claim it does. Its background
+work starts with the process (Daphne's reactor, :func:`install`), not with a socket:
+every ``AGENT_HEARTBEAT_S`` it marks runs of dead processes interrupted, expires
+approvals past their time and resumes the runs ready to go on. On a graceful stop it lets
+its runs finish for a while and ends the rest (:meth:`RunOwner.finish_runs`).
+
+Consumers, views, the admin and ``ask`` only talk to it: :meth:`RunOwner.start`,
+:func:`request_stop`, :func:`decisions_taken`. A channel message that is lost (a process
+gone, Redis' pub/sub with nobody subscribed) costs time, not correctness: a run's
+heartbeat finds a stop request in the database, and the sweep finds ready runs.
+The pattern is Channels' worker: a named consumer of messages beside the sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from agents.events import RunStatus, utcnow
+from chat import store
+from chat.live import GroupPublisher, interrupt_stale_runs, publish_each
+from chat.models import AgentRun
+from chat.runs import (
+    SWALLOWED_AFTER_S,
+    Listener,
+    LocalRun,
+    execute_run,
+    finish_if_running,
+    stop_paused_if_asked,
+    through_cancels,
+)
+
+logger = logging.getLogger(__name__)
+
+OWNERS_GROUP = "chat-run-owners"
+"""The channel-layer group every process's run owner joins."""
+
+STOP_MESSAGE_TYPE = "run.stop"  # {"run_id": N}: to the run's owner_channel
+RESUME_MESSAGE_TYPE = "run.resume"  # {"run_ids": [N, ...]}: to OWNERS_GROUP
+
+# Seconds the cancelled runs of a stopping process get to record their end.
+RECORD_TIMEOUT_S = 10.0
+STOPPING = "the server is stopping"
+
+
+class StopOutcome(enum.Enum):
+    """What :func:`request_stop` found and did."""
+
+    INTERRUPTED = "interrupted"  # the run's process was dead: marked interrupted
+    STOPPED_WAITING = "stopped_waiting"  # a run waiting for decisions: ended here
+    REQUESTED = "requested"  # a running run: its owner was told (and its heartbeat checks)
+    NOTHING = "nothing"  # no run of the conversation is going
+
+
+class RunOwner:
+    """The runs of one process, and the background work that keeps every run moving.
+
+    ``sweep`` off (``ask``, a process that lives for one run) leaves the sweep to the
+    servers; the owner still listens for Stop. Methods are called in the owner's event
+    loop; :func:`current` gives the process's owner there.
+    """
+
+    def __init__(self, layer: Any, *, sweep: bool = True) -> None:
+        self.layer = layer
+        self.sweep = sweep
+        self.loop = asyncio.get_running_loop()
+        self._runs: dict[int, LocalRun] = {}
+        self._channel: asyncio.Future[str] = self.loop.create_future()
+        self._background: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Start listening on the owner's channel and, with ``sweep``, sweeping (once)."""
+        if self._background:
+            return
+        self._background.append(self.loop.create_task(self._listen(), name="run-owner"))
+        if self.sweep:
+            self._background.append(self.loop.create_task(self._sweep(), name="run-sweep"))
+
+    @property
+    def closed(self) -> bool:
+        """True once its event loop is closed (a test's, a command's)."""
+        return self.loop.is_closed()
+
+    async def close(self) -> None:
+        """Stop the background work (not the runs: see :meth:`finish_runs`)."""
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self._channel.done() and not self._channel.cancelled():
+            try:
+                await self.layer.group_discard(OWNERS_GROUP, self._channel.result())
+            except Exception:
+                logger.exception("run owner: leaving %s failed", OWNERS_GROUP)
+
+    async def channel(self) -> str:
+        """Return this owner's channel name, once the layer has given it one."""
+        self.open()
+        return await asyncio.shield(self._channel)
+
+    async def _listen(self) -> None:
+        try:
+            name = await self.layer.new_channel(prefix="run-owner.")
+            await self.layer.group_add(OWNERS_GROUP, name)
+        except BaseException as exc:
+            if not self._channel.done():
+                self._channel.set_exception(exc)
+            raise
+        self._channel.set_result(name)
+        while True:
+            try:
+                message = await self.layer.receive(name)
+            except Exception:  # the layer's server went away: it reconnects
+                logger.exception("run owner: receiving failed")
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self._handle(message)
+            except Exception:
+                logger.exception("run owner: handling %r failed", message.get("type"))
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        match message:
+            case {"type": "run.stop", "run_id": int(run_id)}:
+                self.stop_local(run_id, reason="a Stop")
+            case {"type": "run.resume", "run_ids": list(run_ids)}:
+                await self.resume_ready([int(run_id) for run_id in run_ids])
+            case _:
+                logger.warning("run owner: message of unknown shape dropped: %r", message)
+
+    async def _sweep(self) -> None:
+        """Every ``AGENT_HEARTBEAT_S``: runs of dead processes marked interrupted (and
+        their pages told), approvals past their time expired, ready runs resumed."""
+        while True:
+            await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
+            try:
+                # Again each time: a layer forgets a group's member after its group_expiry.
+                await self.layer.group_add(OWNERS_GROUP, await self.channel())
+            except Exception:
+                logger.exception("run owner: joining %s failed", OWNERS_GROUP)
+            try:
+                interrupted = await database_sync_to_async(interrupt_stale_runs)(now=utcnow())
+                await publish_each(self.layer, interrupted)
+            except Exception:
+                logger.exception("sweeping stale runs failed")
+            try:
+                await self.sweep_approvals()
+            except Exception:
+                logger.exception("sweeping approvals failed")
+
+    # -- runs -----------------------------------------------------------------------
+
+    def start(
+        self, run_id: int, *, listeners: Sequence[Listener] = (), resume: bool = False
+    ) -> asyncio.Task[AgentRun | None]:
+        """Run the stored run ``run_id`` in a task of this process; return the task.
+
+        Each event goes to ``listeners`` (for a resumed run: its conversation's group).
+        The run records this owner's channel. It has a heartbeat until it ends; a run
+        left waiting for decisions that all came meanwhile is resumed at once.
+        """
+        local: LocalRun
+
+        async def owned() -> AgentRun | None:
+            try:
+                channel = await self.channel()
+            except Exception:
+                logger.exception("run %s: its owner has no channel", run_id)
+                channel = ""
+            heartbeat = self.loop.create_task(self._heartbeat(local))
+            try:
+                finished = await execute_run(run_id, listeners=listeners, resume=resume,
+                                             local=local, owner_channel=channel)  # fmt: skip
+            except asyncio.CancelledError:
+                if local.ending:
+                    return None  # execute_run recorded the cancel
+                # Cancelled before execute_run could record it (in its first database
+                # calls): end it here, or it would look running until it went stale.
+                local.ending = True
+                await through_cancels(asyncio.ensure_future(finish_if_running(run_id, listeners)))
+                return None
+            finally:
+                heartbeat.cancel()
+            if finished.status == RunStatus.WAITING:
+                # Decisions that came while the turn's other calls ran found it not
+                # paused yet, and left its resuming to whoever finds it ready: here.
+                try:
+                    await self.resume_ready([run_id])
+                except asyncio.CancelledError:
+                    # Cancelled once paused (a server stopping): the run belongs to its
+                    # rows now; only a Stop that came meanwhile ends it.
+                    local.ending = True
+                    await through_cancels(asyncio.ensure_future(
+                        stop_paused_if_asked(run_id, finished.conversation_id, listeners)
+                    ))  # fmt: skip
+                    return None
+            return finished
+
+        task = self.loop.create_task(owned(), name=f"agent-run-{run_id}")
+        local = self._runs[run_id] = LocalRun(run_id, task)
+
+        def forget(_: asyncio.Task[AgentRun | None]) -> None:
+            # Only this task's entry: a run resumed by its own task has a new one by then.
+            if self._runs.get(run_id) is local:
+                del self._runs[run_id]
+
+        task.add_done_callback(forget)
+        return task
+
+    async def _heartbeat(self, local: LocalRun) -> None:
+        """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` while its task runs; stop
+        it when a beat finds a stop request that no message brought (and again, if a
+        beat after its cancel finds it still going: the cancel was swallowed)."""
+        while not local.task.done():
+            await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
+            try:
+                stop = await database_sync_to_async(store.run_beat)(
+                    run_id=local.run_id, at=utcnow()
+                )
+            except Exception:
+                logger.exception("run %s: heartbeat failed", local.run_id)
+                continue
+            if stop:
+                local.stop("its stop request, seen by its heartbeat")
+
+    def stop_local(self, run_id: int, *, reason: str = "a Stop") -> bool:
+        """Cancel run ``run_id`` if this owner runs it; return whether it does.
+
+        The run ends as ``cancelled`` with its steps so far kept; one still going
+        :data:`chat.runs.SWALLOWED_AFTER_S` after an earlier cancel is cancelled again
+        (:meth:`chat.runs.LocalRun.stop`). ``reason`` is for the log.
+        """
+        local = self._runs.get(run_id)
+        if local is None or local.task.done():
+            return False
+        local.stop(reason)
+        return True
+
+    def running(self) -> dict[int, asyncio.Task[AgentRun | None]]:
+        """Return the run tasks this owner runs, by run id (a copy, without ended ones)."""
+        return {run_id: local.task for run_id, local in self._runs.items() if not local.task.done()}
+
+    async def resume_ready(self, run_ids: Sequence[int]) -> list[int]:
+        """Resume each run of ``run_ids`` whose calls are all decided, if this owner
+        claims it first (:func:`chat.store.run_claim_resume`); return the ids it resumed.
+        A resumed run's events go to its conversation's group."""
+        resumed = []
+        for run_id in run_ids:
+            conversation_id = await database_sync_to_async(store.run_claim_resume)(
+                run_id=run_id, at=utcnow()
+            )
+            if conversation_id is None:
+                continue
+            self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)],
+                       resume=True)  # fmt: skip
+            resumed.append(run_id)
+        return resumed
+
+    async def sweep_approvals(self) -> list[int]:
+        """Expire approvals past their time and resume every run ready to go on that this
+        owner claims first; return the ids it resumed."""
+        ready = await database_sync_to_async(_expire_and_find_ready)(now=utcnow())
+        return await self.resume_ready(ready)
+
+    async def finish_runs(
+        self, *, grace_s: float, record_s: float = RECORD_TIMEOUT_S
+    ) -> tuple[int, int]:
+        """Wait up to ``grace_s`` seconds for this owner's runs, then cancel the rest.
+
+        Each cancelled run records its end as ``cancelled`` ("the server stopped it");
+        this waits up to ``record_s`` seconds for those writes, cancelling again any run
+        that swallowed its cancel. Returns ``(finished, cancelled)``: how many runs ended
+        on their own within the grace, how many were cut. The idea is Gunicorn's
+        graceful timeout and Celery's warm shutdown.
+        """
+        runs = self.running()
+        if not runs:
+            return 0, 0
+        logger.info("stopping: waiting up to %g s for %d run(s)", grace_s, len(runs))
+        done: set[asyncio.Task[Any]] = set()
+        pending: set[asyncio.Task[Any]] = set(runs.values())
+        if grace_s > 0:
+            done, pending = await asyncio.wait(pending, timeout=grace_s)
+        cut = len(pending)
+        if pending:
+            logger.warning("stopping: cancelling %d run(s) still going after %g s", cut, grace_s)
+        until = self.loop.time() + record_s
+        while pending and (left := until - self.loop.time()) > 0:
+            for run_id, task in runs.items():
+                if task in pending:
+                    self.stop_local(run_id, reason=STOPPING)
+            _, pending = await asyncio.wait(pending, timeout=min(left, SWALLOWED_AFTER_S))
+        return len(done), cut
+
+
+def _expire_and_find_ready(*, now: Any) -> list[int]:
+    """Expire the approvals past their time; return the runs ready to resume (sync)."""
+    store.approvals_expire(now=now)
+    return store.runs_ready()
+
+
+_current: RunOwner | None = None
+
+
+def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
+    """Return the run tasks of this event loop's owner (none if it has none yet)."""
+    owner = _current
+    if owner is None or owner.loop is not asyncio.get_running_loop():
+        return set()
+    return set(owner.running().values())
+
+
+def current() -> RunOwner:
+    """Return this process's run owner, opening one in the running event loop if it has
+    none there (the first use in a test's or a command's loop; Daphne opens it at start)."""
+    global _current
+    if _current is None or _current.loop is not asyncio.get_running_loop() or _current.closed:
+        _current = RunOwner(get_channel_layer())
+        _current.open()
+    return _current
+
+
+async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
+    """Stop the conversation's run, wherever it runs; tell its pages what changed.
+
+    A run of a dead process is marked interrupted; a run waiting for decisions has no
+    task, so its cancelled end is recorded here; a running run gets a stop request in
+    the database and a message to its owner's channel (its heartbeat finds the request
+    if the message is lost).
+    """
+    interrupted = await database_sync_to_async(interrupt_stale_runs)(
+        conversation_id=conversation_id, now=utcnow()
+    )
+    if interrupted:
+        await publish_each(layer, interrupted)
+        return StopOutcome.INTERRUPTED
+    waiting = await database_sync_to_async(store.run_stop_waiting)(
+        conversation_id=conversation_id, at=utcnow()
+    )
+    if waiting is not None:
+        await finish_if_running(waiting.pk, [GroupPublisher(layer, conversation_id)])
+        return StopOutcome.STOPPED_WAITING
+    run = await database_sync_to_async(store.run_request_cancel)(
+        conversation_id=conversation_id, at=utcnow()
+    )
+    if run is None:
+        return StopOutcome.NOTHING
+    if run.owner_channel:
+        await layer.send(run.owner_channel, {"type": STOP_MESSAGE_TYPE, "run_id": run.pk})
+    return StopOutcome.REQUESTED
+
+
+def request_stop_sync(conversation_id: int) -> StopOutcome:
+    """Like :func:`request_stop`, from sync code (views), on the default layer."""
+    return async_to_sync(request_stop)(get_channel_layer(), conversation_id)
+
+
+async def decisions_taken(layer: Any, run_ids: Sequence[int]) -> None:
+    """Ask every process's owner to resume the runs of ``run_ids`` now ready; the first
+    to claim each resumes it. Nothing listening (no server runs): the sweep of the
+    next server to start does."""
+    if run_ids:
+        await layer.group_send(
+            OWNERS_GROUP, {"type": RESUME_MESSAGE_TYPE, "run_ids": list(run_ids)}
+        )
+
+
+def decisions_taken_sync(run_ids: Sequence[int]) -> None:
+    """Like :func:`decisions_taken`, from sync code (the admin), on the default layer."""
+    if run_ids:
+        async_to_sync(decisions_taken)(get_channel_layer(), run_ids)
+
+
+def install() -> bool:
+    """Open the run owner when Daphne's reactor starts, and, with
+    ``AGENT_GRACEFUL_SHUTDOWN``, finish its runs before the reactor stops; return
+    whether a reactor was there (not in ``manage.py`` commands or the tests)."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None:
+        return False
+    # Startup triggers fire before the asyncio loop runs; callLater(0) runs inside it.
+    reactor.callWhenRunning(lambda: reactor.callLater(0, current))
+    if settings.AGENT_GRACEFUL_SHUTDOWN:
+        reactor.addSystemEventTrigger("before", "shutdown", _before_shutdown, reactor)
+    return True
+
+
+def _before_shutdown(reactor: Any) -> Any:
+    """Stop listening and finish the runs; return a Deferred Twisted waits for.
+
+    Listening stops first, so the proxy sends new connections to another process.
+    """
+    from twisted.internet import defer, tcp
+
+    for reader in list(reactor.getReaders()):
+        if isinstance(reader, tcp.Port):
+            reader.stopListening()
+    owner = _current
+    if owner is None:
+        return None
+    future = asyncio.ensure_future(owner.finish_runs(grace_s=settings.AGENT_SHUTDOWN_GRACE_S))
+    deferred = defer.Deferred.fromFuture(future)
+    deferred.addErrback(lambda failure: logger.error("graceful stop failed: %s", failure))
+    return deferred
