@@ -179,25 +179,24 @@ class RunOwner:
         local: LocalRun
 
         async def owned() -> AgentRun | None:
+            heartbeat: asyncio.Task[None] | None = None
             try:
-                channel = await self.channel()
-            except Exception:
-                logger.exception("run %s: its owner has no channel", run_id)
-                channel = ""
-            heartbeat = self.loop.create_task(self._heartbeat(local))
-            try:
+                channel = await self._channel_for(run_id)
+                heartbeat = self.loop.create_task(self._heartbeat(local))
                 finished = await execute_run(run_id, listeners=listeners, resume=resume,
                                              local=local, owner_channel=channel)  # fmt: skip
             except asyncio.CancelledError:
                 if local.ending:
                     return None  # execute_run recorded the cancel
-                # Cancelled before execute_run could record it (in its first database
-                # calls): end it here, or it would look running until it went stale.
+                # Cancelled before execute_run could record it (waiting for the channel,
+                # in its first database calls): end it here, or it would look running
+                # until it went stale.
                 local.ending = True
                 await through_cancels(asyncio.ensure_future(finish_if_running(run_id, listeners)))
                 return None
             finally:
-                heartbeat.cancel()
+                if heartbeat is not None:
+                    heartbeat.cancel()
             if finished.status == RunStatus.WAITING:
                 # Decisions that came while the turn's other calls ran found it not
                 # paused yet, and left its resuming to whoever finds it ready: here.
@@ -223,6 +222,15 @@ class RunOwner:
 
         task.add_done_callback(forget)
         return task
+
+    async def _channel_for(self, run_id: int) -> str:
+        """Return the owner's channel for a run to record; blank (logged) if the layer
+        could not give one: the run goes on, stopped by its heartbeat alone."""
+        try:
+            return await self.channel()
+        except Exception:
+            logger.exception("run %s: its owner has no channel", run_id)
+            return ""
 
     async def _heartbeat(self, local: LocalRun) -> None:
         """Write the run's heartbeat every ``AGENT_HEARTBEAT_S`` while its task runs; stop

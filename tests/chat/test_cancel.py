@@ -14,7 +14,6 @@ from langchain_core.tools import tool
 from agents.events import utcnow
 from chat import owner, store
 from chat.consumers import NOTHING_TO_STOP
-from chat.live import group_name
 from chat.models import AgentRun
 from chat.owner import running_tasks
 from chat.runs import (
@@ -145,10 +144,12 @@ async def test_stop_with_nothing_running_says_so_and_the_socket_stays_usable(scr
     await communicator.disconnect()
 
 
-async def test_a_stop_sent_to_the_group_cancels_the_run_in_the_process_running_it(
-    scripted_model, slow_tools
+async def test_a_stop_sent_to_the_runs_owner_cancels_the_run_in_the_process_running_it(
+    scripted_model, slow_tools, settings
 ):
-    """The path a stop takes when the tab is connected to another server process."""
+    """The path a stop takes when the tab is connected to another server process: that
+    process sends it to the channel of the owner the run records."""
+    settings.AGENT_HEARTBEAT_S = 3600  # nothing but the message can stop it
     scripted_model.script = [
         AIMessage("", tool_calls=[tool_call("slow_lookup", {"town": "Suzhou"}, "c1")]),
     ]
@@ -161,9 +162,7 @@ async def test_a_stop_sent_to_the_group_cancels_the_run_in_the_process_running_i
     await database_sync_to_async(store.run_request_cancel)(
         conversation_id=conversation.pk, at=utcnow()
     )
-    await get_channel_layer().group_send(
-        group_name(conversation.pk), {"type": "run.cancel", "run_id": run.pk}
-    )
+    await get_channel_layer().send(run.owner_channel, {"type": "run.stop", "run_id": run.pk})
     await receive_until_finished(watcher)
     await wait_for_runs()
     await watcher.disconnect()
