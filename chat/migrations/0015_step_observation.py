@@ -6,7 +6,7 @@ class Migration(migrations.Migration):
     recorded): it is not rebuilt from settings that may have changed since."""
 
     dependencies = [
-        ("chat", "0014_agents"),
+        ("chat", "0015_run_owner_channel"),
     ]
 
     operations = [
