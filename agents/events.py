@@ -184,13 +184,14 @@ class ToolCallFinished:
     """A tool call ended.
 
     ``result`` is the full result text (JSON for structured output) on success, or the
-    error observation on failure; ``observation`` is what the model sees (clipped to the
-    runtime's limit); ``error`` is ``"ExceptionClass: message"`` when it failed and
-    ``error_type`` that class's name (``ValidationError``, ``TimeoutError``,
-    ``UnknownTool``...; a format error's is in :data:`FORMAT_ERROR_TYPES`: no tool ran).
-    ``started_at`` and ``at`` are when the tool was invoked and when it returned (for a
-    call that never ran, both are when it was reported; None only from a producer that
-    did not measure).
+    error observation on failure; ``observation`` is the ToolMessage content the model is
+    given (clipped at ``max_observation_chars``, after a note when a person edited the
+    arguments), stored as the audit's record of what it saw; ``error`` is
+    ``"ExceptionClass: message"`` when it failed and ``error_type`` that class's name
+    (``ValidationError``, ``TimeoutError``, ``UnknownTool``...; a format error's is in
+    :data:`FORMAT_ERROR_TYPES`: no tool ran). ``started_at`` and ``at`` are when the tool
+    was invoked and when it returned (for a call that never ran, both are when it was
+    reported; None only from a producer that did not measure).
 
     ``result`` and ``observation`` are always text, never empty and never base64 (see
     :mod:`agents.tool_output`). ``blocks``: the tool's content blocks when any was more

@@ -32,8 +32,9 @@ Tool calls that ran and failed (an unknown tool, bad arguments, a tool error) st
 went wrong is data the next answer may need ("the B&B site was down"). A call with no
 result (its run was cancelled or interrupted while it ran) is closed with an error
 observation saying so, so every ``tool_call`` of an ``AIMessage`` has exactly one
-``ToolMessage``. Observations are clipped to the run limits' ``max_observation_chars``
-as :func:`agents.tool_calls.clip` clipped them, as they were when the model first read them.
+``ToolMessage``. A call's observation is the one stored when the model first read it
+(:attr:`CallRecord.observation`); for a call stored without it, the result clipped to the
+run limits' ``max_observation_chars`` as :func:`agents.tool_calls.clip` clips it.
 
 A run that ended without an answer (failed, cancelled, iteration limit, interrupted) is
 closed with an assistant message saying so (:data:`NO_ANSWER`), worded as a note from
@@ -120,7 +121,8 @@ class CallRecord:
     exception class (a format error's marks a call that never ran); ``log`` the text a
     text strategy parsed the call from; ``result_chars`` the length of the whole stored
     result when ``result`` holds only its beginning (loaded cut to what the model can be
-    shown), else 0.
+    shown), else 0; ``observation`` what the model was given for it, as stored when it
+    read it (None: not recorded, so it is made again from ``result``).
     """
 
     iteration: int
@@ -132,6 +134,7 @@ class CallRecord:
     error_type: str = ""
     log: str = ""
     result_chars: int = 0
+    observation: str | None = None
 
     @property
     def is_format_error(self) -> bool:
@@ -289,7 +292,7 @@ def _observation(call: CallRecord, max_observation_chars: int) -> ToolMessage:
     if call.is_unfinished:
         content, status = UNFINISHED_CALL, StepStatus.ERROR
     else:
-        content = _clip(call, max_observation_chars)
+        content = call.observation if call.observation else _clip(call, max_observation_chars)
         status = StepStatus.ERROR if call.status == StepStatus.ERROR else StepStatus.SUCCESS
     return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=call.name,
                        status=status.value)  # fmt: skip

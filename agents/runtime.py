@@ -278,7 +278,8 @@ async def run(
                 yield ended(RunStatus.TIME_LIMIT, resume.iteration, clock.reason())
                 return
             batch = ToolCallBatch(resume.to_run(), by_name, iteration=resume.iteration,
-                                  limits=limits.tools_within(clock), timer=timer)  # fmt: skip
+                                  limits=limits.tools_within(clock), timer=timer,
+                                  notes=_edited_notes(resume))  # fmt: skip
             call_events = batch.run()
             try:
                 async for event in call_events:
@@ -432,20 +433,24 @@ async def run(
         deadline.cancel()
 
 
+def _edited_notes(resume: Resume) -> dict[str, str]:
+    """Return the note put before the observation of each held call a person approved
+    with other arguments, by ``tool_call_id``."""
+    return {
+        call_id: edited_note(decision.args)
+        for call_id, decision in resume.decisions.items()
+        if decision.approved and decision.args is not None
+    }
+
+
 def _resumed_turn(resume: Resume, batch: ToolCallBatch) -> list[IntermediateStep]:
     """Return the paused turn's ``(action, observation)`` pairs with the held calls'
-    placeholders replaced by what they gave; a call run with a person's arguments has
-    a note saying so before its result."""
+    placeholders replaced by what they gave (a call run with a person's arguments has
+    a note saying so before its result: :func:`_edited_notes`)."""
     turn: list[IntermediateStep] = []
     for action, observation in resume.turn:
-        decision = resume.decisions.get(action.tool_call_id)
-        if decision is not None:
+        if action.tool_call_id in resume.decisions:
             observation = batch.observations[action.tool_call_id]
-            if decision.approved and decision.args is not None:
-                note = edited_note(decision.args)
-                observation = observation.model_copy(
-                    update={"content": f"{note}\n{observation.content}"}
-                )
         turn.append((action, observation))
     return turn
 

@@ -306,15 +306,18 @@ class ToolCallBatch:
     """The actions of the ``iteration``-th model turn, run with ``tools``.
 
     ``held``: the ``tool_call_id`` of actions waiting for a person's decision
-    (:mod:`agents.approvals`): announced, not run. After :meth:`run` has run to its end,
-    :meth:`intermediate_steps` pairs every other action with its observation (a
-    ToolMessage paired by ``tool_call_id``), in the order the model asked, whatever order
-    the calls finished in.
+    (:mod:`agents.approvals`): announced, not run. ``notes``: by ``tool_call_id``, a line
+    put before a call's observation (a person's edit of its arguments,
+    :func:`agents.approvals.edited_note`), in the ToolMessage and on its event alike.
+    After :meth:`run` has run to its end, :meth:`intermediate_steps` pairs every other
+    action with its observation (a ToolMessage paired by ``tool_call_id``), in the order
+    the model asked, whatever order the calls finished in.
     """
 
     def __init__(self, actions: Sequence[ToolAgentAction], tools: Mapping[str, BaseTool], *,
                  iteration: int, limits: ToolLimits, held: Collection[str] = frozenset(),
-                 timer: ToolTimer | None = None) -> None:  # fmt: skip
+                 timer: ToolTimer | None = None,
+                 notes: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.actions = list(actions)
         self.held_ids = frozenset(held)
         reported = [action for action in actions if action.tool_call_id not in held]
@@ -325,6 +328,7 @@ class ToolCallBatch:
         self.iteration = iteration
         self.limits = limits
         self.timer = timer  # for a lone call awaited in place (see ToolTimer)
+        self.notes = notes or {}
         self.observations: dict[str, ToolMessage] = {}
         # Each call's end event by ``tool_call_id``, as :meth:`run` yields them.
         self.finished: dict[str, ToolCallFinished] = {}
@@ -398,6 +402,9 @@ class ToolCallBatch:
                   ) -> ToolCallFinished:  # fmt: skip
         limits = self.limits
         observation = clip(outcome.result, limits.max_observation_chars)
+        note = self.notes.get(call["id"])
+        if note:
+            observation = f"{note}\n{observation}"
         result = clip(outcome.result, max(limits.max_result_chars, limits.max_observation_chars))
         self.observations[call["id"]] = ToolMessage(
             content=observation, tool_call_id=call["id"], name=call["name"],

@@ -43,6 +43,7 @@ from chat.models import (
     ModelPrice,
     StepKind,
 )
+from chat.presenters import RunPresenter
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 
@@ -81,9 +82,8 @@ class AgentStepInline(ReadOnlyInline):
     ordering = ("ordinal",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
-        """Return the steps with their run: a card reads it (a tool call's labels), which
-        was one query per step, 157 for a run of 200 steps (bench/growth.py); and with the
-        decision on each call held for approval, which a held call's card shows."""
+        """Return the steps with their run (a card's labels read it) and the decision on
+        each call held for approval (a held call's card shows it): no query per step."""
         return super().get_queryset(request).select_related("run", "approval")
 
 
@@ -346,7 +346,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         token counts (see chat.pricing)."""
         if run.is_running:
             return "–"
-        return run.cost_label or "unknown"
+        return RunPresenter(run).cost_label or "unknown"
 
     @admin.display(description="status", ordering="status")
     def status_shown(self, run: AgentRun) -> SafeString | str:
@@ -355,7 +355,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             return format_html(
                 '<span class="trace-warn" style="background: var(--message-warning-bg); '
                 'padding: 0 4px; border-radius: 3px">{}</span>',
-                run.status_label,
+                RunPresenter(run).status_label,
             )
         return run.get_status_display()
 

@@ -191,14 +191,19 @@ def agent_limits(limits: RunLimits, agent: AgentDefinition) -> RunLimits:
 
 
 def limits_audit(limits: RunLimits) -> dict[str, Any]:
-    """Return the limits a run ran under, as its snapshot records them."""
+    """Return the limits a run ran under, as its snapshot records them (a callable
+    ``trim_intermediate_steps`` as ``"callable"``)."""
+    trim = limits.trim_intermediate_steps
     return {
         "max_iterations": limits.max_iterations,
         "max_execution_time_s": limits.max_execution_time_s or 0,
         "tool_timeout_s": limits.tool_timeout_s,
         "model_timeout_s": limits.model_timeout_s,
         "max_observation_chars": limits.max_observation_chars,
+        "max_result_chars": limits.max_result_chars,
         "early_stopping_method": limits.early_stopping_method,
+        "max_repeated_failures": limits.max_repeated_failures,
+        "trim_intermediate_steps": "callable" if callable(trim) else trim,
         "max_run_tokens": limits.budget.max_tokens,
         "max_run_cost": str(limits.budget.max_cost),
     }

@@ -77,6 +77,7 @@ COLUMNS: tuple[str, ...] = (
     "artifact",
     "agent",
     "agent_snapshot",
+    "observation",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -254,7 +255,8 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
         cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
         artifact = _arguments(step.artifact) if step is not None else ""
         agent = [run.agent_key, digests.get(run.snapshot_id, "")]
-        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent]
+        observation = _text(step.observation) if step is not None else ""
+        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent, observation]
 
 
 class _Echo:

@@ -98,7 +98,7 @@ def text_delta(step_id: int, text: str, offset: int | None = None, *, target: st
     whole-text snapshot.
 
     Written with :func:`html.escape` rather than ``format_html`` (the same output): it
-    runs for every streamed token, a hundred and more a run (bench/load.py --profile).
+    runs for every streamed token.
     Raises ``ValueError`` for another ``target``.
     """
     if target not in ("text", "reasoning"):

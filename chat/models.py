@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
@@ -18,7 +19,6 @@ from agents.events import RunStatus as RunStatusEnum
 from agents.events import StepStatus as StepStatusEnum
 from agents.events import is_format_error
 from agents.providers import ProviderEntry, find_provider
-from chat.display import RunDisplay, StepDisplay, arguments_json
 from chat.pricing import ConversationUsage
 
 
@@ -190,7 +190,7 @@ class AgentSnapshot(models.Model):
         return f"{self.content.get('agent', {}).get('name', '?')} {self.digest[:12]}"
 
 
-class AgentRun(RunDisplay, models.Model):
+class AgentRun(models.Model):
     """One agent run: a user message in, steps, then a final status and output."""
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
@@ -343,17 +343,20 @@ class AgentRun(RunDisplay, models.Model):
         return [step for step in self.steps.all() if step.is_model_turn]
 
 
-class AgentStep(StepDisplay, models.Model):
+class AgentStep(models.Model):
     """One step of a run: a model turn, or a tool call that turn asked for.
 
     Tool calls share their model turn's ``iteration``. For a model turn, ``text`` is what
     the model wrote (streamed), ``result`` its final answer when the turn ended the run
     (for a text strategy, the part after ``Final Answer:`` or the like) and ``raw`` the
     whole AIMessage. For a tool call, ``arguments`` is the call's JSON arguments (a string
-    when the model sent text or unparseable arguments), ``result`` the observation the
-    model was sent (ToolMessage content, or the error: always text, images as notes),
-    ``result_blocks`` the content blocks when any was an image or a file, ``artifact``
-    what a ``content_and_artifact`` tool kept beside its content, and ``text`` the log:
+    when the model sent text or unparseable arguments), ``result`` what the call gave
+    (ToolMessage content up to ``AGENT_MAX_RESULT_CHARS``, or the error: always text,
+    images as notes), ``result_blocks`` the content blocks when any was an image or a
+    file, ``artifact`` what a ``content_and_artifact`` tool kept beside its content,
+    ``observation`` what the model was given as the call's ToolMessage content (clipped at
+    the run's ``max_observation_chars``, a person's edit noted; None: not recorded, for
+    rows stored before it was kept and calls the run's end closed), and ``text`` the log:
     the model text a text strategy parsed the call from. A failed step has ``error``
     (``"ExceptionClass: message"``) and ``error_type`` (the class's name; empty for a step
     the run's end closed); see :data:`agents.events.FORMAT_ERROR_TYPES`.
@@ -375,6 +378,9 @@ class AgentStep(StepDisplay, models.Model):
     # sent to the model; null for none.
     result_blocks = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
     artifact = models.JSONField(null=True, blank=True, encoder=UnicodeJSONEncoder)
+    # What the model was given for a tool call (its ToolMessage content): None when not
+    # recorded, never guessed from today's settings.
+    observation = models.TextField(null=True, blank=True)
     error = models.TextField(blank=True)
     # A database default too, so rows inserted by raw SQL (bench/tracedata.py) get one.
     error_type = models.CharField(max_length=100, blank=True, default="", db_default="",
@@ -423,6 +429,20 @@ class AgentStep(StepDisplay, models.Model):
     def is_error(self) -> bool:
         """Return True for a step that failed (its ``error`` says how)."""
         return self.status == StepStatus.ERROR
+
+    @property
+    def is_pending(self) -> bool:
+        """Return True for a tool call held for a person's approval (not run yet)."""
+        return self.status == StepStatus.PENDING
+
+    @property
+    def held(self) -> Approval | None:
+        """Return the approval this tool call waited for, or None if it was not held
+        (loaded with the step by every loader of cards: no query)."""
+        try:
+            return self.approval  # type: ignore[attr-defined]
+        except ObjectDoesNotExist:
+            return None
 
     @property
     def is_answer(self) -> bool:
@@ -610,8 +630,3 @@ class Approval(models.Model):
     def is_pending(self) -> bool:
         """Return True while nobody (and no expiry or stop) has decided."""
         return self.outcome == ApprovalOutcome.PENDING
-
-    @property
-    def arguments_json(self) -> str:
-        """Return the arguments the model asked for, pretty-printed as JSON."""
-        return arguments_json(self.arguments)

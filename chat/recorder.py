@@ -393,6 +393,7 @@ class RunRecorder:
             finished_at=event.at,
             status=event.status,
             result=event.result,
+            observation=event.observation,
             result_blocks=list(event.blocks) or None,
             artifact=event.artifact,
             error=event.error,

@@ -112,13 +112,14 @@ def conversation_exchanges(
 
     One :class:`agents.history.Exchange` per user message, oldest first: the run's
     strategy, status and answer, its model turns (text, reasoning, native tool calls from
-    the stored AIMessage) and tool calls (arguments, status, result, log), in step order. Two
-    queries whatever the length of the conversation (the messages with their runs, then
-    every step of those runs), reading only the columns the history needs; a question
-    with no run (none is stored that way, but data may be edited) has status "".
-    With ``max_result_chars``, a tool result (stored up to ``AGENT_MAX_RESULT_CHARS``,
-    a megabyte) is read only that far, its whole length in ``CallRecord.result_chars``:
-    the model is shown no more than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
+    the stored AIMessage) and tool calls (arguments, status, result, log, observation), in
+    step order. Two queries whatever the length of the conversation (the messages with
+    their runs, then every step of those runs), reading only the columns the history
+    needs; a question with no run (none is stored that way, but data may be edited) has
+    status "". With ``max_result_chars``, a tool result (stored up to
+    ``AGENT_MAX_RESULT_CHARS``, a megabyte) is read only that far, its whole length in
+    ``CallRecord.result_chars``: a call stored without its observation is shown no more
+    than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
     """
     questions = list(
         Message.objects.filter(
@@ -153,7 +154,7 @@ def step_records(
     :func:`conversation_exchanges` for ``max_result_chars``)."""
     rows = steps.order_by("run_id", "ordinal").values(
         "run_id", "kind", "iteration", "status", "text", "reasoning", "error_type", "tool_name",
-        "tool_call_id", "arguments", calls=KeyTransform("tool_calls", "raw"),
+        "tool_call_id", "arguments", "observation", calls=KeyTransform("tool_calls", "raw"),
         head=_result_head(max_result_chars), chars=Length("result"),
     )  # fmt: skip
     turns: dict[int, list[TurnRecord]] = defaultdict(list)
@@ -171,6 +172,7 @@ def step_records(
                 name=step["tool_name"], args=step["arguments"], status=step["status"],
                 result=step["head"], error_type=step["error_type"], log=step["text"],
                 result_chars=step["chars"] if step["chars"] > len(step["head"]) else 0,
+                observation=step["observation"],
             ))  # fmt: skip
     return turns, calls
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from typing import Any
 
 from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.markdown import render_markdown
+from chat.presenters import presented
 
 register = template.Library()
 
@@ -82,8 +84,7 @@ def highlight_json(text: str, autoescape: bool = True) -> SafeString:
 
     Each token is escaped with :func:`html.escape` (what Django's ``escape`` calls), and
     the hidden characters' markers are looked for only when the text has one: the same
-    output as :func:`reveal_hidden` per token, at a tenth of its cost (a tool card's
-    arguments and result were half the CPU of rendering it; bench/load.py --profile).
+    output as :func:`reveal_hidden` per token, for less (every card renders its JSON).
     """
     if not text.lstrip().startswith(("{", "[")):
         return reveal_hidden(text, autoescape)
@@ -121,3 +122,10 @@ def pretty_json(value: object, autoescape: bool = True) -> SafeString:
     as :func:`highlight_json` does."""
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
     return highlight_json(text, autoescape)
+
+
+@register.filter(name="presented")
+def presented_filter(row: Any) -> Any:
+    """Return what a run or a step shows (:func:`chat.presenters.presented`):
+    ``{% with words=step|presented %}``."""
+    return presented(row)

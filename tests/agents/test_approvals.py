@@ -19,6 +19,7 @@ from agents.approvals import (
     Decision,
     Outcome,
     ToolPolicy,
+    edited_note,
 )
 from agents.events import (
     ApprovalRequested,
@@ -192,6 +193,19 @@ async def test_edited_arguments_run_and_the_model_is_told(strategy):
     assert started.args == edited
     text = last_request_text(model)
     assert "edited the arguments" in text and '"nights": 2' in text
+
+
+async def test_an_edited_calls_event_carries_the_observation_the_model_was_given():
+    model, stored, first = await paused("tool_calling", "book_hotel", {"town": "Hangzhou"})
+    model.script.append(answer("tool_calling", "Booked two nights."))
+    edited = {"town": "Hangzhou", "nights": 2}
+    decisions = {held_id(first): Decision(Outcome.APPROVED, args=edited)}
+    events = await collect(model, "tool_calling", resume=stored.resume("tool_calling", decisions))
+    (finished,) = [e for e in events if isinstance(e, ToolCallFinished)]
+    (message,) = [m for m in model.prompts[-1] if isinstance(m, ToolMessage)]
+    assert finished.observation == message.content  # what the audit stores is what it read
+    assert finished.observation.startswith(edited_note(edited))
+    assert not finished.result.startswith(edited_note(edited))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -482,12 +482,17 @@ def test_plain_and_excel_exports_have_distinct_file_names(client, auditor, alice
     assert f"agent-run-{run.pk}-" in responses["run"]["Content-Disposition"]
 
 
-def test_a_result_longer_than_the_model_saw_says_what_the_model_was_sent(
-    client, auditor, alice, settings
-):
-    settings.AGENT_MAX_OBSERVATION_CHARS = 100
+def sent(run: AgentRun, call_id: str, observation: str) -> None:
+    """Store what the model was sent for a call of ``run``, as the recorder does."""
+    AgentStep.objects.filter(run=run, tool_call_id=call_id).update(observation=observation)
+
+
+def test_a_result_longer_than_the_model_saw_says_what_the_model_was_sent(client, auditor, alice):
+    from agents.tool_calls import clip
+
     long_call = ("weather_forecast", "call_long", {"town": "Suzhou"}, "x" * 250, "success")
     run = make_run(Conversation.objects.create(owner=alice), calls=[long_call])
+    sent(run, "call_long", clip("x" * 250, 100))
     html = client.get(run_page(run)).content.decode()
     assert "Result (ToolMessage): the model was sent the first 100 of 250 characters" in html
     assert "x" * 250 in html  # the admin holds it whole
@@ -495,20 +500,47 @@ def test_a_result_longer_than_the_model_saw_says_what_the_model_was_sent(
     assert csv_result == "x" * 250
 
 
-def test_a_result_clipped_before_storage_says_how_much_the_tool_returned(
-    client, auditor, alice, settings
-):
+def test_a_result_clipped_before_storage_says_how_much_the_tool_returned(client, auditor, alice):
     from agents.tool_calls import clip
 
-    settings.AGENT_MAX_OBSERVATION_CHARS = 100
     stored = clip("z" * 5_000, 1_000)
     call = ("weather_forecast", "call_huge", {"town": "Suzhou"}, stored, "success")
     run = make_run(Conversation.objects.create(owner=alice), calls=[call])
+    sent(run, "call_huge", clip("z" * 5_000, 100))
     html = client.get(run_page(run)).content.decode()
     assert (
         "Result (ToolMessage): the tool returned 5,000 characters, the first 1,000 are stored "
         "and the model was sent the first 100"
     ) in html
+
+
+def test_what_the_model_was_sent_is_shown_beside_a_result_it_differs_from(client, auditor, alice):
+    from agents.tool_calls import clip
+
+    long_call = ("weather_forecast", "call_long", {"town": "Suzhou"}, "x" * 250, "success")
+    run = make_run(Conversation.objects.create(owner=alice), calls=[long_call, weather_call()])
+    sent(run, "call_long", clip("x" * 250, 100))
+    sent(run, "call_w1", '{"high_c": 8}')
+    html = client.get(run_page(run)).content.decode()
+    assert html.count("data-observation") == 1  # the short result was sent as it is
+    assert "What the model was sent (the ToolMessage), as it differs" in html
+    assert "[clipped: showing the first 100 of 250 characters]" in html
+    rows = csv_rows(client.get(run_export(run)))
+    observations = [row[COLUMNS.index("observation")] for row in rows]
+    assert observations == ["", clip("x" * 250, 100), '{"high_c": 8}', ""]
+
+
+def test_a_step_stored_before_observations_were_kept_says_so_and_claims_nothing(
+    client, auditor, alice, settings
+):
+    settings.AGENT_MAX_OBSERVATION_CHARS = 100  # today's setting is no fact about the run
+    long_call = ("weather_forecast", "call_long", {"town": "Suzhou"}, "x" * 250, "success")
+    run = make_run(Conversation.objects.create(owner=alice), calls=[long_call])
+    html = client.get(run_page(run)).content.decode()
+    assert "What the model was sent is not recorded" in html
+    assert '<div class="trace-label">Result (ToolMessage)</div>' in html
+    assert "the model was sent the first" not in html
+    assert csv_rows(client.get(run_export(run)))[1][COLUMNS.index("observation")] == ""
 
 
 def test_a_short_result_has_a_plain_heading(client, auditor, alice):

@@ -16,6 +16,8 @@ from django.core.management.base import CommandError
 from langchain_core.messages import AIMessage
 
 from agents.definitions import load_agents_file
+from agents.runtime import RunLimits
+from chat.agents import limits_audit
 from chat.checks import check_agents
 from chat.export import COLUMNS, trace_rows
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Conversation
@@ -103,6 +105,16 @@ async def test_a_run_uses_its_agents_prompt_and_tools_and_records_them(
     assert content["limits"]["max_iterations"] == settings.AGENT_MAX_ITERATIONS
     conversation = await database_sync_to_async(Conversation.objects.get)()
     assert conversation.agent_key == "helper"  # fixed by the first message
+
+
+def test_a_snapshot_records_every_limit_the_run_ran_under():
+    limits = RunLimits(max_result_chars=5_000, max_repeated_failures=2, trim_intermediate_steps=4)
+    audit = limits_audit(limits)
+    assert (audit["max_result_chars"], audit["max_observation_chars"]) == (5_000, 8_000)
+    assert (audit["max_repeated_failures"], audit["trim_intermediate_steps"]) == (2, 4)
+    assert limits_audit(RunLimits(trim_intermediate_steps=len))["trim_intermediate_steps"] == (
+        "callable"
+    )
 
 
 async def test_runs_given_the_same_share_one_snapshot_and_a_change_makes_a_new_one(

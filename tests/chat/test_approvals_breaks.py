@@ -11,6 +11,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from chat.models import ApprovalOutcome
+from chat.presenters import StepPresenter
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_approvals import ask_and_wait, decision, rows
 from tests.chat.test_consumer import receive_until_finished
@@ -139,7 +140,7 @@ async def test_a_text_strategys_one_string_input_can_be_approved_from_the_card(s
     _, held, _ = await rows(conversation.pk)
     assert held.arguments == "Suzhou" and ">Suzhou</textarea>" in html
     # What the page's form sends: the textarea as it is.
-    await tab.send_to(text_data=decision(held.pk, arguments=held.arguments_json))
+    await tab.send_to(text_data=decision(held.pk, arguments=StepPresenter(held).arguments_json))
     frames = "\n".join(await receive_until_finished(tab))
     await wait_for_runs()
     run, held, approval = await rows(conversation.pk)
@@ -356,7 +357,7 @@ async def test_a_call_with_long_arguments_can_be_approved_as_asked(scripted_mode
         AIMessage("Booked."),
     ]
     tab, conversation, held = await booked_and_waiting()
-    await tab.send_to(text_data=decision(held.pk, arguments=held.arguments_json))
+    await tab.send_to(text_data=decision(held.pk, arguments=StepPresenter(held).arguments_json))
     answer = await tab.receive_from()
     assert "too long" not in answer
     run, held, approval = await _settled(conversation.pk)

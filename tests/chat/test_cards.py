@@ -20,6 +20,7 @@ from chat.models import (
     StepKind,
     StepStatus,
 )
+from chat.presenters import StepPresenter
 from chat.recorder import RunRecorder
 from chat.templatetags.chat_tags import highlight_json
 
@@ -83,12 +84,13 @@ def test_a_run_has_expand_all_and_collapse_all_controls():
     ],
 )
 def test_a_folded_card_previews_its_arguments_on_one_line(arguments, preview):
-    assert AgentStep(kind=StepKind.TOOL_CALL, arguments=arguments).arguments_preview == preview
+    step = AgentStep(kind=StepKind.TOOL_CALL, arguments=arguments)
+    assert StepPresenter(step).arguments_preview == preview
 
 
 def test_a_long_argument_preview_is_clipped_with_an_ellipsis():
     step = AgentStep(kind=StepKind.TOOL_CALL, arguments={"query": "x" * 500})
-    preview = step.arguments_preview
+    preview = StepPresenter(step).arguments_preview
     assert len(preview) == ARGUMENTS_PREVIEW_CHARS and preview.endswith("…")
     assert preview.startswith('query="xxx')
 
@@ -230,7 +232,8 @@ def test_a_result_nested_deeper_than_python_can_parse_is_shown_plain_everywhere(
 
     nested = "[" * 3000 + "]" * 3000  # json.loads raises RecursionError on it
     step = _call(_run(), result=nested)
-    assert step.result_display == nested and not step.result_has_pretty_form
+    words = StepPresenter(step)
+    assert words.result_display == nested and not words.result_has_pretty_form
     assert nested in fragments.step_replaced(step)  # what the live page is sent
     owner = User.objects.create_user("alice")
     Conversation.objects.filter(pk=step.run.conversation_id).update(owner=owner)
@@ -243,5 +246,5 @@ def test_a_result_nested_deeper_than_python_can_parse_is_shown_plain_everywhere(
 
 @pytest.mark.django_db
 def test_a_long_result_on_one_line_opens_clipped_too():
-    assert not _call(_run(), result='{"a": "' + "x" * 200 + '"}').result_is_long
-    assert _call(_run(), result='{"a": "' + "x" * 5000 + '"}').result_is_long
+    assert not StepPresenter(_call(_run(), result='{"a": "' + "x" * 200 + '"}')).result_is_long
+    assert StepPresenter(_call(_run(), result='{"a": "' + "x" * 5000 + '"}')).result_is_long

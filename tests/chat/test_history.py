@@ -24,9 +24,10 @@ from langchain_core.tools import tool
 from agents.context import approximate_tokens, tools_tokens
 from agents.events import RunStatus, utcnow
 from agents.history import describe, role_order_problems
-from chat import store
+from chat import fragments, store
 from chat.catalog import context_window
 from chat.models import AgentRun, AgentStep, Message, StepKind, StepStatus
+from chat.presenters import StepPresenter
 from chat.runs import create_run, execute_run
 from tests.agents.test_history import WRITERS
 from tests.chat.test_consumer import make_conversation
@@ -204,6 +205,36 @@ async def test_a_native_history_sends_the_calls_and_their_results_as_the_model_s
     assert result.content == model.prompts[1][-1].content  # clipped as it was
     assert "[clipped: showing the first 100 of" in result.content
     assert (answered.text, new.text) == ("Two rooms.", "Which was the cheapest?")
+
+
+async def test_a_later_question_sends_the_observation_stored_not_one_clipped_anew(settings):
+    settings.AGENT_MAX_OBSERVATION_CHARS = 100
+    _, conversation = await make_conversation()
+    model = StrictModel(script=[call("tool_calling"), answer("tool_calling", "Two rooms.")])
+    await ask(conversation, "Any B&B rooms in Suzhou?", model)
+    first_seen = model.prompts[1][-1].content
+    step = await database_sync_to_async(AgentStep.objects.get)(kind=StepKind.TOOL_CALL)
+    assert step.observation == first_seen and step.result != first_seen
+
+    settings.AGENT_MAX_OBSERVATION_CHARS = 5_000  # changed after the run
+    model.script = [answer("tool_calling", "Canal House.")]
+    await ask(conversation, "Which was the cheapest?", model)
+    assert model.prompts[-1][3].content == first_seen
+
+
+async def test_a_results_heading_reads_the_stored_observation_not_todays_setting(settings):
+    settings.AGENT_MAX_OBSERVATION_CHARS = 100
+    _, conversation = await make_conversation()
+    model = StrictModel(script=[call("tool_calling"), answer("tool_calling", "Two rooms.")])
+    await ask(conversation, "Any B&B rooms in Suzhou?", model)
+    load = AgentStep.objects.select_related("run", "approval").get
+    step = await database_sync_to_async(load)(kind=StepKind.TOOL_CALL)
+    stored = len(step.result)
+    label = f"Result (ToolMessage): the model was sent the first 100 of {stored} characters"
+
+    settings.AGENT_MAX_OBSERVATION_CHARS = 5_000  # changed after the run
+    assert StepPresenter(step).result_label == label
+    assert label in fragments.step_replaced(step)
 
 
 def exchanges_rows(conversation, count: int) -> None:

@@ -21,6 +21,7 @@ from langchain_core.tools import tool
 from chat import fragments, owner, store
 from chat.export import COLUMNS, csv_lines, trace_rows
 from chat.models import AgentRun, Conversation, ModelPrice, RunStatus, StepKind, StepStatus
+from chat.presenters import RunPresenter
 from chat.pricing import ConversationUsage, cost_of, format_cost, price_for, summarise
 from chat.runs import create_run
 from chat.store.limits import runs_interrupt_stale
@@ -150,7 +151,7 @@ def test_a_run_whose_model_has_no_price_shows_no_price_never_zero():
     run = _finish(_start(Conversation.objects.create()),
                   usage={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15})  # fmt: skip
     assert run.cost is None and run.cost_currency == ""
-    assert run.cost_label == "no price"
+    assert RunPresenter(run).cost_label == "no price"
     html = fragments.run_ended(run)
     assert "no price" in html and "$0" not in html
 
@@ -161,7 +162,8 @@ def test_a_run_with_no_token_counts_says_tokens_unknown_and_has_no_cost():
     _turn(run, 1, None)
     run = _finish(run)
     assert run.total_tokens is None and run.cost is None
-    assert (run.tokens_label, run.cost_label) == ("tokens unknown", "")
+    words = RunPresenter(run)
+    assert (words.tokens_label, words.cost_label) == ("tokens unknown", "")
     html = fragments.run_ended(run)
     assert "tokens unknown" in html and "Model turn 1: tokens unknown" in html
     assert "no price" not in html
@@ -172,8 +174,8 @@ def test_estimated_tokens_make_an_estimated_cost():
     run = _finish(_start(Conversation.objects.create(), DEMO),
                   usage=tokens(100, 20))  # fmt: skip
     assert run.usage_estimated
-    assert run.tokens_label == "≈120 tokens (estimated)"
-    assert run.cost_label == "≈$0.000027"
+    assert RunPresenter(run).tokens_label == "≈120 tokens (estimated)"
+    assert RunPresenter(run).cost_label == "≈$0.000027"
     assert "(estimated, not counted)" in fragments.run_ended(run)
 
 
@@ -440,4 +442,4 @@ def test_a_run_that_reported_only_a_total_has_no_cost_but_is_not_said_to_have_no
     _price()
     run = _finish(_start(Conversation.objects.create()), usage={"total_tokens": 57})
     assert (run.total_tokens, run.cost) == (57, None)
-    assert run.cost_label == "cost unknown"
+    assert RunPresenter(run).cost_label == "cost unknown"
