@@ -42,6 +42,19 @@ def test_a_bad_setting_stops_start_up_with_a_clear_message(env, message):
     assert message in result.stderr
 
 
+@pytest.mark.parametrize("name", ["AGENT_HEARTBEAT_S", "AGENT_TOOL_TIMEOUT_S",
+                                  "AGENT_MODEL_TIMEOUT_S", "AGENT_SHUTDOWN_GRACE_S"])  # fmt: skip
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_a_number_setting_that_is_not_finite_stops_start_up_with_a_clear_message(name, value):
+    """``float()`` takes ``nan``, which compares false with everything, so it passed every
+    ``minimum``: a NaN heartbeat's sleep never ended and other processes took its runs for
+    dead; ``inf`` is refused with it (project/env.py)."""
+    result = run_python("import django; django.setup()", **{name: value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert f"{name} must be" in result.stderr
+
+
 def test_an_unknown_provider_does_not_stop_the_settings_the_system_check_reports_it():
     result = run_python("import django; django.setup()", AGENT_PROVIDER="mistral-by-mistake")
     assert result.returncode == 0, result.stderr
