@@ -81,9 +81,9 @@ class AgentStepInline(ReadOnlyInline):
     ordering = ("ordinal",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
-        """Return the steps with their run: a card reads it (a tool call's labels), which
-        was one query per step, 157 for a run of 200 steps (bench/growth.py); and with the
-        decision on each call held for approval, which a held call's card shows."""
+        """Return the steps with their run, which a card reads (a tool call's labels), and
+        with the decision on each call held for approval, which a held call's card shows:
+        the page's queries do not grow with its steps."""
         return super().get_queryset(request).select_related("run", "approval")
 
 

@@ -144,8 +144,7 @@ def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
     latest = runs.order_by("-started_at", "-id").values_list("id", flat=True).first()
     if latest is None:
         return []
-    # Only those runs are loaded: a 1,000-message conversation's whole history with its
-    # steps took 170 ms on every connect (bench/growth.py).
+    # Only those runs are loaded, so a connect costs the same whatever the history's length.
     wanted = runs.filter(Q(pk=latest) | Q(status__in=(RunStatus.RUNNING, RunStatus.WAITING)))
     return list(runs_loaded(wanted).order_by("started_at", "id"))
 
@@ -210,8 +209,7 @@ def run_finish(
     """
     with transaction.atomic():
         # Loaded with what rendering the end reads (runs_loaded's joins; the steps below),
-        # so the run is not read again after: the end was about 11 statements, three of
-        # them reading back what this call had (bench/load.py --profile).
+        # so the run is not read back after.
         locked = AgentRun.objects.select_for_update(of=("self",))
         run = locked.select_related("conversation", "user_message").get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:

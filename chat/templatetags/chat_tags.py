@@ -82,8 +82,8 @@ def highlight_json(text: str, autoescape: bool = True) -> SafeString:
 
     Each token is escaped with :func:`html.escape` (what Django's ``escape`` calls), and
     the hidden characters' markers are looked for only when the text has one: the same
-    output as :func:`reveal_hidden` per token, at a tenth of its cost (a tool card's
-    arguments and result were half the CPU of rendering it; bench/load.py --profile).
+    output as :func:`reveal_hidden` per token, far cheaper on a card's JSON
+    (docs/benchmarks.md, "Where a run's CPU goes").
     """
     if not text.lstrip().startswith(("{", "[")):
         return reveal_hidden(text, autoescape)

@@ -29,8 +29,8 @@ def run_steps_shown(context: template.Context, run: Any, steps: Iterable[Any]) -
     appended to them) and of the staff's read-only copy (``read_only``: no control there
     loads more), the last ``CHAT_RUN_STEPS_SHOWN`` of an ended one.
 
-    A run of 200 steps rendered whole was 445 KiB (bench/growth.py); its answer and last
-    turns are what a reader comes back for. ``steps`` are loaded already (a prefetched
+    A long run rendered whole is heavy, and its answer and last turns are what a reader
+    comes back for. ``steps`` are loaded already (a prefetched
     ``run.steps.all``): the tag reads no row itself.
     """
     steps = list(steps)

@@ -73,9 +73,8 @@ def timeline_body(timeline: Timeline, oob: bool = False) -> SafeString:
     """Return a run's bars: the ``.tl-body`` element with its time axis and one link per
     step (its name, duration, flag and bar), replacing its element by id with ``oob``.
 
-    Written in Python, not a template: the live page redraws it 5-6 times a run, and
-    the template of its loops was the costliest of a run's renders after the step cards
-    (0.5 ms a render at 200 conversations, bench/load.py --profile --counts-only). The
+    Written in Python, not a template: the live page redraws it several times a run, and
+    its loops were the costliest template after the step cards (docs/benchmarks.md). The
     page, the live redraw (:func:`chat.fragments.timeline_replaced`) and the bars loaded
     on opening (``chat/_timeline_body.html``) all draw them here. Names are escaped with
     their hidden characters shown (``reveal_hidden``); the rest is numbers and fixed text.
