@@ -1,8 +1,9 @@
 """Rows for conversations and the audit trail of every agent run and step.
 
-Steps are stored the way simonw/llm and healthchecks store work: the row is inserted when
-the step starts and updated with its outcome; the raw payload (JSON) sits beside the tidy
-columns; durations are milliseconds and times are UTC.
+A step's row is inserted when the step starts and updated with its outcome, as
+healthchecks' ``Channel.notify`` does with a ``Notification``; the raw payload (JSON) sits
+beside the tidy columns, as in simonw/llm's log; durations are milliseconds and times are
+UTC.
 """
 
 from __future__ import annotations
