@@ -8,7 +8,9 @@ starting with ``-`` or ``=`` so neutralisation has work to do), an answer of abo
 
 Rows go in with ``executemany`` inside one transaction per batch, with SQLite's journal
 and fsync off: a million steps take well under a minute, where ``bulk_create`` spends
-most of its time building model instances.
+most of its time building model instances. Each insert names every column of its table,
+the ones this module does not set with the model's defaults (:func:`_insert`), so the
+rows are those the ORM would write.
 """
 
 from __future__ import annotations
@@ -51,9 +53,36 @@ def _ts(moment: datetime) -> str:
 
 
 def _insert(cursor: Any, model: Any, names: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-    columns = ", ".join(model._meta.get_field(name).column for name in names)
-    marks = ", ".join(["%s"] * len(names))
-    cursor.executemany(f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({marks})", rows)
+    """Insert ``rows`` (values in the order of ``names``) into ``model``'s table.
+
+    Every column is named: a field not in ``names`` gets what the ORM would write for it
+    (its default, "" for text, None where null is allowed), so a column added later needs
+    no change here; one the ORM could not fill either (no default, not null) raises.
+    """
+    from django.db import connection
+
+    fields = {field.name: field for field in model._meta.concrete_fields}
+    unknown = set(names) - fields.keys()
+    if unknown:
+        raise ValueError(f"{model.__name__} has no field {', '.join(sorted(unknown))}")
+    filled = []
+    for name, field in fields.items():
+        if name in names:
+            continue
+        value = field.get_default()
+        if value is None and not field.null:
+            raise ValueError(
+                f"{model.__name__}.{name} has no default and is not null: give it a value "
+                "in bench/tracedata.py"
+            )
+        filled.append((field, field.get_db_prep_save(value, connection)))
+    columns = [fields[name].column for name in names] + [field.column for field, _ in filled]
+    extra = tuple(value for _, value in filled)
+    marks = ", ".join(["%s"] * len(columns))
+    cursor.executemany(
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES ({marks})",
+        [row + extra for row in rows],
+    )
 
 
 CONVERSATION_FIELDS = (

@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from channels.layers import InMemoryChannelLayer
 from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db.utils import load_backend
+from django.utils.module_loading import import_string
 
 from agents.configured_models import ConfiguredModel
 from agents.providers import (
@@ -48,8 +51,6 @@ TOOLS_HINT = (
 )
 MODELS_HINT = "Name a model of AGENT_MODELS_FILE, default or demo (docs/models.md)."
 
-IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
-SQLITE_ENGINE = "django.db.backends.sqlite3"
 LOCAL_LAYER = (
     "The database ({engine}) can be shared by several server processes, but the channel "
     "layer is in-memory ({backend}): each process would deliver only its own runs' events, "
@@ -188,19 +189,42 @@ def check_shared_channel_layer(
 ) -> list[checks.CheckMessage]:
     """Return a warning when the database is shared but the channel layer is per process.
 
-    Any backend but SQLite (PostgreSQL, say) is taken for shared: several Daphne
-    processes on it each see every conversation, yet with Channels' in-memory layer a
-    group exists only in the process that holds it, so a run's fragments reach the tabs of
-    its own process only, silently. ``chat.W001``; the hint names ``REDIS_URL``. A
-    warning, not an error: one process on PostgreSQL is a valid set-up. Registered when
-    this module is imported (``chat.apps`` imports it in ``ready``).
+    Any database but SQLite (PostgreSQL, say) is taken for shared: several Daphne
+    processes on it each see every conversation, yet with an in-memory layer (Channels'
+    or a subclass of it, such as :class:`chat.layers.InMemoryChannelLayer`, the one
+    ``project/settings.py`` names) a group exists only in the process that holds it, so a
+    run's fragments reach the tabs of its own process only, silently. Both are judged by
+    the classes the settings name, not by their dotted paths. ``chat.W001``; the hint
+    names ``REDIS_URL``. A warning, not an error: one process on PostgreSQL is a valid
+    set-up. Registered when this module is imported (``chat.apps`` imports it in ``ready``).
     """
     engine = settings.DATABASES.get("default", {}).get("ENGINE", "")
     backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
-    if engine == SQLITE_ENGINE or backend != IN_MEMORY_LAYER:
+    if _is_sqlite(engine) or not _is_in_memory(backend):
         return []
     message = LOCAL_LAYER.format(engine=engine, backend=backend)
     return [checks.Warning(message, hint=LOCAL_LAYER_HINT, id=LOCAL_LAYER_ID)]
+
+
+def _is_sqlite(engine: str) -> bool:
+    """Return True when the database backend ``engine`` names is SQLite (or built on it)."""
+    try:
+        return load_backend(engine).DatabaseWrapper.vendor == "sqlite"
+    except (
+        ImportError,
+        ImproperlyConfigured,
+    ):  # its driver is not installed here: taken for shared
+        return False
+
+
+def _is_in_memory(backend: str) -> bool:
+    """Return True when the channel layer class ``backend`` names keeps its groups in the
+    process: Channels' ``InMemoryChannelLayer`` or a subclass of it."""
+    try:
+        layer = import_string(backend)
+    except ImportError:  # Channels itself reports a layer that does not import
+        return False
+    return isinstance(layer, type) and issubclass(layer, InMemoryChannelLayer)
 
 
 def require_agent_checks() -> None:

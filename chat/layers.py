@@ -3,8 +3,7 @@
 Channels' :class:`channels.layers.InMemoryChannelLayer` calls ``_clean_expired`` on every
 ``receive`` and every ``group_send``, and that walks every channel and every group of the
 process: with N sockets listening, each message costs O(N), so a process relaying
-messages to N sockets spends O(N²) (4% of the server's CPU at 50 conversations in
-bench/load.py, more at 200; docs/benchmarks.md, "Where a run's CPU goes").
+messages to N sockets spends O(N²) (docs/benchmarks.md, "Where a run's CPU goes").
 
 :class:`InMemoryChannelLayer` keeps the same rules and pays them differently:
 
@@ -18,9 +17,8 @@ bench/load.py, more at 200; docs/benchmarks.md, "Where a run's CPU goes").
   its groups, instead of until the next message of the process.
 
 It also sends a group's message without a task per channel, and copies a message of
-flat values (a fragment) without ``deepcopy``: 75 µs a relayed message (send and
-receive) at 200 sockets with Channels' layer, 17 µs with the sweep throttled, 5 µs with
-both (the microbenchmark in docs/benchmarks.md, "Where a run's CPU goes").
+flat values (a fragment) without ``deepcopy`` (bench/layer.py compares it with Channels'
+layer; docs/benchmarks.md, "Where a run's CPU goes").
 
 Configured in ``project/settings.py`` (the in-memory branch of ``CHANNEL_LAYERS``).
 """

@@ -1,8 +1,9 @@
 """Rows for conversations and the audit trail of every agent run and step.
 
-Steps are stored the way simonw/llm and healthchecks store work: the row is inserted when
-the step starts and updated with its outcome; the raw payload (JSON) sits beside the tidy
-columns; durations are milliseconds and times are UTC.
+A step's row is inserted when the step starts and updated with its outcome, as
+healthchecks' ``Channel.notify`` does with a ``Notification``; the raw payload (JSON) sits
+beside the tidy columns, as in simonw/llm's log; durations are milliseconds and times are
+UTC.
 """
 
 from __future__ import annotations
@@ -103,13 +104,11 @@ class Conversation(models.Model):
     parallel_tool_calls = models.BooleanField(default=True)
     # The configured model its runs use, by key ("default": AGENT_PROVIDER's model; the
     # others come from AGENT_MODELS_FILE, see project/agent_models.py). Fixed once it has
-    # a message, unless that model is no longer configured (docs/models.md). Database
-    # defaults too, so rows inserted by raw SQL (bench/tracedata.py) get them.
-    model_key = models.CharField(max_length=32, default="default", db_default="default")
+    # a message, unless that model is no longer configured (docs/models.md).
+    model_key = models.CharField(max_length=32, default="default")
     # The agent its runs use, by name (settings.AGENT_DEFINITIONS, AGENTS_FILE); blank: the
     # default agent. Fixed once it has a message (docs/agents.md).
-    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="",
-                                 verbose_name="agent")  # fmt: skip
+    agent_key = models.CharField(max_length=32, blank=True, default="", verbose_name="agent")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Set when its owner deletes it from their list: the page, the list and the socket no
@@ -206,8 +205,8 @@ class AgentRun(models.Model):
     # gave the model: the system prompt as sent, the tools' schemas, the MCP servers and
     # the limits (AgentSnapshot, shared by every run given the same). None: not recorded
     # (a run from before agents were definitions, or one that failed before it had tools).
-    agent_key = models.CharField(max_length=32, blank=True, default="", db_default="",
-                                 db_index=True, verbose_name="agent")  # fmt: skip
+    agent_key = models.CharField(max_length=32, blank=True, default="", db_index=True,
+                                 verbose_name="agent")  # fmt: skip
     snapshot = models.ForeignKey(
         "AgentSnapshot", null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
     )
@@ -215,7 +214,7 @@ class AgentRun(models.Model):
     model_name = models.CharField(max_length=200)
     # Where the model was reached: the base URL's host[:port] (never its user info, path
     # or query), the provider's default host without one, blank for the offline demo.
-    endpoint = models.CharField(max_length=255, blank=True, default="", db_default="")
+    endpoint = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(
         max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING, db_index=True
     )
@@ -224,7 +223,7 @@ class AgentRun(models.Model):
     # Waiting for a person's approval (agents.approvals): since when, and the total ms the
     # run has waited (not counted towards AGENT_MAX_EXECUTION_TIME_S).
     paused_at = models.DateTimeField(null=True, blank=True)
-    waited_ms = models.PositiveIntegerField(default=0, db_default=0)
+    waited_ms = models.PositiveIntegerField(default=0)
     # Updated by the process running the run; a stale heartbeat means that process died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Set when someone presses Stop; the process running the run cancels it (at once when
@@ -247,10 +246,9 @@ class AgentRun(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
     # What the tokens cost at the model's price when the run ended (chat/pricing.py);
-    # None when the tokens or the price were unknown then. Blank in the database too, so
-    # rows inserted by raw SQL (bench/tracedata.py) get it.
+    # None when the tokens or the price were unknown then.
     cost = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
-    cost_currency = models.CharField(max_length=3, blank=True, default="", db_default="")
+    cost_currency = models.CharField(max_length=3, blank=True, default="")
 
     # Set by chat.store.usage when a run ends: its conversation's summed usage, which the
     # page's header is sent again (chat.fragments.run_ended). Not a column.
@@ -382,13 +380,10 @@ class AgentStep(models.Model):
     # recorded, never guessed from today's settings.
     observation = models.TextField(null=True, blank=True)
     error = models.TextField(blank=True)
-    # A database default too, so rows inserted by raw SQL (bench/tracedata.py) get one.
-    error_type = models.CharField(max_length=100, blank=True, default="", db_default="",
-                                  db_index=True)  # fmt: skip
+    error_type = models.CharField(max_length=100, blank=True, default="", db_index=True)
     text = models.TextField(blank=True)
-    # A model turn's reasoning ("thinking"), never its answer; a default in the database
-    # too, so rows inserted by raw SQL get one.
-    reasoning = models.TextField(blank=True, default="", db_default="")
+    # A model turn's reasoning ("thinking"), never its answer.
+    reasoning = models.TextField(blank=True, default="")
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)

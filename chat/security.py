@@ -136,10 +136,8 @@ class LazyUserMiddleware(AuthMiddleware):
     """Channels' ``AuthMiddleware`` with ``scope["user"]`` loaded on first use, in sync code.
 
     Channels loads the user in an ORM call of its own before the consumer runs: a second
-    wait in the ORM thread's queue before a socket is accepted, and under load (200
-    conversations on PostgreSQL) the two waits together passed Daphne's 5 s handshake
-    limit (``--websocket_connect_timeout``), so the browser saw a failed handshake and
-    reconnected into the same queue (``bench/load.py``). Here the user is a
+    wait in the ORM thread's queue before a socket is accepted, which under load can pass
+    Daphne's 5 s handshake limit (``--websocket_connect_timeout``). Here the user is a
     ``SimpleLazyObject`` over the same loader (``channels.auth.get_user``: session
     key, backend, session hash check), evaluated by the consumer's first ORM call that
     reads it (:func:`chat.consumers._find_conversation`). Read first from async code,

@@ -72,7 +72,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     """Render a conversation's newest ``CHAT_PAGE_EXCHANGES`` runs with their steps, and a
     "Show earlier messages" control when there are older ones; 404 unless it is yours.
 
-    A bounded number of queries whatever the conversation's length (bench/growth.py).
+    A bounded number of queries whatever the conversation's length.
     """
     owner = _owner(request)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
@@ -81,8 +81,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
     editable = not store.conversation_started(conversation_id=conversation.pk)
     if editable:
         # No message yet, so no run (a run is stored with its message): no stale run to
-        # sweep and no window to read. The page every new chat opens on: two queries
-        # fewer (bench/load.py).
+        # sweep and no window to read (the page every new chat opens on).
         window = store.RunWindow(runs=[], earlier=None)
     else:
         now = timezone.now()

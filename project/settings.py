@@ -83,8 +83,7 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Keep each thread's connection (seconds; 0 closes it after every call): with 0,
-    # every database_sync_to_async call opened the file, ran the PRAGMAs and closed it
-    # (one connection per call, about a quarter of a run's CPU; bench/load.py --profile).
+    # every database_sync_to_async call opens the file, runs the PRAGMAs and closes it.
     # The cost: a thread that served a page keeps its 3 descriptors (file, WAL, shared
     # memory) until it ends. PostgreSQL keeps 0: its pool reuses connections, and Django
     # refuses a pool with persistent connections.
@@ -102,8 +101,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Each HTTP request runs its sync view in a thread with a connection of its own, so
-    # 200 page loads at once met PostgreSQL's "too many clients" (bench/load.py). A
-    # psycopg pool bounds the connections of a process.
+    # many page loads at once meet PostgreSQL's "too many clients": a psycopg pool bounds
+    # the connections of a process.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 2,
         "max_size": env_int("DATABASE_POOL_MAX_SIZE", 40, minimum=1),
@@ -115,8 +114,7 @@ REDIS_URL = env_str("REDIS_URL")
 # Which channels-redis layer carries the groups: "pubsub" (RedisPubSubChannelLayer: Redis
 # PUBLISH/SUBSCRIBE, at-most-once; docs/configuration.md says what that means for a tab)
 # or "core" (RedisChannelLayer: a queue per process in Redis, drained one message at a
-# time). bench/stream.py, 20 conversations: chunk-to-frame p95 35 ms on pub/sub, 2.6 s on
-# core (a bare consumer: 6.5 ms and 253 ms; docs/benchmarks.md, "Streaming latency").
+# time, far slower under load; docs/benchmarks.md, "Streaming latency").
 REDIS_CHANNEL_LAYER = env_choice("REDIS_CHANNEL_LAYER", "pubsub", ("pubsub", "core"))
 # What channels-redis puts before every key and pub/sub channel name ("asgi", its own
 # default). Apps (or test workers) sharing one Redis need one each: pub/sub channels are
@@ -145,8 +143,7 @@ elif REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # The capacity is per process: channels-redis keeps one queue for all the
-            # sockets of a process, so 200 sockets streaming at once overflowed 1,500
-            # (fragments dropped without a word; bench/load.py).
+            # sockets of a process, and a full one drops fragments without a word.
             "CONFIG": {
                 "hosts": [_REDIS_HOST],
                 "prefix": REDIS_PREFIX,
@@ -285,8 +282,7 @@ CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 # of one element after its first. 10 ms keeps a browser's main thread from swapping a
 # fragment per token of a fast model (a 3 ms/token demo made a sidebar menu miss its
 # click in tests/browser/test_sidebar.py); a model slower than 10 ms a token waits not at
-# all. It used to be a 50 ms window that held every delta, the first too: 10x a bare
-# consumer (bench/stream.py).
+# all.
 CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 10.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)

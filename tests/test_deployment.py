@@ -42,6 +42,19 @@ def test_a_bad_setting_stops_start_up_with_a_clear_message(env, message):
     assert message in result.stderr
 
 
+@pytest.mark.parametrize("name", ["AGENT_HEARTBEAT_S", "AGENT_TOOL_TIMEOUT_S",
+                                  "AGENT_MODEL_TIMEOUT_S", "AGENT_SHUTDOWN_GRACE_S"])  # fmt: skip
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e999"])
+def test_a_number_setting_that_is_not_finite_stops_start_up_with_a_clear_message(name, value):
+    """``float()`` takes ``nan``, which compares false with everything, so it passed every
+    ``minimum``: a NaN heartbeat's sleep never ended and other processes took its runs for
+    dead; ``inf`` is refused with it (project/env.py)."""
+    result = run_python("import django; django.setup()", **{name: value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert f"{name} must be" in result.stderr
+
+
 def test_an_unknown_provider_does_not_stop_the_settings_the_system_check_reports_it():
     result = run_python("import django; django.setup()", AGENT_PROVIDER="mistral-by-mistake")
     assert result.returncode == 0, result.stderr
@@ -51,6 +64,44 @@ def test_an_unknown_provider_does_not_stop_the_settings_the_system_check_reports
     )  # fmt: skip
     assert result.returncode != 0
     assert "(chat.E001) Unknown model provider 'mistral-by-mistake'" in result.stderr
+
+
+def manage_py_check(**env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py check`` with settings read from this environment (REDIS_URL and
+    DATABASE_URL as given, else unset)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+        env={**base, **env}, timeout=60,
+    )  # fmt: skip
+
+
+# Several processes sharing a database server; nothing listens there: `check` never connects.
+SHARED_DATABASE = "postgres://agentchat@127.0.0.1:9/agentchat"
+
+
+def test_manage_py_check_warns_of_two_processes_on_the_in_memory_layer_the_settings_name():
+    result = manage_py_check(DATABASE_URL=SHARED_DATABASE)
+    assert result.returncode == 0, result.stderr
+    assert "(chat.W001)" in result.stderr
+    assert "chat.layers.InMemoryChannelLayer" in result.stderr
+    assert "REDIS_URL" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"DATABASE_URL": SHARED_DATABASE, "REDIS_URL": "redis://127.0.0.1:9/0"},
+        {"DATABASE_URL": SHARED_DATABASE, "REDIS_URL": "redis://127.0.0.1:9/0",
+         "REDIS_CHANNEL_LAYER": "core"},
+        {},  # SQLite and the in-memory layer: one process, make run
+    ],
+    ids=["redis-pubsub", "redis-core", "sqlite"],
+)  # fmt: skip
+def test_manage_py_check_is_quiet_with_redis_or_on_sqlite(env):
+    result = manage_py_check(**env)
+    assert result.returncode == 0, result.stderr
+    assert "chat.W001" not in result.stderr
 
 
 def test_daphne_refuses_to_serve_an_unknown_provider():

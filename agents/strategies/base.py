@@ -98,11 +98,10 @@ class ToolAgentAction(AgentActionMessageLog):
     ) -> ToolAgentAction:  # fmt: skip
         """Return the action of fields a parser built with their types, unvalidated.
 
-        For a parser that made every field itself (a native reply's tool calls):
-        pydantic's validation of an action (``message_log`` is a ``Sequence``, checked
-        through ``typing``'s ``isinstance``) was about 20 µs of the loop's work per turn,
-        ``bench/loop.py``, with nothing to find. A dict ``tool_input`` is copied, as
-        validation copies it. The result equals ``ToolAgentAction(**fields)``.
+        For a parser that made every field itself (a native reply's tool calls), whose
+        validation would find nothing yet is a noticeable share of the loop's own work per
+        turn (docs/benchmarks.md, "The agent loop per step"). A dict ``tool_input`` is
+        copied, as validation copies it. The result equals ``ToolAgentAction(**fields)``.
         """
         if isinstance(tool_input, dict):
             tool_input = dict(tool_input)

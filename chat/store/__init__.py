@@ -14,8 +14,10 @@ concern, all of it importable from here:
   before a run) and the earlier steps of a long run;
 - :mod:`chat.store.approvals`: tool calls held for a person, their decisions, and the
   paused runs they resume;
+- :mod:`chat.store.usage`: a run's token counts and cost when it ends, and its
+  conversation's sums;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
-  a run's tool calls.
+  a run's tool calls, values every database can store.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The conversation page's window: its last exchanges, the ones before a run, and the
 earlier steps of a long run.
 
-A conversation of 1,000 messages rendered whole was 6 MiB and 1.7 s (bench/growth.py,
-docs/benchmarks.md "Long conversations and long runs"); the page now shows the newest
-``CHAT_PAGE_EXCHANGES`` runs and loads earlier ones on request, a window at a time, in
-the same three queries whatever the conversation's length. An ended run shows its last
+The page shows the newest ``CHAT_PAGE_EXCHANGES`` runs and loads earlier ones on
+request, a window at a time, in the same three queries whatever the conversation's
+length, so a long conversation opens as fast as a short one (docs/benchmarks.md, "Long
+conversations and long runs"). An ended run shows its last
 ``CHAT_RUN_STEPS_SHOWN`` steps (``chat/templatetags/run_steps_tags.py``) and loads the
 rest on request.
 """

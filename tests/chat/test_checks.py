@@ -58,8 +58,12 @@ def test_the_check_is_registered_and_ask_runs_it_before_anything(settings):
         call_command("ask", "Hello?", skip_checks=False)
 
 
-IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The in-memory layer project/settings.py names without REDIS_URL (a subclass of Channels';
+# tests/test_deployment.py checks through the settings themselves).
+IN_MEMORY = {"default": {"BACKEND": "chat.layers.InMemoryChannelLayer"}}
+CHANNELS_IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 REDIS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {}}}
+PUBSUB = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {}}}
 
 
 def database(monkeypatch, settings, engine: str) -> None:
@@ -67,11 +71,12 @@ def database(monkeypatch, settings, engine: str) -> None:
     monkeypatch.setitem(settings.DATABASES["default"], "ENGINE", engine)
 
 
+@pytest.mark.parametrize("layers", [IN_MEMORY, CHANNELS_IN_MEMORY], ids=["ours", "channels"])
 def test_a_shared_database_with_the_in_memory_layer_is_a_warning_naming_redis_url(
-    monkeypatch, settings
+    monkeypatch, settings, layers
 ):
     database(monkeypatch, settings, "django.db.backends.postgresql")
-    settings.CHANNEL_LAYERS = IN_MEMORY
+    settings.CHANNEL_LAYERS = layers
     [warning] = check_shared_channel_layer()
     assert warning.id == "chat.W001"
     assert warning.level == checks.WARNING
@@ -86,6 +91,8 @@ def test_a_shared_database_with_the_in_memory_layer_is_a_warning_naming_redis_ur
         ("django.db.backends.sqlite3", IN_MEMORY),  # one laptop: make run
         ("django.db.backends.postgresql", REDIS),  # several processes, shared layer
         ("django.db.backends.sqlite3", REDIS),
+        ("django.db.backends.postgresql", PUBSUB),  # the settings' layer with REDIS_URL
+        ("django.db.backends.sqlite3", CHANNELS_IN_MEMORY),
     ],
 )
 def test_no_warning_when_the_layer_is_shared_or_the_database_is_local(

@@ -5,6 +5,7 @@ connection and the layer object."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from django.db import OperationalError
@@ -12,6 +13,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import AsyncClient
 
 from chat import health
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,3 +90,32 @@ async def test_no_channel_layer_at_all_is_503(monkeypatch):
     response = await AsyncClient().get("/healthz")
     assert response.status_code == 503
     assert response.json()["channel_layer"] == "RuntimeError"
+
+
+async def test_a_database_that_hangs_is_503_at_the_time_limit_and_probes_do_not_pile_up(
+    monkeypatch,
+):
+    """An unreachable PostgreSQL makes the pool wait its own 60 s for a connection; the
+    query runs in the ORM's thread, which asgiref's SyncToAsync waits for even when
+    cancelled, so /healthz answered only when the driver gave up: a load balancer saw a
+    time-out, not a 503 (a real Daphne on a wrong database port: no answer in 30 s)."""
+    release = threading.Event()
+    calls = []
+
+    def hang() -> None:
+        calls.append(1)
+        release.wait()
+
+    monkeypatch.setattr("chat.store.database_answers", hang)
+    monkeypatch.setattr(health, "CHECK_TIMEOUT_S", 0.05)
+    try:
+        for _ in range(2):
+            probe = asyncio.ensure_future(AsyncClient().get("/healthz"))
+            done, _ = await asyncio.wait({probe}, timeout=WAIT_S)  # a safety net only
+            assert done, "/healthz did not answer while the database hung"
+            response = probe.result()
+            assert response.status_code == 503
+            assert response.json()["database"] == "TimeoutError"
+        assert len(calls) == 1  # the second probe waited for the first, not behind it
+    finally:
+        release.set()

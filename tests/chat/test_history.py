@@ -120,7 +120,7 @@ async def ask_and_stop(conversation, content: str, model, held: asyncio.Event) -
 
 @database_sync_to_async
 def interrupted_mid_tool(conversation, strategy: str) -> AgentRun:
-    """A run whose process died while a tool ran, swept as the reaper sweeps it."""
+    """A run whose process died while a tool ran, swept as the run owner's sweep sweeps it."""
     row = create_run(conversation_id=conversation.pk, content="Rooms in Wuxi, then?")
     now = utcnow()
     turn = store.step_start(run_id=row.pk, kind=StepKind.MODEL_TURN, iteration=1, started_at=now)

@@ -1,6 +1,6 @@
-"""Trying to break the page's windows with runs going: "Show earlier messages" paged to
-the start in one tab while another tab's run goes, and a reload in the middle of a run
-longer than CHAT_RUN_STEPS_SHOWN. Nothing may be lost, repeated or out of order."""
+"""The page's windows with runs going: "Show earlier messages" paged to the start in one
+tab while another tab's run goes, and a reload in the middle of a run longer than
+CHAT_RUN_STEPS_SHOWN. Nothing may be lost, repeated or out of order."""
 
 from __future__ import annotations
 

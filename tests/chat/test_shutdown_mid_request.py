@@ -1,4 +1,5 @@
-"""Faults found trying to break the graceful stop (chat.owner) through a socket.
+"""A graceful stop (chat.owner) that lands mid-request leaves no run going, and
+Daphne exits with sockets open and page requests in flight.
 
 On SIGTERM the graceful stop takes the process's run tasks, then Daphne cancels every
 consumer. A consumer cancelled after it stored a message's run but before it started the

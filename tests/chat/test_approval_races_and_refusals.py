@@ -1,5 +1,6 @@
-"""Hostile decision frames, races and restarts against the approvals feature (issue 13):
-each test pins a fault found by trying to break it, or a guarantee that held."""
+"""Decisions on held tool calls: a frame no database can hold or store is refused and
+changes nothing; tabs, Stop, the expiry and the sweep racing for one call decide it once;
+a restart mid-decision leaves evidence; markup is escaped in the card, admin and CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Faults found trying to break the run's shared tool time-out timer (agents.tool_calls.ToolTimer).
+"""A run stays stoppable after a tool swallowed its time-out's cancellation
+(agents.tool_calls.ToolTimer, agents.timing.Deadline).
 
 A tool that swallows the time-out's cancellation (catches ``CancelledError`` and returns,
 as a tool cleaning up after itself may, or Python 3.11's ``asyncio.wait_for`` when the

@@ -1,5 +1,5 @@
-"""Adversarial review of issue 12 on two Daphne processes (PostgreSQL + Redis): a
-graceful stop whose grace is long enough lets the run finish, seen from the other tab."""
+"""The graceful stop on two Daphne processes (PostgreSQL + Redis): a grace long enough
+lets the run finish, seen from the other tab."""
 
 from __future__ import annotations
 
