@@ -410,3 +410,28 @@ def test_servers_that_start_after_a_decision_resume_the_run_with_no_page_open(tw
     two_servers(**env)  # no request, no socket: only their start
     wait_for_status(run.pk, "succeeded", "the decided run after the servers started")
     approved_and_run(conversation_id)
+
+
+def test_a_run_whose_process_died_is_marked_interrupted_with_no_page_open(two_servers):
+    """B dies mid-run (kill -9: no graceful stop) and its tab closes with it; nobody opens
+    the conversation again. A's run owner sweeps from its start, not from a socket: it
+    finds B's heartbeat stale and marks the run interrupted."""
+    a, b = two_servers(DEMO_TOOL_DELAY_MS="600000", AGENT_TOOL_TIMEOUT_S="900",
+                       AGENT_HEARTBEAT_S="0.5", AGENT_STALE_AFTER_S="3")  # fmt: skip
+    conversation_id, cookie = new_conversation(a)
+
+    async def ask_then_kill_b() -> None:
+        tab = Tab()
+        async with open_socket(b, conversation_id, cookie) as ws_b:
+            reader = asyncio.create_task(tab.read(ws_b))
+            try:
+                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
+                await tab.wait_for(RUNNING_TOOL_CALL, "a running tool call on B")
+                b.process.kill()
+                await asyncio.to_thread(b.process.wait, WAIT_S)
+            finally:
+                await stop([reader])
+
+    asyncio.run(ask_then_kill_b())
+    run = AgentRun.objects.get(conversation_id=conversation_id)
+    wait_for_status(run.pk, "interrupted", "the dead process's run, with no page open")
