@@ -117,7 +117,10 @@ class RunOwner:
 
     async def _listen(self) -> None:
         try:
-            name = await self.layer.new_channel(prefix="run-owner.")
+            # The layer's default prefix: channels-redis' core layer reads all of a
+            # process's channels through one (its own prefix would queue the sockets'
+            # messages behind the owner's blocking read).
+            name = await self.layer.new_channel()
             await self.layer.group_add(OWNERS_GROUP, name)
         except BaseException as exc:
             if not self._channel.done():
