@@ -221,6 +221,73 @@ async def test_bad_frames_get_a_clear_error_and_the_socket_stays_usable(
     await communicator.disconnect()
 
 
+def test_frames_are_parsed_once_into_their_types():
+    from chat.consumers import DecisionFrame, MessageFrame, StopFrame, parse_frame
+
+    def parse(payload: object) -> object:
+        return parse_frame(json.dumps(payload), None, max_chars=100)
+
+    assert parse({"content": "  cancel  "}) == MessageFrame("cancel")  # a message, not a stop
+    assert parse({"type": "cancel", "HEADERS": {}}) == StopFrame()
+    card = {"type": "approval", "step": "12", "decision": "deny", "reason": " no ", "always": "on"}
+    assert parse(card) == DecisionFrame(12, "deny", reason=" no ", always=True)
+    assert parse({"type": "approval", "step": 12, "decision": "approve"}) == DecisionFrame(
+        12, "approve"
+    )
+
+
+def test_refused_frames_are_raised_with_the_text_the_user_sees():
+    from chat.consumers import (
+        BAD_DECISION,
+        NOT_JSON,
+        UNKNOWN_TYPE,
+        DecisionRefused,
+        FrameRefused,
+        parse_frame,
+    )
+
+    for text, said in (
+        ("{", NOT_JSON),
+        ('{"type": "dance"}', UNKNOWN_TYPE.format(kind="dance")),
+        ('{"type": "approval", "step": 3, "decision": "maybe"}', BAD_DECISION),
+    ):
+        with pytest.raises(FrameRefused) as refused:
+            parse_frame(text, None, max_chars=100)
+        assert str(refused.value) == said
+    # A decision whose step is known is refused beside that step's card.
+    with pytest.raises(DecisionRefused) as refused:
+        parse_frame('{"type": "approval", "step": 3, "decision": "deny", "reason": 5}', None,
+                    max_chars=100)  # fmt: skip
+    assert refused.value.step_id == 3 and str(refused.value) == BAD_DECISION
+
+
+async def test_the_page_is_told_whether_its_message_was_accepted_or_refused(scripted_model):
+    """The page keeps the composer's text until the server says what became of it, in
+    the data-outcome of the notice it swaps in (static/js/chat.js reads it, no substring
+    of the HTML)."""
+    from chat.consumers import NOTHING_TO_STOP
+
+    scripted_model.script = [AIMessage("Hello.")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+
+    await communicator.send_to(text_data=json.dumps({"content": "   "}))
+    refused = await communicator.receive_from()
+    assert 'data-outcome="message-refused"' in refused and "empty message" in refused
+
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    nothing = await communicator.receive_from()  # a notice, not what became of a message
+    assert NOTHING_TO_STOP in nothing and "data-outcome" not in nothing
+
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+    assert 'data-outcome="message-accepted"' in frames[0] and "hello" in frames[0]
+    assert "data-message-accepted" not in "\n".join(frames)
+
+
 async def test_a_binary_frame_is_refused():
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)
