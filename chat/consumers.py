@@ -3,13 +3,15 @@
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
 too), the Stop button's form as ``{"type": "cancel"}`` and a held call's card as
-``{"type": "approval", ...}``; each frame is parsed once into a :data:`Frame`. The server
-sends HTML fragments that htmx swaps in by id. A refused frame is raised
-(:class:`FrameRefused`, :class:`DecisionRefused`) and answered with a notice whose
-``data-outcome`` tells the page what became of it (:mod:`chat.fragments`); the socket
-stays open. Close codes: 4404, no such conversation for you; 4401, the session the socket
-was opened with has ended (logout, or login changed it), at connect or later; 4429, the
-socket kept sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
+``{"type": "approval", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
+The server sends HTML fragments that htmx swaps in by id. A refused frame is raised
+(:class:`chat.frames.FrameRefused`, :class:`chat.frames.DecisionRefused`,
+:class:`MessageRefused`) and answered with a notice whose ``data-outcome`` tells the page
+what became of it (:mod:`chat.fragments`); the socket stays open.
+
+Close codes: 4404, no such conversation for you; 4401, the session the socket was opened
+with has ended (logout, or login changed it), at connect or later; 4429, the socket kept
+sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
 :mod:`chat.security`, before this consumer), an Origin that is not this site. Every one
 is logged on ``chat.sockets`` with its reason, and the page says what it means
 (static/js/chat.js, ``FINAL_CLOSES``).
@@ -18,7 +20,6 @@ is logged on ``chat.sockets`` with its reason, and the page says what it means
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -33,6 +34,14 @@ from agents.events import utcnow
 from chat import fragments, owner, store
 from chat.approvals import decide
 from chat.catalog import code_tools_for
+from chat.frames import (
+    DecisionFrame,
+    DecisionRefused,
+    FrameRefused,
+    MessageFrame,
+    StopFrame,
+    parse_frame,
+)
 from chat.live import (
     FRAGMENT_MESSAGE_TYPE,
     Addressed,
@@ -44,7 +53,6 @@ from chat.live import (
 from chat.owner import StopOutcome, decisions_taken, request_stop
 from chat.runs import create_run, end_unstarted_run
 from chat.security import log_refusal, session_ended
-from chat.validation import MessageError, clean_message
 
 logger = logging.getLogger(__name__)
 
@@ -60,29 +68,16 @@ FLOOD_CLOSE_AFTER = 200
 # How often (seconds) a socket that only listens re-checks that its session still exists.
 SESSION_RECHECK_S = 5.0
 
-BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
-NOT_JSON = "That frame was not valid JSON."
-NOT_OBJECT = "Expected a JSON object with a 'content' field."
-UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message', 'cancel' and 'approval'."
-BAD_DECISION = (
-    "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
-    "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
-)
-# Step ids are 64-bit signed integers: a larger one makes the database driver raise.
-MAX_STEP_ID = 2**63
-NOT_A_HELD_CALL = store.approvals.NOT_A_HELD_CALL
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
     "(or press Stop) before sending another message."
 )
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
-NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
 RATE_LIMITED = (
     "You have started {limit} runs in the last minute, the most allowed. Your message was "
     "not sent: try again in {seconds} s."
 )
-TOO_DEEP = "That frame is nested too deeply to read."
 FLOODED = "Too many messages at once: some were ignored. Slow down."
 # Reasons written to the log (chat.sockets) when a socket is closed.
 REFUSED_NOT_FOUND = "conversation {conversation_id} not found for {who}"
@@ -95,14 +90,6 @@ REFUSED_NO_ROUTE = "no websocket route for this path"
 REFUSED_DELETED = "conversation {conversation_id} was deleted by its owner"
 
 
-class FrameRefused(Exception):
-    """A frame the chat does not act on: a message it refuses, or a frame it cannot read.
-
-    The text says why, for the user; the page is told the message was refused
-    (:func:`chat.fragments.message_refused`), so the composer keeps its text.
-    """
-
-
 class MessageRefused(FrameRefused):
     """A message refused after the conversation's stale runs were swept: ``interrupted``
     are the sweep's fragments (:func:`chat.live.interrupt_stale_runs`), which the pages
@@ -111,117 +98,6 @@ class MessageRefused(FrameRefused):
     def __init__(self, message: str, *, interrupted: list[Addressed]) -> None:
         super().__init__(message)
         self.interrupted = interrupted
-
-
-class DecisionRefused(Exception):
-    """A decision on the held call of step ``step_id`` that is not taken; the text says
-    why, in the page's notice and beside the card's buttons, which the page makes usable
-    again (:func:`chat.fragments.decision_refused`)."""
-
-    def __init__(self, message: str, *, step_id: int) -> None:
-        super().__init__(message)
-        self.step_id = step_id
-
-
-CANCEL = "cancel"
-APPROVAL = "approval"
-
-
-@dataclass(frozen=True)
-class MessageFrame:
-    """``{"content": "..."}``: the user's message, stripped (a new run's input)."""
-
-    content: str
-
-
-@dataclass(frozen=True)
-class StopFrame:
-    """``{"type": "cancel"}``: stop the conversation's run going on.
-
-    Its own type, not a string: a message whose text is "cancel" must not stop anything.
-    """
-
-
-@dataclass(frozen=True)
-class DecisionFrame:
-    """``{"type": "approval", ...}``: a decision on the held call of step ``step_id``.
-
-    ``decision`` is "approve" or "deny"; ``arguments`` the card's edited arguments (JSON
-    text, "" for none), ``reason`` a denial's and ``always`` "allow the tool for the rest
-    of the chat", all as sent: :class:`chat.forms.DecisionForm` validates them.
-    """
-
-    step_id: int
-    decision: str
-    arguments: str = ""
-    reason: str = ""
-    always: bool = False
-
-    def form_data(self) -> dict[str, Any]:
-        """Return the decision's fields as :class:`chat.forms.DecisionForm` reads them."""
-        return {"decision": self.decision, "arguments": self.arguments,
-                "reason": self.reason, "always": self.always}  # fmt: skip
-
-
-Frame = MessageFrame | StopFrame | DecisionFrame
-
-
-def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
-    """Return the :data:`Frame` a websocket frame holds.
-
-    Raises :class:`FrameRefused` for binary, non-JSON or too deeply nested frames,
-    non-objects, unknown types, missing, empty (or only invisible characters) or over-long
-    (more than ``max_chars`` characters) content, and for content no database can store
-    (a NUL character, an unpaired UTF-16 surrogate); see :func:`parse_decision` for
-    decisions.
-    """
-    if text_data is None:
-        raise FrameRefused(BINARY_FRAME)
-    try:
-        payload: Any = json.loads(text_data)
-    except ValueError:
-        raise FrameRefused(NOT_JSON) from None
-    except RecursionError:
-        raise FrameRefused(TOO_DEEP) from None
-    if not isinstance(payload, dict):
-        raise FrameRefused(NOT_OBJECT)
-    kind = payload.get("type", "message")
-    if kind == CANCEL:
-        return StopFrame()
-    if kind == APPROVAL:
-        return parse_decision(payload)
-    if kind != "message":
-        raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
-    content = payload.get("content")
-    if not isinstance(content, str):
-        raise FrameRefused(NO_CONTENT)
-    try:
-        return MessageFrame(clean_message(content, max_chars=max_chars))
-    except MessageError as exc:
-        raise FrameRefused(str(exc)) from None
-
-
-def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
-    """Return the decision of an ``approval`` frame (a form sends ``step`` as text,
-    ``always`` as "on").
-
-    Raises :class:`FrameRefused` without a usable step id or decision, and
-    :class:`DecisionRefused` for ``arguments`` or ``reason`` that are not text. What they
-    say is checked by :class:`chat.forms.DecisionForm` when the decision is taken.
-    """
-    step, decision = payload.get("step"), payload.get("decision")
-    if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
-        step = int(step)  # isdigit() alone is true of "²", which int() refuses
-    if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
-        raise FrameRefused(BAD_DECISION)
-    if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
-        raise FrameRefused(NOT_A_HELD_CALL)
-    arguments, reason = payload.get("arguments"), payload.get("reason", "")
-    arguments = "" if arguments is None else arguments
-    if not isinstance(arguments, str) or not isinstance(reason, str):
-        raise DecisionRefused(BAD_DECISION, step_id=step)
-    always = payload.get("always") in (True, "on", "true", "1")
-    return DecisionFrame(step, decision, arguments=arguments, reason=reason, always=always)
 
 
 def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | None:

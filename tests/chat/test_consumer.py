@@ -221,46 +221,6 @@ async def test_bad_frames_get_a_clear_error_and_the_socket_stays_usable(
     await communicator.disconnect()
 
 
-def test_frames_are_parsed_once_into_their_types():
-    from chat.consumers import DecisionFrame, MessageFrame, StopFrame, parse_frame
-
-    def parse(payload: object) -> object:
-        return parse_frame(json.dumps(payload), None, max_chars=100)
-
-    assert parse({"content": "  cancel  "}) == MessageFrame("cancel")  # a message, not a stop
-    assert parse({"type": "cancel", "HEADERS": {}}) == StopFrame()
-    card = {"type": "approval", "step": "12", "decision": "deny", "reason": " no ", "always": "on"}
-    assert parse(card) == DecisionFrame(12, "deny", reason=" no ", always=True)
-    assert parse({"type": "approval", "step": 12, "decision": "approve"}) == DecisionFrame(
-        12, "approve"
-    )
-
-
-def test_refused_frames_are_raised_with_the_text_the_user_sees():
-    from chat.consumers import (
-        BAD_DECISION,
-        NOT_JSON,
-        UNKNOWN_TYPE,
-        DecisionRefused,
-        FrameRefused,
-        parse_frame,
-    )
-
-    for text, said in (
-        ("{", NOT_JSON),
-        ('{"type": "dance"}', UNKNOWN_TYPE.format(kind="dance")),
-        ('{"type": "approval", "step": 3, "decision": "maybe"}', BAD_DECISION),
-    ):
-        with pytest.raises(FrameRefused) as refused:
-            parse_frame(text, None, max_chars=100)
-        assert str(refused.value) == said
-    # A decision whose step is known is refused beside that step's card.
-    with pytest.raises(DecisionRefused) as refused:
-        parse_frame('{"type": "approval", "step": 3, "decision": "deny", "reason": 5}', None,
-                    max_chars=100)  # fmt: skip
-    assert refused.value.step_id == 3 and str(refused.value) == BAD_DECISION
-
-
 async def test_the_page_is_told_whether_its_message_was_accepted_or_refused(scripted_model):
     """The page keeps the composer's text until the server says what became of it, in
     the data-outcome of the notice it swaps in (static/js/chat.js reads it, no substring
