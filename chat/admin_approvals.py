@@ -36,12 +36,12 @@ from agents.approvals import Outcome
 from chat import fragments, live, owner, store
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.agents import tool_names
-from chat.approvals import MAX_REASON_CHARS, policy_of
+from chat.approvals import policy_of
 from chat.display import arguments_json
 from chat.export import owner_label
+from chat.forms import DecisionForm
 from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.chat_tags import reveal_hidden
-from chat.validation import unstorable
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,6 @@ LIST_TIME = "m-d H:i"
 # model, the chat's card and the audit all say where the decision came from.
 ADMIN_DENIAL = "denied from the admin by {user}"
 ADMIN_DENIAL_WHY = "{reason} (denied from the admin by {user})"
-REASON_REFUSED = "The reason cannot be stored ({what}); nothing was denied."
 DECIDED = "{verb} {count} call(s)."
 GOING_ON = " {count} run(s) go on now where the chat is open, else within about {heartbeat:g} s."
 STILL_WAITING = " {count} run(s) still wait for a decision on another call."
@@ -137,22 +136,25 @@ def deny_selected(
     modeladmin: ApprovalAdmin, request: HttpRequest, queryset: QuerySet[Approval]
 ) -> TemplateResponse | None:
     """Ask for an optional reason (the model reads it), then deny the selected calls
-    (Django's delete_selected confirms the same way: the form posts the action again)."""
+    (Django's delete_selected confirms the same way: the form posts the action again).
+
+    The reason is checked by :class:`chat.forms.DecisionForm`, as the chat's card's is: a
+    reason it refuses (too long, characters no database stores) is asked for again with
+    the form's error, and nothing is denied.
+    """
+    form = DecisionForm()
     if request.POST.get("confirm") == "deny":
-        reason = " ".join(request.POST.get("reason", "").split())[:MAX_REASON_CHARS]
-        what = unstorable(reason)
-        if what is not None:
-            messages.error(request, REASON_REFUSED.format(what=what))
+        form = DecisionForm({"decision": "deny", "reason": request.POST.get("reason", "")})
+        if form.is_valid():
+            _decide(request, queryset, Outcome.DENIED, reason=form.cleaned_data["reason"])
             return None
-        _decide(request, queryset, Outcome.DENIED, reason=reason)
-        return None
     context = {
         **modeladmin.admin_site.each_context(request),
         "title": "Deny the selected calls",
         "opts": modeladmin.model._meta,
         "approvals": _ticked(request, queryset).select_related("run"),
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        "max_reason_chars": MAX_REASON_CHARS,
+        "form": form,
     }
     return TemplateResponse(request, "admin/chat/approval/deny_selected.html", context)
 

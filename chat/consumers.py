@@ -2,11 +2,16 @@
 
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
-too), and the Stop button's form as ``{"type": "cancel"}``; the server sends HTML
-fragments that htmx swaps in by id. Errors come back as an error fragment; the socket
-stays open. Close codes: 4404, no such conversation for you; 4401, the session the socket
-was opened with has ended (logout, or login changed it), at connect or later; 4429, the
-socket kept sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
+too), the Stop button's form as ``{"type": "cancel"}`` and a held call's card as
+``{"type": "approval", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
+The server sends HTML fragments that htmx swaps in by id. A refused frame is raised
+(:class:`chat.frames.FrameRefused`, :class:`chat.frames.DecisionRefused`,
+:class:`MessageRefused`) and answered with a notice whose ``data-outcome`` tells the page
+what became of it (:mod:`chat.fragments`); the socket stays open.
+
+Close codes: 4404, no such conversation for you; 4401, the session the socket was opened
+with has ended (logout, or login changed it), at connect or later; 4429, the socket kept
+sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
 :mod:`chat.security`, before this consumer), an Origin that is not this site. Every one
 is logged on ``chat.sockets`` with its reason, and the page says what it means
 (static/js/chat.js, ``FINAL_CLOSES``).
@@ -15,10 +20,10 @@ is logged on ``chat.sockets`` with its reason, and the page says what it means
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, assert_never
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -27,8 +32,16 @@ from django.conf import settings
 
 from agents.events import utcnow
 from chat import fragments, owner, store
-from chat.approvals import MAX_REASON_CHARS, DecisionFrame, decide
+from chat.approvals import decide
 from chat.catalog import code_tools_for
+from chat.frames import (
+    DecisionFrame,
+    DecisionRefused,
+    FrameRefused,
+    MessageFrame,
+    StopFrame,
+    parse_frame,
+)
 from chat.live import (
     FRAGMENT_MESSAGE_TYPE,
     Addressed,
@@ -40,7 +53,6 @@ from chat.live import (
 from chat.owner import StopOutcome, decisions_taken, request_stop
 from chat.runs import create_run, end_unstarted_run
 from chat.security import log_refusal, session_ended
-from chat.validation import MessageError, clean_message, unstorable
 
 logger = logging.getLogger(__name__)
 
@@ -56,31 +68,16 @@ FLOOD_CLOSE_AFTER = 200
 # How often (seconds) a socket that only listens re-checks that its session still exists.
 SESSION_RECHECK_S = 5.0
 
-BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
-NOT_JSON = "That frame was not valid JSON."
-NOT_OBJECT = "Expected a JSON object with a 'content' field."
-UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message', 'cancel' and 'approval'."
-BAD_DECISION = (
-    "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
-    "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
-)
-# Step ids are 64-bit signed integers: a larger one makes the database driver raise.
-MAX_STEP_ID = 2**63
-NOT_A_HELD_CALL = store.approvals.NOT_A_HELD_CALL
-UNSTORABLE = "The decision contains characters that cannot be stored ({what}). Nothing was decided."
-REASON_TOO_LONG = "The reason is too long: at most {limit:,} characters."
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
     "(or press Stop) before sending another message."
 )
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
-NO_CONTENT = "The message needs a text 'content' field."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
 RATE_LIMITED = (
     "You have started {limit} runs in the last minute, the most allowed. Your message was "
     "not sent: try again in {seconds} s."
 )
-TOO_DEEP = "That frame is nested too deeply to read."
 FLOODED = "Too many messages at once: some were ignored. Slow down."
 # Reasons written to the log (chat.sockets) when a socket is closed.
 REFUSED_NOT_FOUND = "conversation {conversation_id} not found for {who}"
@@ -93,102 +90,21 @@ REFUSED_NO_ROUTE = "no websocket route for this path"
 REFUSED_DELETED = "conversation {conversation_id} was deleted by its owner"
 
 
-class FrameError(MessageError):
-    """A websocket frame the chat cannot use; the message is shown to the user.
+class MessageRefused(FrameRefused):
+    """A message refused after the conversation's stale runs were swept: ``interrupted``
+    are the sweep's fragments (:func:`chat.live.interrupt_stale_runs`), which the pages
+    need all the same."""
 
-    ``step_id`` is the held call's step of a refused decision, whose card says it beside
-    its buttons (and the page makes them usable again only then)."""
-
-    def __init__(self, message: str, *, step_id: int | None = None) -> None:
+    def __init__(self, message: str, *, interrupted: list[Addressed]) -> None:
         super().__init__(message)
-        self.step_id = step_id
-
-
-CANCEL = "cancel"
-APPROVAL = "approval"
-
-
-class StopRequest:
-    """A frame asking to stop the running run (``{"type": "cancel"}``).
-
-    Its own type, not a string: a message whose text is "cancel" must not stop anything.
-    """
-
-
-STOP = StopRequest()
-
-
-def parse_frame(
-    text_data: str | None, bytes_data: bytes | None, *, max_chars: int
-) -> str | StopRequest | DecisionFrame:
-    """Return the message text of a frame, stripped, :data:`STOP` for a stop request, or
-    a :class:`chat.approvals.DecisionFrame` for a decision on a held tool call.
-
-    Raises :class:`FrameError` for binary, non-JSON or too deeply nested frames,
-    non-objects, unknown types, missing, empty (or only invisible characters) or over-long
-    (more than ``max_chars`` characters) content, and for content no database can store
-    (a NUL character, an unpaired UTF-16 surrogate).
-    """
-    if text_data is None:
-        raise FrameError(BINARY_FRAME)
-    try:
-        payload: Any = json.loads(text_data)
-    except ValueError:
-        raise FrameError(NOT_JSON) from None
-    except RecursionError:
-        raise FrameError(TOO_DEEP) from None
-    if not isinstance(payload, dict):
-        raise FrameError(NOT_OBJECT)
-    kind = payload.get("type", "message")
-    if kind == CANCEL:
-        return STOP
-    if kind == APPROVAL:
-        return parse_decision(payload)
-    if kind != "message":
-        raise FrameError(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
-    content = payload.get("content")
-    if not isinstance(content, str):
-        raise FrameError(NO_CONTENT)
-    try:
-        return clean_message(content, max_chars=max_chars)
-    except MessageError as exc:
-        raise FrameError(str(exc)) from None
-
-
-def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
-    """Return the decision of an ``approval`` frame; raise :class:`FrameError` for a
-    missing or malformed field (a form sends ``step`` as text, ``always`` as "on")."""
-    step, decision = payload.get("step"), payload.get("decision")
-    if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
-        step = int(step)  # isdigit() alone is true of "²", which int() refuses
-    if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
-        raise FrameError(BAD_DECISION)
-    if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
-        raise FrameError(NOT_A_HELD_CALL)
-    arguments, reason = payload.get("arguments"), payload.get("reason", "")
-    if arguments is not None and not isinstance(arguments, str):
-        raise FrameError(BAD_DECISION, step_id=step)
-    if not isinstance(reason, str):
-        raise FrameError(BAD_DECISION, step_id=step)
-    reason = reason.strip()
-    if len(reason) > MAX_REASON_CHARS:
-        raise FrameError(REASON_TOO_LONG.format(limit=MAX_REASON_CHARS), step_id=step)
-    for text in (reason, arguments or ""):
-        bad = unstorable(text)
-        if bad is not None:
-            raise FrameError(UNSTORABLE.format(what=bad), step_id=step)
-    always = payload.get("always") in (True, "on", "true", "1")
-    return DecisionFrame(step_id=step, approve=decision == "approve",
-                         arguments=arguments if arguments and arguments.strip() else None,
-                         reason=reason, always=always)  # fmt: skip
+        self.interrupted = interrupted
 
 
 def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | None:
     """Return the conversation's id if the scope's user (or guest) owns it, else None.
 
     Sync, one ORM call for the user (loaded here on first read:
-    :class:`chat.security.LazyUserMiddleware`), the owner and the conversation (three
-    hops before).
+    :class:`chat.security.LazyUserMiddleware`), the owner and the conversation.
     """
     owner = store.Owner.of(user, session)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
@@ -220,43 +136,46 @@ def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:
     return False, "a guest" if cookie else "a visitor without a session"
 
 
-# What a message can meet instead of a run: the page is told (see ChatConsumer.receive).
-REFUSALS = (store.ConversationGone, store.RunAlreadyGoing, store.RateLimited)
+@dataclass(frozen=True)
+class Accepted:
+    """A message stored with its run: ``interrupted``, the fragments of the sweep that ran
+    first; ``run_id`` and ``html``, the fragment that shows the message and its run."""
+
+    interrupted: list[Addressed]
+    run_id: int
+    html: str
 
 
-def _accept_message(
-    *, conversation_id: int, content: str
-) -> tuple[list[Addressed], tuple[int, str] | Exception]:
-    """Sweep the conversation's stale runs, then store the message and its run.
+def _accept_message(*, conversation_id: int, content: str) -> Accepted:
+    """Sweep the conversation's stale runs, then store the message and its run (sync,
+    one ORM call: the run starts after one wait in the ORM thread's queue, not two).
 
-    Return the swept runs' fragments (:func:`chat.live.interrupt_stale_runs`) and either
-    the run's id with the fragment that shows it, or the refusal :func:`chat.runs.create_run`
-    raised (one of :data:`REFUSALS`): the fragments of a sweep must reach the page even
-    when the message is refused. Sync, one ORM call where this was two (the sweep, then
-    the message), each a wait in the ORM thread's queue before the run starts.
+    Raises :class:`MessageRefused`, carrying the sweep's fragments, for a run already
+    going or waiting and for an owner over the rate limit, and
+    :class:`chat.store.ConversationGone` for a conversation its owner deleted.
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
     try:
         run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
-    except REFUSALS as exc:
-        return interrupted, exc
-    return interrupted, (run.pk, fragments.run_started(run) + fragments.error(""))
+    except store.RunWaiting:
+        refusal = RUN_WAITING
+    except store.RunAlreadyGoing:
+        refusal = RUN_GOING
+    except store.RateLimited as exc:
+        refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
+    else:
+        return Accepted(interrupted, run.pk, fragments.run_started(run))
+    raise MessageRefused(refusal, interrupted=interrupted)
 
 
-async def _end_unstarted(
-    accepting: asyncio.Future[tuple[list[Addressed], tuple[int, str] | Exception]],
-    listeners: list[Any],
-) -> None:
+async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[Any]) -> None:
     """End as cancelled the run ``accepting`` stored, if it stored one (its task never
     started); see :func:`chat.runs.end_unstarted_run`."""
     try:
-        _, accepted = await accepting
-    except Exception:  # nothing was stored (the database failed)
+        accepted = await accepting
+    except Exception:  # refused, or the database failed: nothing was stored
         return
-    if isinstance(accepted, Exception):  # refused: nothing was stored
-        return
-    run_id, _ = accepted
-    await end_unstarted_run(run_id, listeners)
+    await end_unstarted_run(accepted.run_id, listeners)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -377,25 +296,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
             now = time.monotonic()
             if now - self._flood_notice_at >= 1.0:
                 self._flood_notice_at = now
-                await self.send(text_data=fragments.error(FLOODED))
+                await self.send(text_data=fragments.message_refused(FLOODED))
             return
         if await self._session_ended():
             await self._close_ended_session()
             return
         try:
-            content = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
-        except FrameError as exc:
-            if exc.step_id is None:
-                await self.send(text_data=fragments.error(str(exc)))
-            else:  # a decision: said beside its card's buttons too
-                await self.send(text_data=fragments.decision_refused(exc.step_id, str(exc)))
-            return
-        if isinstance(content, StopRequest):
-            await self._cancel_run()
-            return
-        if isinstance(content, DecisionFrame):
-            await self._decide(content)
-            return
+            frame = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
+            match frame:
+                case MessageFrame(content=content):
+                    await self._send_message(content)
+                case StopFrame():
+                    await self._cancel_run()
+                case DecisionFrame():
+                    await self._decide(frame)
+                case _:
+                    assert_never(frame)
+        except FrameRefused as refused:
+            await self.send(text_data=fragments.message_refused(str(refused)))
+        except DecisionRefused as refused:
+            # Said beside the card's buttons too, where the reader is looking.
+            await self.send(text_data=fragments.decision_refused(refused.step_id, str(refused)))
+        except store.ConversationGone:
+            await self._close_deleted()
+
+    async def _send_message(self, content: str) -> None:
+        """Store the message and its run, show them in every tab, and start the run here.
+
+        Raises :class:`MessageRefused` (after publishing the sweep's fragments) and
+        :class:`chat.store.ConversationGone`; see :func:`_accept_message`.
+        """
+        assert self.conversation_id is not None
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         accepting = asyncio.ensure_future(
             database_sync_to_async(_accept_message)(
@@ -403,31 +334,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         )
         try:
-            interrupted, accepted = await asyncio.shield(accepting)
-            await publish_each(self.channel_layer, interrupted)
-            if not isinstance(accepted, Exception):
-                await publisher.publish(accepted[1])
+            try:
+                accepted = await asyncio.shield(accepting)
+            except MessageRefused as refused:
+                await publish_each(self.channel_layer, refused.interrupted)
+                raise
+            await publish_each(self.channel_layer, accepted.interrupted)
+            await publisher.publish(accepted.html + fragments.message_accepted())
         except asyncio.CancelledError:
             # This consumer is being killed (Daphne stopping) after the run may have been
             # stored but before its task started: end it, or it would stay "running" with
             # no task until another process's sweep, refusing the conversation's messages.
             await asyncio.shield(_end_unstarted(accepting, [publisher]))
             raise
-        if isinstance(accepted, store.ConversationGone):
-            await self._close_deleted()
-            return
-        if isinstance(accepted, store.RunWaiting):
-            await self.send(text_data=fragments.error(RUN_WAITING))
-            return
-        if isinstance(accepted, store.RunAlreadyGoing):
-            await self.send(text_data=fragments.error(RUN_GOING))
-            return
-        if isinstance(accepted, store.RateLimited):
-            message = RATE_LIMITED.format(limit=accepted.limit, seconds=accepted.retry_after_s)
-            await self.send(text_data=fragments.error(message))
-            return
-        run_id, _ = accepted
-        owner.current().start(run_id, listeners=[publisher])
+        owner.current().start(accepted.run_id, listeners=[publisher])
 
     async def _cancel_run(self) -> None:
         """Stop the conversation's run, in whichever process runs it
@@ -438,19 +358,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _decide(self, frame: DecisionFrame) -> None:
         """Store a decision on a held tool call, show it in every tab, and resume the run
-        here once none of its calls waits any more. A refused decision (not a held call
-        of this chat, decided already, edited arguments the tool refuses) is told to this
-        socket only and changes nothing."""
+        here once none of its calls waits any more.
+
+        Raises :class:`DecisionRefused` for a decision the form refuses, a step that is not
+        a held call of this chat, or one decided already: told to this socket only, it
+        changes nothing.
+        """
         assert self.conversation_id is not None
         try:
             decided = await database_sync_to_async(decide)(
-                frame, conversation_id=self.conversation_id, user=self.scope.get("user"),
+                step_id=frame.step_id, data=frame.form_data(),
+                conversation_id=self.conversation_id, user=self.scope.get("user"),
                 tools_of=code_tools_for,
             )  # fmt: skip
         except store.ApprovalRefused as exc:
-            # Said beside the card's buttons too, where the reader is looking.
-            await self.send(text_data=fragments.decision_refused(frame.step_id, str(exc)))
-            return
+            raise DecisionRefused(str(exc), step_id=frame.step_id) from None
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         await publisher.publish(decided.html + fragments.error(""))
         if decided.run_id is not None:
@@ -460,10 +382,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Relay run fragments straight to the socket; hand anything else to Channels.
 
         Channels' ``dispatch`` first runs ``close_old_connections`` in the database
-        thread for every message. A fragment needs no database (the session re-check
-        uses ``database_sync_to_async``, which does that itself), and under load that
-        hop per fragment per socket queued every run's writes behind it: bench/load.py
-        measured 200 conversations' step events going from p95 9.5 s to 2.7 s without it.
+        thread for every message; a fragment needs no database (the session re-check
+        uses ``database_sync_to_async``, which does that itself), and under load that hop
+        per fragment per socket queued every run's writes behind it.
 
         A message of a type this consumer has no handler for (sent by a newer process
         beside it during a rolling deploy) is logged and dropped: Channels would raise,
@@ -491,11 +412,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Relay a fragment published to the conversation's group.
 
         Every :data:`SESSION_RECHECK_S` the socket's session is checked again, beside the
-        relay rather than before it: the check is an ORM call, and under load a fragment
-        that waited for it waited in the ORM thread's queue (up to its p95 of about
-        0.5 s at 200 conversations; bench/load.py --counts-only). A session that ended is
-        closed as the check returns; the socket may be sent the fragments of that wait. A
-        socket that gets no fragments is checked by :meth:`_watch_session`.
+        relay rather than before it: the check is an ORM call, and a fragment must not wait
+        in the ORM thread's queue. A session that ended is closed as the check returns;
+        the socket may be sent the fragments of that wait. A socket that gets no fragments
+        is checked by :meth:`_watch_session`.
         """
         if self.conversation_id is None:
             return

@@ -1,12 +1,37 @@
-"""Forms: a conversation's model, and how its runs ask for tools (strategy, native options)."""
+"""Forms: a conversation's model, how its runs ask for tools (strategy, native options),
+its title, and a decision on a held tool call."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from django import forms
+from pydantic import ValidationError as SchemaError
 
+from agents.tool_calls import schema_errors
 from chat.models import TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, Conversation, Strategy
+from chat.store.approvals import NOT_A_HELD_CALL
+from chat.validation import unstorable
+
+MAX_REASON_CHARS = 1_000
+MAX_ARGUMENTS_CHARS = 20_000
+REASON_TOO_LONG = "The reason is too long: at most {limit:,} characters."
+UNSTORABLE = "The decision contains characters that cannot be stored ({what}). Nothing was decided."
+ARGUMENTS_TOO_LONG = (
+    "The edited arguments are too long: at most {limit:,} characters. Nothing was decided."
+)
+ARGUMENTS_NOT_JSON = "The edited arguments are not JSON: {error}. Nothing was decided."
+ARGUMENTS_INVALID = (
+    "The edited arguments do not match the tool {name!r}: {error}. Nothing was decided."
+)
+ARGUMENTS_UNSTORABLE = (
+    "The edited arguments contain characters that cannot be stored ({what}). Nothing was decided."
+)
+ARGUMENTS_TOO_DEEP = "The edited arguments are nested too deeply to read. Nothing was decided."
+ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
 
 
 def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
@@ -154,3 +179,153 @@ class ConversationTitleForm(forms.Form):
     def clean_title(self) -> str:
         """Return the title with its spaces and line breaks collapsed to single spaces."""
         return " ".join(self.cleaned_data["title"].split())
+
+
+class StorableCharField(forms.CharField):
+    """A ``CharField`` that refuses text no database stores (a NUL character, an unpaired
+    UTF-16 surrogate: :func:`chat.validation.unstorable`) with :data:`UNSTORABLE`."""
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        bad = unstorable(value)
+        if bad is not None:
+            raise forms.ValidationError(UNSTORABLE.format(what=bad), code="unstorable")
+
+
+class ReasonField(StorableCharField):
+    """A denial's reason: one line, its runs of white space (line breaks too) made one
+    space before its length is checked."""
+
+    def to_python(self, value: Any) -> str:
+        return " ".join(super().to_python(value).split())
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """What edited arguments are checked against: the held call's ``tool_name``, the
+    ``arguments`` the model asked for (a dict, or a text strategy's one string) and the
+    ``tools`` of its run's agent (an MCP server's tools are not among them)."""
+
+    tool_name: str
+    arguments: Any
+    tools: Sequence[Any]
+
+
+class DecisionForm(forms.Form):
+    """Validate a decision on a held tool call, from the chat's card (the socket) or the
+    admin's actions: the same limits and messages for both.
+
+    ``held`` returns the held call (None: the step is not one), called only when an
+    approval carries edited arguments to check. Cleaned: ``approve`` (bool),
+    ``arguments`` (the edited arguments as a dict, None when absent or as the model asked),
+    ``reason`` (a denial's, white space collapsed, "" for an approval) and ``always``
+    (False for a denial). :meth:`refusal` is the first error, for the person.
+    """
+
+    decision = forms.ChoiceField(choices=(("approve", "Approve"), ("deny", "Deny")))
+    reason = ReasonField(
+        required=False,
+        max_length=MAX_REASON_CHARS,
+        error_messages={"max_length": REASON_TOO_LONG.format(limit=MAX_REASON_CHARS)},
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+    )
+    arguments = StorableCharField(required=False, strip=False)
+    always = forms.BooleanField(required=False)
+
+    def __init__(
+        self, *args: Any, held: Callable[[], HeldCall | None] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.held = held
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        approve = data.get("decision") == "approve"
+        text = data.get("arguments") or ""
+        data["approve"] = approve
+        data["arguments"] = None
+        if not approve:
+            data["always"] = False
+        else:
+            data["reason"] = ""
+            if text.strip() and not self.errors:  # no lookup for a decision refused already
+                try:
+                    data["arguments"] = self._edited(text)
+                except forms.ValidationError as exc:
+                    self.add_error("arguments", exc)
+        return data
+
+    def _edited(self, text: str) -> dict[str, Any] | None:
+        """Return the edited arguments ``text`` once the held call's tool accepts them,
+        or None when they are the model's own; raise ``ValidationError`` otherwise."""
+        held = self.held() if self.held is not None else None
+        if held is None:
+            raise forms.ValidationError(NOT_A_HELD_CALL)
+        if isinstance(held.arguments, str) and text.strip() == held.arguments.strip():
+            # A text strategy's one-string input ("Suzhou"), which the card shows as it
+            # is, sent back unchanged: not JSON, yet approved as asked.
+            return None
+        value = checked_arguments(held.tool_name, text, held.tools)
+        if value == held.arguments:
+            return None  # unchanged: approved as asked
+        if len(text) > MAX_ARGUMENTS_CHARS:
+            # Edits only: the card sends the arguments with every decision, and a model's
+            # call may well have asked for more (Daphne's 1 MiB frame limit bounds those).
+            raise forms.ValidationError(ARGUMENTS_TOO_LONG.format(limit=MAX_ARGUMENTS_CHARS))
+        return value
+
+    def refusal(self) -> str:
+        """Return the first error of a form that is not valid ("" for a valid one)."""
+        for errors in self.errors.values():
+            return str(errors[0])
+        return ""
+
+
+def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[str, Any]:
+    """Return the edited arguments ``text`` (JSON) for ``tool_name`` once its schema
+    accepts them (the arguments stored are the JSON as given, not the schema's
+    coerced values).
+
+    Raises ``ValidationError`` with what is wrong: not JSON, not an object, characters
+    no database stores, or not what the tool's ``args_schema`` accepts (a tool no longer
+    registered takes any object).
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise forms.ValidationError(ARGUMENTS_NOT_JSON.format(error=exc)) from None
+    except RecursionError:
+        raise forms.ValidationError(ARGUMENTS_TOO_DEEP) from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(ARGUMENTS_NOT_OBJECT)
+    bad = _unstorable_in(value)  # JSON escapes (\\u0000, \\ud800) parse into such text
+    if bad is not None:
+        raise forms.ValidationError(ARGUMENTS_UNSTORABLE.format(what=bad))
+    tool = next((t for t in tools if t.name == tool_name), None)
+    schema = getattr(tool, "args_schema", None)
+    if schema is not None and hasattr(schema, "model_validate"):
+        try:
+            schema.model_validate(value)
+        except SchemaError as exc:
+            error = schema_errors(exc)
+            message = ARGUMENTS_INVALID.format(name=tool_name, error=error)
+            raise forms.ValidationError(message) from None
+    return value
+
+
+def _unstorable_in(value: Any) -> str | None:
+    """Return what no database stores in any key or string of the JSON ``value``, or
+    None (see :func:`chat.validation.unstorable`). Iterative: JSON nests deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            bad = unstorable(item)
+            if bad is not None:
+                return bad
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None

@@ -48,9 +48,7 @@ def run_started(run: AgentRun) -> str:
         "chat/_settings.html",
         {"conversation": conversation, "settings_editable": False, "oob": True},
     )
-    # data-message-accepted: the tab that sent the message clears its composer on this,
-    # not when it sends (a refused message keeps its text; static/js/chat.js).
-    wrapper = '<div hx-swap-oob="beforeend:#messages" data-message-accepted>'
+    wrapper = '<div hx-swap-oob="beforeend:#messages">'
     return f"{wrapper}{inner}</div>{title}{link}{settings}"
 
 
@@ -97,9 +95,8 @@ def text_delta(step_id: int, text: str, offset: int | None = None, *, target: st
     delta that does not start where its element's text ends and waits for the next
     whole-text snapshot.
 
-    Written with :func:`html.escape` rather than ``format_html`` (the same output): it
-    runs for every streamed token.
-    Raises ``ValueError`` for another ``target``.
+    Written with ``conditional_escape`` rather than ``format_html`` (the same output): it
+    runs for every streamed token. Raises ``ValueError`` for another ``target``.
     """
     if target not in ("text", "reasoning"):
         raise ValueError(f"not a model turn's streamed element: {target!r}")
@@ -166,19 +163,38 @@ def conversation_usage(run: AgentRun) -> str:
     return _render("chat/_conversation_usage.html", context)
 
 
+# What became of a frame, in the data-outcome of the element that says so: the page reads
+# it as htmx swaps the element in (static/js/chat.js).
+MESSAGE_ACCEPTED = "message-accepted"
+MESSAGE_REFUSED = "message-refused"
+DECISION_REFUSED = "decision-refused"
+
+
+def message_accepted() -> str:
+    """Return the cleared notice that tells the page a message was accepted: the tab
+    that sent it empties its composer (sent beside :func:`run_started`)."""
+    return _render("chat/_error.html", {"message": "", "outcome": MESSAGE_ACCEPTED})
+
+
+def message_refused(message: str) -> str:
+    """Return the notice saying why a frame (a message, or one the chat cannot read) was
+    refused; the page keeps the composer's text for another try."""
+    return _render("chat/_error.html", {"message": message, "outcome": MESSAGE_REFUSED})
+
+
 def decision_refused(step_id: int, message: str) -> str:
     """Return why a decision on the held call of step ``step_id`` was refused: the page's
     notice, and the line beside the card's buttons (a card no longer on the page ignores
-    it), which is what makes the page's sent card usable again (chat.js)."""
+    it), whose outcome makes the page's sent card usable again."""
     line = format_html(
         '<div class="approval-error" id="step-{}-approval-error" role="alert" '
-        'hx-swap-oob="true">{}</div>', step_id, message,
+        'data-outcome="{}" hx-swap-oob="true">{}</div>', step_id, DECISION_REFUSED, message,
     )  # fmt: skip
     return error(message) + line
 
 
 def error(message: str) -> str:
-    """Return an error notice for the chat page (escaped)."""
+    """Return a notice for the chat page (escaped), or clear it with ``""``."""
     return _render("chat/_error.html", {"message": message})
 
 

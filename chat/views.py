@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from chat import fragments, live, store
 from chat.agents import agent_choices, agent_settings, allowed_models, find_agent
@@ -227,7 +228,7 @@ def _replace_stale_model(
     """
     models = model_choices()
     if conversation.model_key in dict(models):
-        if not request.headers.get("HX-Request"):
+        if not request.htmx:
             return redirect("chat:conversation", conversation_id=conversation.pk)
         context = settings_context(conversation, editable=False)
         return render(request, "chat/_settings.html", context, status=409)
@@ -248,7 +249,7 @@ def _replace_stale_model(
             )
             or conversation
         )
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
     context = settings_context(conversation, editable=False, error=error, oob_badge=True)
     return render(request, "chat/_settings.html", context, status=status)
@@ -303,11 +304,11 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
                 or conversation
             )
         except store.ConversationStarted:  # the first message came in meanwhile
-            if not request.headers.get("HX-Request"):
+            if not request.htmx:
                 return redirect("chat:conversation", conversation_id=conversation.pk)
             context = settings_context(conversation, editable=False)
             return render(request, "chat/_settings.html", context, status=409)
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
     context = settings_context(conversation, editable=True, error=error, oob_badge=True)
     return render(request, "chat/_settings.html", context, status=status)
@@ -315,7 +316,7 @@ def conversation_strategy(request: HttpRequest, conversation_id: int) -> HttpRes
 
 def _settings_refused(request: HttpRequest, conversation: Conversation, error: str) -> HttpResponse:
     """Answer a picker post that names no defined agent: 400 with the picker and why."""
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
     context = settings_context(conversation, editable=True, error=error)
     return render(request, "chat/_settings.html", context, status=400)
@@ -340,11 +341,9 @@ def _switch_agent(
             tool_choice=TOOL_CHOICE_AUTO, parallel_tool_calls=True, model_key=model_key,
             agent_key=agent.name,
         )  # fmt: skip
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
-    response = HttpResponse(status=204)
-    response["HX-Refresh"] = "true"
-    return response
+    return HttpResponseClientRefresh()
 
 
 def list_context(owner: store.Owner, *, query: str, active: int | None) -> dict[str, object]:
@@ -417,7 +416,7 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
     form = ConversationTitleForm(request.POST)
     if not form.is_valid():
         error = " ".join(form.errors["title"])
-        if not request.headers.get("HX-Request"):
+        if not request.htmx:
             return HttpResponse(error, status=400, content_type="text/plain; charset=utf-8")
         return _list_response(
             request, owner, status=400, rename_id=conversation_id, rename_error=error
@@ -427,7 +426,7 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
     )
     # Every open tab of the conversation follows (this one too: the swap is idempotent).
     live.conversation_renamed_sync(conversation_id, fragments.conversation_renamed(conversation))
-    if not request.headers.get("HX-Request"):
+    if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation_id)
     response = _list_response(request, owner, renamed_id=conversation_id)
     if _active(request) == conversation_id:
@@ -455,11 +454,9 @@ def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpRespo
     request_stop_sync(conversation_id)
     live.conversation_deleted_sync(conversation_id)
     active = _active(request)
-    if request.headers.get("HX-Request"):
+    if request.htmx:
         if active == conversation_id or active is None:
-            response = HttpResponse(status=204)
-            response["HX-Redirect"] = reverse("chat:home")
-            return response
+            return HttpResponseClientRedirect(reverse("chat:home"))
         return _list_response(request, owner)
     if active is not None and active != conversation_id:
         return redirect("chat:conversation", conversation_id=active)

@@ -269,31 +269,28 @@
     pending = input().value;
     stickToBottom = true;
   });
-  document.addEventListener("htmx:wsAfterMessage", function (event) {
-    var message = (event.detail && event.detail.message) || "";
-    if (typeof message === "string") {
-      // A decision the server refused (bad arguments, decided already) says why beside
-      // its card's buttons: that form, if still there, can be used again. Other notices
-      // (a message refused while the decision goes through) leave sent forms as they are.
-      var refused = /id="step-(\d+)-approval-error"/g;
-      var found;
-      while ((found = refused.exec(message)) !== null) {
-        var line = document.getElementById("step-" + found[1] + "-approval-error");
-        var form = line && line.closest("[data-approval-form][data-sent]");
-        if (!form) continue;
-        form.removeAttribute("data-sent");
-        form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
-      }
+  // The server says what became of a frame in the data-outcome of the element that says
+  // so (chat/fragments.py), read here as htmx swaps that element in.
+  document.addEventListener("htmx:load", function (event) {
+    var element = event.target;
+    var outcome = element && element.getAttribute && element.getAttribute("data-outcome");
+    if (outcome === "message-accepted") {
+      // Clear what was sent, unless the person has typed something else since.
+      if (pending !== null && input() && input().value === pending) input().value = "";
+      pending = null;
+    } else if (outcome === "message-refused") {
+      pending = null;  // the text stays for another try
+    } else if (outcome === "decision-refused") {
+      // Said beside the card's buttons: that form, if still there, can be used again.
+      // Other notices (a message refused while the decision goes through) leave sent
+      // forms as they are.
+      var form = element.closest("[data-approval-form][data-sent]");
+      if (!form) return;
+      form.removeAttribute("data-sent");
+      form.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
     }
-    if (pending !== null && typeof message === "string") {
-      if (message.indexOf("data-message-accepted") !== -1) {
-        // Accepted: clear what was sent, unless the person has typed something else since.
-        if (input() && input().value === pending) input().value = "";
-        pending = null;
-      } else if (message.indexOf("chat-error visible") !== -1) {
-        pending = null;  // refused: the text stays for another try
-      }
-    }
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
     updateComposer();
     scrollDown();
   });

@@ -209,23 +209,28 @@ def test_esc_on_any_part_of_the_held_card_leaves_the_run_waiting(start_app, brow
 def test_a_notice_about_something_else_leaves_a_sent_decision_alone(start_app, browser_page):
     """A sent decision's buttons stay disabled until its card comes back; only a refusal
     of that decision (said beside its buttons) makes them usable again, not any notice."""
+    from chat import fragments
+
     page = browser_page
     ask_and_wait(start_app(env=POLICY), page)
-    step = page.locator(f"{HELD} input[name=step]").input_value()
+    step = int(page.locator(f"{HELD} input[name=step]").input_value())
+    others = fragments.error("Nothing to stop.") + fragments.message_refused("Not sent.")
+    refusal = fragments.decision_refused(step, "No.")
     usable = page.evaluate(
-        """step => {
+        """([others, refusal]) => {
              const form = document.querySelector('[data-approval-form]');
              form.setAttribute('data-sent', '');
              form.querySelectorAll('button').forEach(b => { b.disabled = true; });
-             const heard = message => document.body.dispatchEvent(new CustomEvent(
-               'htmx:wsAfterMessage', {bubbles: true, detail: {message}}));
+             // Swapped in out-of-band, as the websocket extension swaps a server frame.
+             const heard = html => htmx.swap(document.body, html,
+                                             {swapStyle: 'none', settleDelay: 0});
              const enabled = () => [...form.querySelectorAll('button')].every(b => !b.disabled);
-             heard('<div id="chat-error" class="chat-error visible">Nothing to stop.</div>');
+             heard(others);
              const afterOther = enabled();
-             heard(`<div class="approval-error" id="step-${step}-approval-error">No.</div>`);
+             heard(refusal);
              return [afterOther, enabled()];
            }""",
-        step,
+        [others, refusal],
     )
     assert usable == [False, True]
 

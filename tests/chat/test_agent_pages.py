@@ -30,7 +30,7 @@ def test_picking_another_agent_reloads_the_page_as_that_agents(alice):
     client, conversation = alice
     response = picker_post(client, conversation, agent="almanac", strategy="tool_calling")
 
-    assert response.status_code == 204 and response["HX-Refresh"] == "true"
+    assert response.status_code == 200 and response["HX-Refresh"] == "true"
     conversation.refresh_from_db()
     assert conversation.agent_key == "almanac"
     html = client.get(f"/c/{conversation.pk}/").content.decode()

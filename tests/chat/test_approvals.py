@@ -20,6 +20,7 @@ from django.test import Client
 from chat import catalog, owner, runs, store
 from chat.approvals import policy_lookup
 from chat.consumers import RUN_WAITING
+from chat.forms import MAX_REASON_CHARS, REASON_TOO_LONG
 from chat.models import (
     AgentRun,
     AgentStep,
@@ -164,6 +165,7 @@ async def test_a_decision_with_characters_no_database_stores_is_refused_beside_i
         await tab.send_to(text_data=decision(step.pk, choice, **fields))
         refused = await tab.receive_from()
         assert "NUL" in refused and f'id="step-{step.pk}-approval-error"' in refused, fields
+        assert 'data-outcome="decision-refused"' in refused, fields
     assert (await rows(conversation.pk))[2].outcome == ApprovalOutcome.PENDING
     await tab.disconnect()
 
@@ -205,7 +207,10 @@ async def test_bad_duplicate_and_foreign_decisions_are_refused_and_change_nothin
         await tab.send_to(text_data=frame)
         assert "An approval needs" in await tab.receive_from()
     await tab.send_to(text_data=decision(step.pk, "deny", reason="x" * 1001))
-    assert "too long" in await tab.receive_from()
+    too_long = await tab.receive_from()
+    assert "too long" in too_long
+    # The admin refuses it with the same message (one form checks both).
+    assert REASON_TOO_LONG.format(limit=MAX_REASON_CHARS) in too_long
     not_held = await database_sync_to_async(
         lambda: AgentStep.objects.filter(kind="tool_call").exclude(pk=step.pk).first().pk
     )()

@@ -16,6 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from chat.forms import MAX_REASON_CHARS, REASON_TOO_LONG
 from chat.models import (
     AgentRun,
     AgentStep,
@@ -242,12 +243,35 @@ def test_denying_asks_for_a_reason_the_model_will_read(alice):
     refused = act(client, "deny_selected", approval, reason="bad\x00reason")
     approval.refresh_from_db()
     assert approval.outcome == "pending"
-    assert any("cannot be stored" in m for m in said(refused))
+    # Asked again, with the form's error (the chat's card says the same).
+    assert "cannot be stored" in refused.content.decode()
 
     act(client, "deny_selected", approval, reason="  The budget is   spent.  ")
     approval.refresh_from_db()
     assert approval.outcome == "denied"
     assert approval.reason == "The budget is spent. (denied from the admin by reviewer)"
+
+
+def test_a_reason_over_the_limit_is_refused_with_the_cards_message_not_cut(alice):
+    """The chat's card refuses a reason over MAX_REASON_CHARS; the admin cut it silently
+    and denied with what was left. Both check it with one form now: the admin asks again,
+    saying why, and denies nothing."""
+    _, conversation = alice
+    approval = held_call(conversation)
+    client = Client()
+    staff(client, "view_approval", "decide_approval")
+
+    refused = act(client, "deny_selected", approval, reason="x" * (MAX_REASON_CHARS + 1))
+
+    approval.refresh_from_db()
+    assert approval.outcome == "pending" and approval.reason == ""
+    html = refused.content.decode()
+    assert REASON_TOO_LONG.format(limit=MAX_REASON_CHARS) in html
+    assert 'name="reason"' in html and "x" * (MAX_REASON_CHARS + 1) in html  # kept to edit
+
+    act(client, "deny_selected", approval, reason="x" * MAX_REASON_CHARS)
+    approval.refresh_from_db()
+    assert approval.outcome == "denied" and approval.reason.startswith("x" * MAX_REASON_CHARS)
 
 
 def test_staff_without_the_permission_to_decide_are_not_offered_the_actions(alice):

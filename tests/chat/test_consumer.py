@@ -221,6 +221,33 @@ async def test_bad_frames_get_a_clear_error_and_the_socket_stays_usable(
     await communicator.disconnect()
 
 
+async def test_the_page_is_told_whether_its_message_was_accepted_or_refused(scripted_model):
+    """The page keeps the composer's text until the server says what became of it, in
+    the data-outcome of the notice it swaps in (static/js/chat.js reads it, no substring
+    of the HTML)."""
+    from chat.consumers import NOTHING_TO_STOP
+
+    scripted_model.script = [AIMessage("Hello.")]
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+
+    await communicator.send_to(text_data=json.dumps({"content": "   "}))
+    refused = await communicator.receive_from()
+    assert 'data-outcome="message-refused"' in refused and "empty message" in refused
+
+    await communicator.send_to(text_data=json.dumps({"type": "cancel"}))
+    nothing = await communicator.receive_from()  # a notice, not what became of a message
+    assert NOTHING_TO_STOP in nothing and "data-outcome" not in nothing
+
+    await communicator.send_to(text_data=json.dumps({"content": "hello"}))
+    frames = await receive_until_finished(communicator)
+    await wait_for_runs()
+    await communicator.disconnect()
+    assert 'data-outcome="message-accepted"' in frames[0] and "hello" in frames[0]
+    assert "data-message-accepted" not in "\n".join(frames)
+
+
 async def test_a_binary_frame_is_refused():
     user, conversation = await make_conversation()
     communicator = await connect(conversation.pk, user)

@@ -1,0 +1,148 @@
+"""The chat socket's frames, parsed once into types, and the refusals they meet.
+
+The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
+``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
+``{"type": "cancel"}`` and a held call's card's ``{"type": "approval", ...}``.
+:func:`parse_frame` turns each into a :data:`Frame` or raises; the consumer
+(:class:`chat.consumers.ChatConsumer`) dispatches frames with one ``match`` and turns
+refusals into the notice the page shows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from chat.store.approvals import NOT_A_HELD_CALL
+from chat.validation import MessageError, clean_message
+
+BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
+NOT_JSON = "That frame was not valid JSON."
+NOT_OBJECT = "Expected a JSON object with a 'content' field."
+UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message', 'cancel' and 'approval'."
+BAD_DECISION = (
+    "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
+    "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
+)
+NO_CONTENT = "The message needs a text 'content' field."
+TOO_DEEP = "That frame is nested too deeply to read."
+# Step ids are 64-bit signed integers: a larger one makes the database driver raise.
+MAX_STEP_ID = 2**63
+CANCEL = "cancel"
+APPROVAL = "approval"
+
+
+class FrameRefused(Exception):
+    """A frame the chat does not act on: a message it refuses, or a frame it cannot read.
+
+    The text says why, for the user; the page is told the message was refused
+    (:func:`chat.fragments.message_refused`), so the composer keeps its text.
+    """
+
+
+class DecisionRefused(Exception):
+    """A decision on the held call of step ``step_id`` that is not taken; the text says
+    why, in the page's notice and beside the card's buttons, which the page makes usable
+    again (:func:`chat.fragments.decision_refused`)."""
+
+    def __init__(self, message: str, *, step_id: int) -> None:
+        super().__init__(message)
+        self.step_id = step_id
+
+
+@dataclass(frozen=True)
+class MessageFrame:
+    """``{"content": "..."}``: the user's message, stripped (a new run's input)."""
+
+    content: str
+
+
+@dataclass(frozen=True)
+class StopFrame:
+    """``{"type": "cancel"}``: stop the conversation's run going on.
+
+    Its own type, not a string: a message whose text is "cancel" must not stop anything.
+    """
+
+
+@dataclass(frozen=True)
+class DecisionFrame:
+    """``{"type": "approval", ...}``: a decision on the held call of step ``step_id``.
+
+    ``decision`` is "approve" or "deny"; ``arguments`` the card's edited arguments (JSON
+    text, "" for none), ``reason`` a denial's and ``always`` "allow the tool for the rest
+    of the chat", all as sent: :class:`chat.forms.DecisionForm` validates them.
+    """
+
+    step_id: int
+    decision: str
+    arguments: str = ""
+    reason: str = ""
+    always: bool = False
+
+    def form_data(self) -> dict[str, Any]:
+        """Return the decision's fields as :class:`chat.forms.DecisionForm` reads them."""
+        return {"decision": self.decision, "arguments": self.arguments,
+                "reason": self.reason, "always": self.always}  # fmt: skip
+
+
+Frame = MessageFrame | StopFrame | DecisionFrame
+
+
+def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
+    """Return the :data:`Frame` a websocket frame holds.
+
+    Raises :class:`FrameRefused` for binary, non-JSON or too deeply nested frames,
+    non-objects, unknown types, missing, empty (or only invisible characters) or over-long
+    (more than ``max_chars`` characters) content, and for content no database can store
+    (a NUL character, an unpaired UTF-16 surrogate); see :func:`parse_decision` for
+    decisions.
+    """
+    if text_data is None:
+        raise FrameRefused(BINARY_FRAME)
+    try:
+        payload: Any = json.loads(text_data)
+    except ValueError:
+        raise FrameRefused(NOT_JSON) from None
+    except RecursionError:
+        raise FrameRefused(TOO_DEEP) from None
+    if not isinstance(payload, dict):
+        raise FrameRefused(NOT_OBJECT)
+    kind = payload.get("type", "message")
+    if kind == CANCEL:
+        return StopFrame()
+    if kind == APPROVAL:
+        return parse_decision(payload)
+    if kind != "message":
+        raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
+    content = payload.get("content")
+    if not isinstance(content, str):
+        raise FrameRefused(NO_CONTENT)
+    try:
+        return MessageFrame(clean_message(content, max_chars=max_chars))
+    except MessageError as exc:
+        raise FrameRefused(str(exc)) from None
+
+
+def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
+    """Return the decision of an ``approval`` frame (a form sends ``step`` as text,
+    ``always`` as "on").
+
+    Raises :class:`FrameRefused` without a usable step id or decision, and
+    :class:`DecisionRefused` for ``arguments`` or ``reason`` that are not text. What they
+    say is checked by :class:`chat.forms.DecisionForm` when the decision is taken.
+    """
+    step, decision = payload.get("step"), payload.get("decision")
+    if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
+        step = int(step)  # isdigit() alone is true of "²", which int() refuses
+    if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
+        raise FrameRefused(BAD_DECISION)
+    if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
+        raise FrameRefused(NOT_A_HELD_CALL)
+    arguments, reason = payload.get("arguments"), payload.get("reason", "")
+    arguments = "" if arguments is None else arguments
+    if not isinstance(arguments, str) or not isinstance(reason, str):
+        raise DecisionRefused(BAD_DECISION, step_id=step)
+    always = payload.get("always") in (True, "on", "true", "1")
+    return DecisionFrame(step, decision, arguments=arguments, reason=reason, always=always)
