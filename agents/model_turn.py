@@ -82,15 +82,12 @@ class ModelTurn:
     ``actions`` are the tool calls it asked for (those that cannot run carry their format
     error). ``finish_reason`` is the last one a chunk sent ("" for none);
     ``first_token_ms`` the milliseconds from asking the model to the first chunk that
-    carried text, reasoning or a tool call (None until one came). ``deadline``: the
-    run's :class:`agents.timing.Deadline`, renewed with ``timeout_s`` for this turn (the
-    caller cancels it when the run ends); without one the turn makes its own.
+    carried text, reasoning or a tool call (None until one came). ``timeout_s``: the
+    seconds the turn may spend waiting for the model (:class:`agents.timing.Deadline`).
     """
 
-    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float,
-                 deadline: Deadline | None = None) -> None:  # fmt: skip
+    def __init__(self, strategy: Strategy, *, iteration: int, timeout_s: float) -> None:
         self.strategy = strategy
-        self._deadline = deadline
         self.iteration = iteration
         self.timeout_s = timeout_s
         self.failure = ""
@@ -113,10 +110,8 @@ class ModelTurn:
         tool calls split over chunks come out whole; usage is :func:`response_usage` of
         the chunks, never their sum. The turn's deadline (``timeout_s``) counts only the
         time spent waiting for the model, never the time the caller spends handling a
-        yielded delta: firing inside the caller (writing a row) would cancel that instead
-        and end the run as cancelled, not timed out, and a deadline fixed when the turn
-        began charged the server's own queue to the model (runs of the local demo model
-        "did not answer within 120 seconds" under load; both found by bench/load.py).
+        yielded delta: a time-out firing inside the caller would cancel its work (a row
+        being written) and charge a loaded server's own queue to the model.
 
         The turn is timed from here (:class:`agents.timing.Stopwatch`): the finishing
         event carries its start, finish, duration and time to first token.
@@ -124,48 +119,50 @@ class ModelTurn:
         watch = Stopwatch()
         merged: AIMessageChunk | None = None
         usages: list[dict[str, Any]] = []
-        shared = self._deadline
-        deadline = Deadline(self.timeout_s) if shared is None else shared.renew(self.timeout_s)
         chunks = aiter(bound.astream(history))
         try:
-            while True:
-                try:
-                    chunk = await deadline.wait(anext(chunks))
-                except StopAsyncIteration:
-                    break
-                if merged is None:
-                    merged = chunk
-                elif not _adds_nothing(merged, chunk):
-                    merged = merged + chunk
-                text, thought = _text_and_reasoning(chunk)
-                if self.first_token_ms is None and (
-                    text or thought or getattr(chunk, "tool_call_chunks", None)
-                ):
-                    self.first_token_ms = watch.elapsed_ms()
-                # Kept per chunk: merging concatenates a repeated one ("lengthlength").
-                reason = (getattr(chunk, "response_metadata", None) or {}).get("finish_reason")
-                if isinstance(reason, str) and reason:
-                    self.finish_reason = reason
-                if getattr(chunk, "usage_metadata", None):
-                    usages.append(dict(chunk.usage_metadata))
-                if thought:
-                    thought = strict_json.scrub(thought)
-                    self._field_reasoning.append(thought)
-                    yield ReasoningDelta(iteration=self.iteration, text=thought)
-                if text:  # an empty piece changes nothing in the splitter
-                    # Storable: no lone surrogates, which a provider's JSON can carry
-                    # as "\ud83d".
-                    for event in self._pieces(self._splitter.feed(strict_json.scrub(text))):
-                        yield event
+            async with Deadline(self.timeout_s) as deadline:
+                while True:
+                    deadline.arm()
+                    try:
+                        chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
+                    if merged is None:
+                        merged = chunk
+                    elif not _adds_nothing(merged, chunk):
+                        merged = merged + chunk
+                    text, thought = _text_and_reasoning(chunk)
+                    if self.first_token_ms is None and (
+                        text or thought or getattr(chunk, "tool_call_chunks", None)
+                    ):
+                        self.first_token_ms = watch.elapsed_ms()
+                    # Kept per chunk: merging concatenates a repeated one ("lengthlength").
+                    metadata = getattr(chunk, "response_metadata", None) or {}
+                    reason = metadata.get("finish_reason")
+                    if isinstance(reason, str) and reason:
+                        self.finish_reason = reason
+                    if getattr(chunk, "usage_metadata", None):
+                        usages.append(dict(chunk.usage_metadata))
+                    if thought:
+                        thought = strict_json.scrub(thought)
+                        self._field_reasoning.append(thought)
+                        deadline.pause()  # the caller's time is not the model's
+                        yield ReasoningDelta(iteration=self.iteration, text=thought)
+                    if text:  # an empty piece changes nothing in the splitter
+                        # Storable: no lone surrogates, which a provider's JSON can carry
+                        # as "\ud83d".
+                        events = self._pieces(self._splitter.feed(strict_json.scrub(text)))
+                        if events:
+                            deadline.pause()
+                        for event in events:
+                            yield event
             for event in self._pieces(self._splitter.finish()):
                 yield event
         except Exception as exc:
             await _close(chunks)
             yield self._failed(exc, merged, watch)
             return
-        finally:
-            if shared is None:
-                deadline.cancel()
         usage = response_usage(usages) if usages else None
         if merged is None:
             message = AIMessage("", usage_metadata=usage)
@@ -279,9 +276,8 @@ def merged_message(
     :func:`response_usage`).
 
     The message is built once, as ``message_chunk_to_message`` would build it but with
-    these fields in place (building it and then copying it with new fields was one of
-    the loop's costs per turn, ``bench/loop.py``), and without validating again what
-    the chunks' validation and the parse here already checked (``model_construct``).
+    these fields in place, and without validating again what the chunks' validation and
+    the parse here already checked (``model_construct``): it is built every turn.
     """
     fields = merged.__dict__.copy()
     for key in _CHUNK_ONLY:
@@ -356,8 +352,8 @@ def response_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     The per-key maximum (nested token details too), never the sum: right for a server
     that repeats its running totals on every chunk (LangChain's chunk merging would add
-    them up: 713 prompt tokens stored as 4,991), for OpenAI's single last chunk, and for
-    input counted on the first chunk and output on the last (Anthropic's shape).
+    them up), for OpenAI's single last chunk, and for input counted on the first chunk
+    and output on the last (Anthropic's shape).
     ``total_tokens`` is at least input plus output, since such a split reports each half
     with its own total.
     """
@@ -392,12 +388,11 @@ def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
     ``chunk_position``, which :func:`merged_message` drops.
 
     That is the empty closing chunk (``chunk_position="last"``) langchain-core's
-    ``astream`` appends to every stream: merging it builds and validates a whole new
-    message (about 15 µs, once per turn; a tool-call turn is often one chunk more).
-    Only plain-text content qualifies: with list content (``output_version="v1"``) the
-    position changes how the merged chunk's blocks are built. An id the merge would pick
-    over ``merged``'s (langchain-core ranks a provider's id first, then ``lc_run-``) does
-    not qualify either.
+    ``astream`` appends to every stream: merging it would build and validate a whole
+    new message for nothing, every turn. Only plain-text content qualifies: with list
+    content (``output_version="v1"``) the position changes how the merged chunk's blocks
+    are built. An id the merge would pick over ``merged``'s (langchain-core ranks a
+    provider's id first, then ``lc_run-``) does not qualify either.
     """
     if chunk.content != "" or not isinstance(merged.content, str):
         return False

@@ -10,8 +10,9 @@ the loop itself raise.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -51,12 +52,13 @@ from agents.stopping import (
 from agents.strategies import Strategy
 from agents.strategies.base import IntermediateStep, TextStrategy
 from agents.strategies.tool_calling import ToolCallingStrategy
-from agents.timing import Deadline
-from agents.tool_calls import TOOL_RUN_TIME_LIMIT, ToolCallBatch, ToolLimits, ToolTimer
+from agents.tool_calls import TOOL_RUN_TIME_LIMIT, ToolCallBatch, ToolLimits
 
 # Why a run ended without an answer, stored on the run and shown to the user.
 EMPTY_ANSWER = "The model returned neither text nor tool calls."
 ITERATION_LIMIT = "Stopped after {limit} model turns without a final answer."
+
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -133,12 +135,8 @@ def model_display_name(model: BaseChatModel) -> str:
 
 class _Bindings:
     """The model bound for each turn of one run: bound once for the first turn and once
-    for all later ones (:meth:`agents.strategies.Strategy.bind`'s contract), not per turn.
-
-    Binding converts every tool's schema (``ChatOpenAI.bind_tools`` calls
-    ``convert_to_openai_tool`` per tool); doing it every turn made the run's cost per step
-    grow with the tools offered (profiled with ``bench/loop.py --profile ours:200``).
-    """
+    for all later ones (:meth:`agents.strategies.Strategy.bind`'s contract), not per turn,
+    since binding converts every tool's schema (``ChatOpenAI.bind_tools``)."""
 
     def __init__(self, strategy: Strategy, model: BaseChatModel, tools: list[BaseTool]) -> None:
         self.strategy, self.model, self.tools = strategy, model, tools
@@ -179,7 +177,7 @@ def _add_usage(total: dict[str, int], usage: dict | None) -> None:
             total[key] = total.get(key, 0) + value
 
 
-async def run(
+def run(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
     messages: Sequence[BaseMessage],
@@ -189,7 +187,7 @@ async def run(
     context: ContextWindow | None = None,
     policy: PolicyLookup | None = None,
     resume: Resume | None = None,
-) -> AsyncIterator[Event]:
+) -> AsyncGenerator[Event, None]:
     """Run the agent loop with ``strategy`` and yield :mod:`agents.events` as it goes.
 
     ``messages`` is the conversation (system message, earlier turns, the new question);
@@ -207,215 +205,231 @@ async def run(
     (:meth:`agents.context.ContextWindow.fit`: the oldest earlier exchanges go first; the
     system message, the question and this run's scratchpad stay); when those alone do not
     fit, the run ends ``failed`` with a message saying how many tokens it needs and has.
+    With ``policy``, calls whose tool asks for a person's approval are held and the run
+    pauses (:class:`RunPaused`); ``resume`` goes on from such a pause
+    (:class:`agents.approvals.Resume`).
 
-    The last event is always a :class:`RunFinished`: ``succeeded`` (a non-empty final
-    answer, or the result of a ``return_direct`` tool), ``failed`` (the model raised,
-    timed out or answered with nothing, or the request outgrew the context window),
-    ``max_iterations`` (with ``early_stopping_method="generate"``, with the answer of one
-    last model call and a note saying so in ``error``), ``time_limit`` (the run's
-    ``max_execution_time_s`` ran out), ``budget_exceeded`` (its tokens or their cost
-    crossed ``limits.budget`` on a turn that gave no answer) or ``repeated_failure``
-    (see :mod:`agents.stopping` for these controls and their LangChain sources).
-    Cancelling the consumer's task cancels pending tool calls and propagates
-    ``asyncio.CancelledError``.
+    The last event is always a :class:`RunFinished` (or a :class:`RunPaused`):
+    ``succeeded`` (a non-empty final answer, or the result of a ``return_direct`` tool),
+    ``failed`` (the model raised, timed out or answered with nothing, or the request
+    outgrew the context window), ``max_iterations`` (with
+    ``early_stopping_method="generate"``, with the answer of one last model call and a
+    note saying so in ``error``), ``time_limit`` (the run's ``max_execution_time_s`` ran
+    out), ``budget_exceeded`` (its tokens or their cost crossed ``limits.budget`` on a
+    turn that gave no answer) or ``repeated_failure`` (see :mod:`agents.stopping` for
+    these controls and their LangChain sources). Cancelling the consumer's task cancels
+    pending tool calls and propagates ``asyncio.CancelledError``; closing the generator
+    (``aclose``) cancels them too.
     """
-    limits = limits or RunLimits()
-    strategy = strategy or ToolCallingStrategy()
-    tool_list = list(tools)
-    by_name = {tool.name: tool for tool in tool_list}
-    direct = frozenset(tool.name for tool in tool_list if tool.return_direct)
-    prompt = strategy.build_prompt(messages, tool_list)
-    # The scratchpad only grows: each batch's steps are formatted (and, with a context
-    # window, counted) once and appended, never rebuilt from all earlier steps.
-    scratchpad: list[BaseMessage] = []
-    scratchpad_tokens = 0
-    usage_total: dict[str, int] = dict(resume.usage) if resume else {}
-    # A native request carries the tools' schemas beside the messages; a text strategy
-    # has them in its system message already.
-    native = context is not None and not isinstance(strategy, TextStrategy)
-    schemas = tools_tokens(tool_list) if native else 0
-    bindings = _Bindings(strategy, model, tool_list)
-    clock = RunClock(limits.max_execution_time_s, resume.spent_s if resume else 0.0)
-    # Every step so far, kept only when each turn's scratchpad shows some of them.
-    trim = limits.trim_intermediate_steps
-    trimming = callable(trim) or trim > 0
-    steps_so_far: list[IntermediateStep] = []
-    repeats = RepeatedFailures(limits.max_repeated_failures)
-    if resume is None:
-        yield RunStarted(model=model_display_name(model), tools=tuple(by_name),
-                         strategy=strategy.name)  # fmt: skip
+    return _Loop(model, tools, messages, strategy=strategy or ToolCallingStrategy(),
+                 limits=limits or RunLimits(), context=context, policy=policy,
+                 resume=resume).events()  # fmt: skip
 
-    def ended(status: RunStatus, iterations: int, error: str = "", output: str = "") -> RunFinished:
-        return RunFinished(status=status, output=output, iterations=iterations, error=error,
-                           usage=usage_total)  # fmt: skip
 
-    def after_batch(
-        iteration: int, steps: Sequence[IntermediateStep], finished: dict[str, ToolCallFinished]
-    ) -> RunFinished | None:
+class _Loop:
+    """One run of :func:`run`: its state, and its phases as methods.
+
+    The phases (the calls a resumed run was paused on, a model turn, the turn's tool
+    calls, the answer at the limit) are async generators of their events; each leaves
+    what it found on the loop (``turn``, the scratchpad) and, when the run ends there,
+    its last event on ``end``. :meth:`events` takes them in turn until one ends the run,
+    as LangChain's ``AgentExecutor._acall`` takes ``_atake_next_step`` until it returns
+    an ``AgentFinish``.
+    """
+
+    def __init__(self, model: BaseChatModel, tools: Sequence[BaseTool],
+                 messages: Sequence[BaseMessage], *, strategy: Strategy, limits: RunLimits,
+                 context: ContextWindow | None, policy: PolicyLookup | None,
+                 resume: Resume | None) -> None:  # fmt: skip
+        self.model, self.strategy, self.limits = model, strategy, limits
+        self.context, self.policy, self.resume = context, policy, resume
+        self.tools = list(tools)
+        self.by_name = {tool.name: tool for tool in self.tools}
+        self.direct = frozenset(tool.name for tool in self.tools if tool.return_direct)
+        self.prompt = strategy.build_prompt(messages, self.tools)
+        self.bindings = _Bindings(strategy, model, self.tools)
+        # A native request carries the tools' schemas beside the messages; a text strategy
+        # has them in its system message already.
+        native = context is not None and not isinstance(strategy, TextStrategy)
+        self.schemas_tokens = tools_tokens(self.tools) if native else 0
+        self.clock = RunClock(limits.max_execution_time_s, resume.spent_s if resume else 0.0)
+        self.usage: dict[str, int] = dict(resume.usage) if resume else {}
+        self.repeats = RepeatedFailures(limits.max_repeated_failures)
+        # The scratchpad only grows: each batch's steps are formatted (and, with a context
+        # window, counted) once and appended, never rebuilt from all earlier steps...
+        self.scratchpad: list[BaseMessage] = []
+        self.scratchpad_tokens = 0
+        # ...unless each turn's scratchpad shows only some of the steps so far.
+        self.trim = limits.trim_intermediate_steps
+        self.trimming = callable(self.trim) or self.trim > 0
+        self.steps: list[IntermediateStep] = []
+        self.turn: ModelTurn | None = None
+        self.end: RunFinished | RunPaused | None = None
+        self._open: list[AsyncGenerator[Event, None]] = []
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """Yield the run's events, phase by phase, ending with its :attr:`end`."""
+        try:
+            if self.resume is None:
+                yield RunStarted(model=model_display_name(self.model), tools=tuple(self.by_name),
+                                 strategy=self.strategy.name)  # fmt: skip
+            for phase in self._phases():
+                async for event in self._relay(phase):
+                    yield event
+                if self.end is not None:
+                    yield self.end
+                    return
+        finally:
+            await self._close()
+
+    def _phases(self) -> Iterator[AsyncGenerator[Event, None]]:
+        """Yield the run's phases in order, each made once the one before it has run."""
+        first = 1
+        if self.resume is not None:
+            yield self._resumed_calls(self.resume)
+            first = self.resume.iteration + 1
+        for iteration in range(first, self.limits.max_iterations + 1):
+            yield self._model_turn(iteration)
+            yield self._tool_batch(iteration)
+        yield self._answer_at_limit()
+
+    def _relay(self, events: AsyncGenerator[E, None]) -> AsyncGenerator[E, None]:
+        """Return ``events`` to relay with ``async for``, kept for :meth:`_close` until
+        they end."""
+        opened = self._open
+        while opened and opened[-1].ag_frame is None:  # ended: nothing left to close
+            opened.pop()
+        opened.append(events)  # type: ignore[arg-type]
+        return events
+
+    async def _close(self) -> None:
+        """Close the streams still open (the run was left at one of their events),
+        innermost first: a stopped run's pending tool calls are cancelled before its end
+        is recorded, not when the garbage collector finds them."""
+        while self._open:
+            await self._open.pop().aclose()
+
+    async def _resumed_calls(self, resume: Resume) -> AsyncGenerator[Event, None]:
+        """Run the paused turn's decided calls and rebuild the scratchpad from the stored
+        steps with their results (:class:`agents.approvals.Resume`)."""
+        if self.clock.expired():
+            self.end = self._ended(RunStatus.TIME_LIMIT, resume.iteration, self.clock.reason())
+            return
+        batch = ToolCallBatch(resume.to_run(), self.by_name, iteration=resume.iteration,
+                              limits=self.limits.tools_within(self.clock),
+                              notes=_edited_notes(resume))  # fmt: skip
+        async for event in self._relay(batch.run()):
+            yield event
+        turn = _resumed_turn(resume, batch)
+        self.steps = [*resume.steps, *turn]
+        self.repeats.feed_steps(self.steps)
+        self._rebuild_scratchpad(trimmed(self.steps, self.trim))
+        self.end = self._batch_end(resume.iteration, turn, batch.finished)
+
+    async def _model_turn(self, iteration: int) -> AsyncGenerator[Event, None]:
+        """Ask the model for the ``iteration``-th turn and leave it on :attr:`turn`."""
+        if self.clock.expired():
+            self.end = self._ended(RunStatus.TIME_LIMIT, iteration - 1, self.clock.reason())
+            return
+        try:
+            history = self._fitted(self.scratchpad, extra_tokens=self.schemas_tokens)
+        except ContextOverflow as exc:
+            self.end = self._ended(RunStatus.FAILED, iteration - 1, str(exc))
+            return
+        yield ModelTurnStarted(iteration=iteration)
+        turn = self.turn = self._new_turn(iteration)
+        bound = self.bindings.for_turn(iteration)
+        async for event in self._relay(turn.stream(bound, _prompt_value(history))):
+            yield event
+        _add_usage(self.usage, turn.usage)
+        self.end = self._turn_end(turn, iteration)
+
+    def _turn_end(self, turn: ModelTurn, iteration: int) -> RunFinished | None:
+        """Return the run's end after a model turn, if it ends there: the model failed,
+        answered (or answered nothing), crossed the budget, or the run's time ran out."""
+        if turn.failure:
+            if self.clock.expired():  # cut short by the run's budget, not the model's own
+                return self._ended(RunStatus.TIME_LIMIT, iteration, self.clock.reason())
+            return self._ended(RunStatus.FAILED, iteration, turn.failure)
+        over = self.limits.budget.crossed(self.usage)
+        answered = turn.finish is not None and bool(turn.answer.strip())
+        if over and not answered:  # spent: no more tool calls or turns
+            return self._ended(RunStatus.BUDGET_EXCEEDED, iteration, over)
+        if turn.finish is not None:
+            if not answered:
+                return self._ended(RunStatus.FAILED, iteration, EMPTY_ANSWER)
+            # The turn that crossed the budget answered: its tokens are spent either way,
+            # so the answer stands, with a note that says so.
+            note = BUDGET_ANSWERED.format(why=over) if over else ""
+            return self._ended(RunStatus.SUCCEEDED, iteration, note, output=turn.answer)
+        if self.clock.expired():
+            return self._ended(RunStatus.TIME_LIMIT, iteration, self.clock.reason())
+        return None
+
+    async def _tool_batch(self, iteration: int) -> AsyncGenerator[Event, None]:
+        """Run the tool calls :attr:`turn` asked for and add their steps to the scratchpad;
+        pause the run when some wait for a person's decision."""
+        assert self.turn is not None
+        # A held call is shown at once, in its place; the turn's other calls run meanwhile.
+        actions, held = apply_policy(self.turn.actions, self.policy, self.by_name)
+        batch = ToolCallBatch(actions, self.by_name, iteration=iteration, held=held,
+                              limits=self.limits.tools_within(self.clock))  # fmt: skip
+        async for event in self._relay(batch.run()):
+            yield event
+        if batch.held:
+            # The loop ends here; the run goes on from the stored steps once every held
+            # call is decided (agents.approvals.Resume).
+            pending = tuple(action.tool_call_id for action in batch.held)
+            self.end = RunPaused(iterations=iteration, pending=pending, usage=self.usage)
+            return
+        pairs = batch.intermediate_steps()  # in the order the model asked
+        self._add_steps(pairs)
+        finished = batch.finished
+        self.repeats.feed((a.tool_input, finished[a.tool_call_id]) for a, _ in pairs)
+        self.end = self._batch_end(iteration, pairs, finished)
+
+    def _batch_end(self, iteration: int, steps: Sequence[IntermediateStep],
+                   finished: dict[str, ToolCallFinished]) -> RunFinished | None:  # fmt: skip
         """Return the run's end once a turn's calls are done, if it ends there: a
         ``return_direct`` answer, the same failing call again and again, or its time."""
-        answer = direct_answer(steps, finished, direct)
+        answer = direct_answer(steps, finished, self.direct)
         if answer is not None:
             name, result = answer
             if result.strip():
-                return ended(RunStatus.SUCCEEDED, iteration, output=result)
-            return ended(RunStatus.FAILED, iteration, RETURN_DIRECT_EMPTY.format(name=name))
-        if repeats.tripped:
-            return ended(RunStatus.REPEATED_FAILURE, iteration, repeats.reason())
-        if clock.expired():
-            return ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
+                return self._ended(RunStatus.SUCCEEDED, iteration, output=result)
+            return self._ended(RunStatus.FAILED, iteration,
+                               RETURN_DIRECT_EMPTY.format(name=name))  # fmt: skip
+        if self.repeats.tripped:
+            return self._ended(RunStatus.REPEATED_FAILURE, iteration, self.repeats.reason())
+        if self.clock.expired():
+            return self._ended(RunStatus.TIME_LIMIT, iteration, self.clock.reason())
         return None
 
-    # One timer for the run's lone tool calls and one for its model turns, each set
-    # again only when it falls due.
-    timer = ToolTimer()
-    deadline = Deadline(limits.model_timeout_s)
-    try:
-        first = 1
-        if resume is not None:
-            first = resume.iteration + 1
-            if clock.expired():
-                yield ended(RunStatus.TIME_LIMIT, resume.iteration, clock.reason())
-                return
-            batch = ToolCallBatch(resume.to_run(), by_name, iteration=resume.iteration,
-                                  limits=limits.tools_within(clock), timer=timer,
-                                  notes=_edited_notes(resume))  # fmt: skip
-            call_events = batch.run()
-            try:
-                async for event in call_events:
-                    yield event
-            finally:
-                await call_events.aclose()
-            turn = _resumed_turn(resume, batch)
-            steps_so_far = [*resume.steps, *turn]
-            repeats.feed_steps(steps_so_far)
-            kept = trimmed(steps_so_far, trim)
-            scratchpad = fill_empty_replies(strategy.format_scratchpad(kept))
-            if context is not None:
-                scratchpad_tokens = sum(map(context.counter, scratchpad))
-            end = after_batch(resume.iteration, turn, batch.finished)
-            if end is not None:
-                yield end
-                return
-        for iteration in range(first, limits.max_iterations + 1):
-            if clock.expired():
-                yield ended(RunStatus.TIME_LIMIT, iteration - 1, clock.reason())
-                return
-            if context is None:
-                history = [*prompt, *scratchpad]
-            else:
-                try:
-                    history = context.fit(prompt, scratchpad, extra_tokens=schemas,
-                                          scratchpad_tokens=scratchpad_tokens)  # fmt: skip
-                except ContextOverflow as exc:
-                    yield ended(RunStatus.FAILED, iteration - 1, str(exc))
-                    return
-            yield ModelTurnStarted(iteration=iteration)
-            turn = ModelTurn(strategy, iteration=iteration, deadline=deadline,
-                             timeout_s=clock.cap(limits.model_timeout_s)[0])  # fmt: skip
-            # Closed as they are left (aclose, as contextlib.aclosing would, without its
-            # object and two coroutines a turn), not when the garbage collector finds
-            # them: a cancelled run's pending tool calls are cancelled before its end is
-            # recorded.
-            turn_events = turn.stream(bindings.for_turn(iteration), _prompt_value(history))
-            try:
-                async for event in turn_events:
-                    yield event
-            finally:
-                await turn_events.aclose()
-            _add_usage(usage_total, turn.usage)
-            if turn.failure:
-                if clock.expired():  # cut short by the run's budget, not the model's own
-                    yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
-                else:
-                    yield ended(RunStatus.FAILED, iteration, turn.failure)
-                return
-            over = limits.budget.crossed(usage_total)
-            answered = turn.finish is not None and bool(turn.answer.strip())
-            if over and not answered:
-                # Spent: no more tool calls or turns.
-                yield ended(RunStatus.BUDGET_EXCEEDED, iteration, over)
-                return
-            if turn.finish is not None:
-                if not answered:
-                    yield ended(RunStatus.FAILED, iteration, EMPTY_ANSWER)
-                else:
-                    # The turn that crossed the budget answered: its tokens are spent
-                    # either way, so the answer stands, with a note that says so.
-                    note = BUDGET_ANSWERED.format(why=over) if over else ""
-                    yield ended(RunStatus.SUCCEEDED, iteration, note, output=turn.answer)
-                return
-            if clock.expired():
-                yield ended(RunStatus.TIME_LIMIT, iteration, clock.reason())
-                return
-            # A held call is shown at once, in its place; the turn's other calls run meanwhile.
-            actions, held = apply_policy(turn.actions, policy, by_name)
-            batch = ToolCallBatch(actions, by_name, iteration=iteration, held=held,
-                                  limits=limits.tools_within(clock), timer=timer)  # fmt: skip
-            call_events = batch.run()
-            try:
-                async for event in call_events:
-                    yield event
-            finally:
-                await call_events.aclose()
-            if batch.held:
-                # The loop ends here; the run goes on from the stored steps once every
-                # held call is decided (agents.approvals.Resume).
-                pending = tuple(action.tool_call_id for action in batch.held)
-                yield RunPaused(iterations=iteration, pending=pending, usage=usage_total)
-                return
-            pairs = batch.intermediate_steps()  # in the order the model asked
-            if trimming:
-                steps_so_far.extend(pairs)
-                kept = trimmed(steps_so_far, trim)
-                scratchpad = fill_empty_replies(strategy.format_scratchpad(kept))
-                if context is not None:
-                    scratchpad_tokens = sum(map(context.counter, scratchpad))
-            else:
-                new = fill_empty_replies(strategy.format_scratchpad(pairs))
-                scratchpad.extend(new)
-                if context is not None:
-                    # Counted once here and kept as a sum: fit() never counts the
-                    # scratchpad again, so the window's per-message cache would only
-                    # hold them.
-                    scratchpad_tokens += sum(map(context.counter, new))
-            finished = batch.finished
-            repeats.feed((a.tool_input, finished[a.tool_call_id]) for a, _ in pairs)
-            end = after_batch(iteration, pairs, finished)
-            if end is not None:
-                yield end
-                return
-
-        limit = limits.max_iterations
-        if limits.early_stopping_method == "force":
-            yield ended(RunStatus.MAX_ITERATIONS, limit, ITERATION_LIMIT.format(limit=limit))
+    async def _answer_at_limit(self) -> AsyncGenerator[Event, None]:
+        """End the run at ``max_iterations``: at once (``force``), or after one last model
+        call without tools, asked for the answer (``generate``)."""
+        limit = self.limits.max_iterations
+        if self.limits.early_stopping_method == "force":
+            self.end = self._ended(RunStatus.MAX_ITERATIONS, limit,
+                                   ITERATION_LIMIT.format(limit=limit))  # fmt: skip
             return
-        # "generate": one last model call without tools, asked for the answer.
-        request = _final_request(scratchpad, strategy.final_answer_request())
-        if context is None:
-            history = [*prompt, *request]
-        else:
-            try:
-                tokens = scratchpad_tokens + sum(map(context.counter, request[-1:]))
-                history = context.fit(prompt, request, scratchpad_tokens=tokens)
-            except ContextOverflow as exc:
-                why = GENERATE_FAILED.format(limit=limit, why=str(exc))
-                yield ended(RunStatus.MAX_ITERATIONS, limit, why)
-                return
+        request = _final_request(self.scratchpad, self.strategy.final_answer_request())
+        try:
+            history = self._fitted(request, added=request[-1:])
+        except ContextOverflow as exc:
+            why = GENERATE_FAILED.format(limit=limit, why=str(exc))
+            self.end = self._ended(RunStatus.MAX_ITERATIONS, limit, why)
+            return
         iteration = limit + 1
         yield ModelTurnStarted(iteration=iteration)
-        turn = ModelTurn(strategy, iteration=iteration, deadline=deadline,
-                         timeout_s=clock.cap(limits.model_timeout_s)[0])  # fmt: skip
-        turn_events = turn.stream(strategy.bind_final(model, tool_list), _prompt_value(history))
-        try:
-            async for event in turn_events:
-                yield event
-        finally:
-            await turn_events.aclose()
-        _add_usage(usage_total, turn.usage)
+        turn = self._new_turn(iteration)
+        bound = self.strategy.bind_final(self.model, self.tools)
+        async for event in self._relay(turn.stream(bound, _prompt_value(history))):
+            yield event
+        _add_usage(self.usage, turn.usage)
         if turn.finish is not None and turn.answer.strip():
             error = GENERATED_AT_LIMIT.format(limit=limit)
-            yield ended(RunStatus.MAX_ITERATIONS, iteration, error, output=turn.answer)
+            self.end = self._ended(RunStatus.MAX_ITERATIONS, iteration, error, output=turn.answer)
             return
         if turn.failure:
             why = turn.failure
@@ -425,12 +439,51 @@ async def run(
             why = GENERATE_UNREADABLE
         else:
             why = GENERATE_ASKED_FOR_TOOLS
-        yield ended(
-            RunStatus.MAX_ITERATIONS, iteration, GENERATE_FAILED.format(limit=limit, why=why)
-        )
-    finally:
-        timer.close()
-        deadline.cancel()
+        self.end = self._ended(RunStatus.MAX_ITERATIONS, iteration,
+                               GENERATE_FAILED.format(limit=limit, why=why))  # fmt: skip
+
+    def _new_turn(self, iteration: int) -> ModelTurn:
+        """Return the ``iteration``-th model turn, its time-out cut to what is left of the
+        run's own."""
+        return ModelTurn(self.strategy, iteration=iteration,
+                         timeout_s=self.clock.cap(self.limits.model_timeout_s)[0])  # fmt: skip
+
+    def _fitted(self, scratchpad: list[BaseMessage], *, extra_tokens: int = 0,
+                added: Sequence[BaseMessage] = ()) -> list[BaseMessage]:  # fmt: skip
+        """Return the request of a turn: the prompt and ``scratchpad``, fitted into the
+        context window when there is one (``added``: messages of ``scratchpad`` not
+        counted in :attr:`scratchpad_tokens`); raise ``ContextOverflow`` when they cannot
+        fit."""
+        context = self.context
+        if context is None:
+            return [*self.prompt, *scratchpad]
+        tokens = self.scratchpad_tokens + sum(map(context.counter, added))
+        return context.fit(self.prompt, scratchpad, extra_tokens=extra_tokens,
+                           scratchpad_tokens=tokens)  # fmt: skip
+
+    def _add_steps(self, pairs: list[IntermediateStep]) -> None:
+        """Add a batch's ``(action, observation)`` pairs to the scratchpad."""
+        if self.trimming:
+            self.steps.extend(pairs)
+            self._rebuild_scratchpad(trimmed(self.steps, self.trim))
+            return
+        new = fill_empty_replies(self.strategy.format_scratchpad(pairs))
+        self.scratchpad.extend(new)
+        if self.context is not None:
+            # Counted once here and kept as a sum: fit() never counts the scratchpad
+            # again, so the window's per-message cache would only hold them.
+            self.scratchpad_tokens += sum(map(self.context.counter, new))
+
+    def _rebuild_scratchpad(self, steps: list[IntermediateStep]) -> None:
+        """Make the scratchpad (and its token count) anew from ``steps``."""
+        self.scratchpad = fill_empty_replies(self.strategy.format_scratchpad(steps))
+        if self.context is not None:
+            self.scratchpad_tokens = sum(map(self.context.counter, self.scratchpad))
+
+    def _ended(self, status: RunStatus, iterations: int, error: str = "",
+               output: str = "") -> RunFinished:  # fmt: skip
+        return RunFinished(status=status, output=output, iterations=iterations, error=error,
+                           usage=self.usage)  # fmt: skip
 
 
 def _edited_notes(resume: Resume) -> dict[str, str]:

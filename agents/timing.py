@@ -59,121 +59,72 @@ class Stopwatch:
         return self.started_at + ONE_MS * duration_ms, duration_ms
 
 
-class OwnCancel:
-    """What :class:`Deadline` and ``agents.tool_calls.ToolTimer`` share: they cancel a
-    task for their own reason (a time limit) and must tell that cancellation from
-    anyone else's, as ``asyncio.timeout`` does, by the task's cancel count.
+class Deadline:
+    """A model turn's time budget, spent only while the task waits for the model.
 
-    :meth:`_cancel` cancels for our reason; :meth:`_awaited` awaits and turns our own
-    cancellation into ``TimeoutError``, lets another (a Stop) through as
-    ``CancelledError``, and takes our cancel back when the awaited call swallowed it
-    (returned, or raised something else): else the task would stay "cancelling", and Stop,
-    which skips such a task, would never reach it.
-    """
-
-    _cancelled_task = False
-
-    def _cancel(self, task: asyncio.Task[Any]) -> None:
-        self._cancelled_task = True
-        task.cancel()
-
-    async def _awaited(self, awaitable: Awaitable[T], task: asyncio.Task[Any] | None) -> T:
-        self._cancelled_task = False
-        cancelling = task.cancelling() if task is not None else 0
-        try:
-            return await awaitable
-        except asyncio.CancelledError:
-            if self._cancelled_task and task is not None:
-                self._cancelled_task = False
-                if task.uncancel() <= cancelling:
-                    raise TimeoutError from None
-            raise
-        finally:
-            if self._cancelled_task and task is not None:
-                self._cancelled_task = False
-                task.uncancel()
-
-
-class Deadline(OwnCancel):
-    """A model turn's time budget, spent only while the task :meth:`wait`s for the model.
-
-    ``budget_s`` seconds of waiting in all, however the waits are spread: the time the
-    caller spends between waits (handling a yielded delta, writing a row, queueing behind
-    other runs for the database thread) is never charged, so a loaded server cannot turn
-    its own queue into a model time-out (runs of the local demo model "did not answer
-    within 120 seconds" under load, bench/load.py). When the budget runs out during a
-    wait, the wait is cancelled and raises ``TimeoutError`` (as ``asyncio.Timeout`` does,
-    telling its own cancellation from another by the task's cancel count), and so does
-    every later :meth:`wait`. Call :meth:`cancel` when done.
-
-    One timer, set by the first wait for when the budget would end, instead of an
-    ``asyncio.timeout`` around each chunk's wait (a timer set and cancelled per chunk:
-    about 9 µs each, ``bench/loop.py``). When it comes due outside a wait it is dropped
-    (the next wait sets a new one); when it comes due during a later wait, early because
-    time passed outside the waits in between, it is set again for what is left.
+    An async context manager over one ``asyncio.timeout``: :meth:`arm` before awaiting
+    the model arms it (``reschedule``) for the seconds left; :meth:`pause`, before
+    control goes back to the caller (an async generator's ``yield``), disarms it and
+    keeps what is left. So the block may span the ``yield`` statements of a stream, and
+    the time the caller spends between waits (handling a delta, writing a row, queueing
+    for the database thread) is never charged and never cut short. ``budget_s`` seconds
+    in all; when they run out during a wait, the wait is cancelled and the block raises
+    ``TimeoutError`` (the standard library tells its own cancel from a Stop by the task's
+    cancel count). :meth:`arm` and :meth:`pause` raise ``TimeoutError`` too once the
+    budget is spent, or when the awaited code swallowed the cancel and returned.
     """
 
     def __init__(self, budget_s: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        self._left = budget_s  # seconds of waiting left, as of the end of the last wait
-        self._since: float | None = None  # the loop's time the current wait began
-        self._handle: asyncio.TimerHandle | None = None
-        self.expired = False
+        self._timeout = asyncio.timeout(None)
+        self._left = budget_s  # seconds left, as of the last pause
+        self._since: float | None = None  # the loop's time when armed; None while paused
 
-    def _on_time(self) -> None:
-        self._handle = None
-        if self._since is None:
-            return  # not waiting: no budget was spent since the timer was set
-        now = self._loop.time()
-        left = self._left - (now - self._since)
-        if left > 0:
-            self._handle = self._loop.call_at(now + left, self._on_time)
-            return
-        self.expired = True
-        if self._task is not None:
-            self._cancel(self._task)
-
-    async def wait(self, awaitable: Awaitable[T]) -> T:
-        """Return what ``awaitable`` gives; raise ``TimeoutError`` if the budget ran out
-        before or while it waited."""
-        if self.expired or self._left <= 0:
-            self.expired = True
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()  # never awaited: no "was never awaited" warning
-            raise TimeoutError
-        self._since = now = self._loop.time()
-        if self._handle is None:
-            self._handle = self._loop.call_at(now + self._left, self._on_time)
-        try:
-            return await self._awaited(awaitable, self._task)
-        finally:
-            self._left -= self._loop.time() - self._since
-            self._since = None
-
-    def renew(self, budget_s: float) -> Deadline:
-        """Give the next waits (the next model turn of the same run) a new budget of
-        ``budget_s`` seconds and return self: one timer serves every turn of a run.
-
-        The timer already set is kept unless it would come due after the new budget's
-        end: due earlier (every turn gets the same budget, so the last turn's timer
-        always is), it is set again for what is left when it comes due during a wait, as
-        within a turn, and dropped when it comes due between waits. A timer set and
-        cancelled per turn cost an ``asyncio.TimerHandle``, a push onto the loop's heap
-        and the heap's clean-up of the cancelled handle (``bench/loop.py``). The task
-        cancelled on expiry is the one renewing, as at construction.
-        """
-        self._task = asyncio.current_task()
-        self._left = budget_s
-        self.expired = False
-        handle = self._handle
-        if handle is not None and handle.when() > self._loop.time() + budget_s:
-            handle.cancel()
-            self._handle = None
+    async def __aenter__(self) -> Deadline:
+        await self._timeout.__aenter__()
+        self._time = asyncio.get_running_loop().time
         return self
 
-    def cancel(self) -> None:
-        """Stop the timer."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._timeout.__aexit__(*exc_info)
+
+    @property
+    def expired(self) -> bool:
+        """Return True once the budget has run out (during a wait or before one)."""
+        return self._timeout.expired() or (self._since is None and self._left <= 0)
+
+    def arm(self) -> None:
+        """Spend the budget from now on (a wait for the model begins); raise
+        ``TimeoutError`` if it is spent."""
+        timeout = self._timeout
+        if timeout.expired():
+            raise TimeoutError
+        if self._since is None:
+            if self._left <= 0:
+                raise TimeoutError
+            self._since = now = self._time()
+            timeout.reschedule(now + self._left)
+
+    def pause(self) -> None:
+        """Stop spending the budget until the next :meth:`arm`; raise ``TimeoutError``
+        if it ran out (its cancel was swallowed by what the task awaited)."""
+        if self._since is not None:
+            timeout = self._timeout
+            if timeout.expired():
+                raise TimeoutError
+            self._left -= self._time() - self._since
+            self._since = None
+            timeout.reschedule(None)
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """Return what ``awaitable`` gives, armed while it waits (:meth:`arm`, then
+        :meth:`pause`); raise ``TimeoutError`` if the budget ran out before or while it
+        waited."""
+        try:
+            self.arm()
+        except TimeoutError:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never awaited: no "was never awaited" warning
+            raise
+        result = await awaitable
+        self.pause()
+        return result

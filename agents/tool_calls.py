@@ -26,7 +26,7 @@ from contextvars import copy_context
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -42,7 +42,7 @@ from agents.events import (
 )
 from agents.model_turn import call_dict, error_text, public_class
 from agents.strategies import ToolAgentAction
-from agents.timing import OwnCancel, Stopwatch
+from agents.timing import Stopwatch
 from agents.tool_output import read_output
 
 # Error observations: what the model reads on its next turn, so it can correct itself.
@@ -58,8 +58,6 @@ TOOL_RUN_TIME_LIMIT = (
     "Error: tool {name!r} was stopped after {seconds:.3g} seconds: the run's time limit ran out."
 )
 CLIPPED_NOTE = "\n[clipped: showing the first {shown:,} of {total:,} characters]"
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -107,58 +105,6 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + CLIPPED_NOTE.format(shown=limit, total=len(text))
-
-
-class ToolTimer(OwnCancel):
-    """Time-outs for the tool calls one task awaits in turn, with one timer at a time.
-
-    ``asyncio.timeout`` sets a timer and cancels it around every call (about 5 µs a
-    call, ``bench/loop.py``), though most calls end long before their time-out. Here the
-    timer set for one call is left in place for the next: when it fires before the call
-    then running is due, it is set again for that call's time-out; when no call is
-    running, it lapses. A call that overruns its time-out is cancelled and :meth:`run`
-    raises ``TimeoutError``, as ``asyncio.timeout`` does (telling its own cancellation
-    from another by the task's cancel count). Only for calls awaited one at a time in
-    one task (the run's); call :meth:`close` when the run ends.
-    """
-
-    def __init__(self) -> None:
-        self._handle: asyncio.TimerHandle | None = None
-        self._due = 0.0
-        self._task: asyncio.Task[Any] | None = None
-
-    async def run(self, awaitable: Awaitable[T], timeout_s: float) -> T:
-        """Return what ``awaitable`` gives; raise ``TimeoutError`` after ``timeout_s``."""
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        self._due = due = loop.time() + timeout_s
-        handle = self._handle
-        if handle is None or handle.when() > due:
-            if handle is not None:
-                handle.cancel()
-            self._handle = loop.call_at(due, self._on_time)
-        self._task = task
-        try:
-            return await self._awaited(awaitable, task)
-        finally:
-            self._task = None
-
-    def _on_time(self) -> None:
-        self._handle = None
-        task = self._task
-        if task is None:  # no call running: the next one sets its own timer
-            return
-        loop = asyncio.get_running_loop()
-        if loop.time() < self._due:  # set for an earlier call: wait for this one's time
-            self._handle = loop.call_at(self._due, self._on_time)
-            return
-        self._cancel(task)
-
-    def close(self) -> None:
-        """Stop the timer."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
 
 
 def schema_errors(exc: ValidationError) -> str:
@@ -260,24 +206,19 @@ async def _in_thread(func: Callable[[], Any]) -> Any:
 
 
 async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iterable[str],
-                     timeout_s: float, timer: ToolTimer | None = None,
-                     timed_out: str = TOOL_TIMED_OUT) -> _Outcome:  # fmt: skip
-    """Run one tool call; an unknown name, a schema failure, an exception or a time-out
-    comes back as an error outcome. ``asyncio.CancelledError`` propagates, so a
-    cancelled run stops its tools. ``timer``: the run's :class:`ToolTimer`, for a call
-    awaited in the run's task (else an ``asyncio.timeout`` of its own); ``timed_out``: the
-    observation's template for a time-out."""
+                     timeout_s: float, timed_out: str = TOOL_TIMED_OUT) -> _Outcome:  # fmt: skip
+    """Run one tool call within ``timeout_s`` seconds (``asyncio.timeout``); an unknown
+    name, a schema failure, an exception or a time-out comes back as an error outcome.
+    ``asyncio.CancelledError`` propagates, so a cancelled run stops its tools.
+    ``timed_out``: the observation's template for a time-out."""
     name = call["name"]
     if tool is None:
         message = UNKNOWN_TOOL.format(name=name, available=", ".join(sorted(names)))
         return _Outcome(StepStatus.ERROR, message, f"UnknownTool: {name}", "UnknownTool")
     invoked = _invoked(tool, name, call["args"], call["id"])
     try:
-        if timer is not None:
-            output = await timer.run(invoked, timeout_s)
-        else:
-            async with asyncio.timeout(timeout_s):
-                output = await invoked
+        async with asyncio.timeout(timeout_s):
+            output = await invoked
     except TimeoutError:
         message = timed_out.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
@@ -316,7 +257,6 @@ class ToolCallBatch:
 
     def __init__(self, actions: Sequence[ToolAgentAction], tools: Mapping[str, BaseTool], *,
                  iteration: int, limits: ToolLimits, held: Collection[str] = frozenset(),
-                 timer: ToolTimer | None = None,
                  notes: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.actions = list(actions)
         self.held_ids = frozenset(held)
@@ -327,7 +267,6 @@ class ToolCallBatch:
         self.tools = tools
         self.iteration = iteration
         self.limits = limits
-        self.timer = timer  # for a lone call awaited in place (see ToolTimer)
         self.notes = notes or {}
         self.observations: dict[str, ToolMessage] = {}
         # Each call's end event by ``tool_call_id``, as :meth:`run` yields them.
@@ -354,7 +293,7 @@ class ToolCallBatch:
         if len(self.runnable) == 1:
             # The usual turn makes one call: awaited here, without a task to schedule and
             # gather (a cancelled run still cancels it: the await is in the run's task).
-            yield self._finished(*await self._timed(call_dict(self.runnable[0]), self.timer))
+            yield self._finished(*await self._timed(call_dict(self.runnable[0])))
             return
         tasks = [asyncio.ensure_future(self._timed(call_dict(a))) for a in self.runnable]
         try:
@@ -385,15 +324,13 @@ class ToolCallBatch:
             args=action.tool_input, log=action.log,
         )  # fmt: skip
 
-    async def _timed(self, call: dict[str, Any], timer: ToolTimer | None = None
-                     ) -> tuple[dict[str, Any], _Outcome, _Timing]:  # fmt: skip
+    async def _timed(self, call: dict[str, Any]) -> tuple[dict[str, Any], _Outcome, _Timing]:
         # Timed around the tool itself, not when its events are recorded: the recorder
-        # writes rows between the events, and a finish stamped then came up to 100 ms
-        # late (a card said 431 ms of a step stored 541 ms apart).
+        # writes rows between the events, so a finish stamped then would come late.
         watch = Stopwatch()
         outcome = await _call_tool(
             self.tools.get(call["name"]), call, names=self.tools.keys(),
-            timeout_s=self.limits.timeout_s, timer=timer, timed_out=self.limits.timed_out,
+            timeout_s=self.limits.timeout_s, timed_out=self.limits.timed_out,
         )  # fmt: skip
         finished_at, duration_ms = watch.stop()
         return call, outcome, _Timing(watch.started_at, finished_at, duration_ms)

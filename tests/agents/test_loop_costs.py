@@ -18,15 +18,16 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Sys
 from langchain_core.tools import tool
 
 from agents.context import ContextWindow
-from agents.events import RunFinished, RunStatus, TextDelta
+from agents.events import RunFinished, RunStatus, StepStatus, TextDelta, ToolCallFinished
 from agents.model_turn import merged_message
 from agents.runtime import RunLimits, run
 from agents.strategies import StrategyOptions, get_strategy
+from agents.strategies.base import ToolAgentAction
 from agents.strategies.react import format_react, format_react_final
 from agents.strategies.structured_chat import format_structured, format_structured_final
 from agents.strategies.xml import format_xml, format_xml_final
 from agents.timing import Deadline
-from agents.tool_calls import ToolTimer
+from agents.tool_calls import ToolCallBatch, ToolLimits
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.timing import WAIT_S
 
@@ -163,101 +164,102 @@ async def test_cancelling_a_run_while_it_waits_for_the_model_is_a_cancel_not_a_t
         await task
 
 
+async def answer() -> str:
+    return "on time"
+
+
 async def test_a_deadline_charges_only_the_waits_never_the_caller_s_time_between_them():
-    deadline = Deadline(0.01)
-
-    async def answer() -> str:
-        return "on time"
-
-    assert await deadline.wait(answer()) == "on time"
-    await asyncio.sleep(0.05)  # the caller's own work, five budgets long: not charged
-    assert not deadline.expired
-    assert await deadline.wait(answer()) == "on time"
     with pytest.raises(TimeoutError):  # a wait that never ends spends the budget
-        await deadline.wait(asyncio.Event().wait())
+        async with Deadline(0.01) as deadline:
+            assert await deadline.wait(answer()) == "on time"
+            await asyncio.sleep(0.05)  # the caller's own work, five budgets long: not charged
+            assert not deadline.expired
+            assert await deadline.wait(answer()) == "on time"
+            await deadline.wait(asyncio.Event().wait())
     assert deadline.expired
     with pytest.raises(TimeoutError):  # and every later wait fails at once
         await deadline.wait(answer())
-    deadline.cancel()
 
 
 async def test_a_deadline_that_comes_during_a_wait_raises_time_out_and_leaves_the_task_usable():
-    deadline = Deadline(0.01)
     with pytest.raises(TimeoutError):
-        await deadline.wait(asyncio.Event().wait())
-    deadline.cancel()
+        async with Deadline(0.01) as deadline:
+            await deadline.wait(asyncio.Event().wait())
     assert asyncio.current_task().cancelling() == 0
     await asyncio.sleep(0)  # no cancellation left over for the next await
 
 
-async def test_a_deadline_is_not_fooled_by_its_timer_coming_due_between_waits():
-    """The timer is set for the first wait's budget; time spent outside the waits moves
-    the true end later, and the timer, due during a later wait, is set again."""
-    deadline = Deadline(0.05)
+async def test_a_deadline_whose_cancel_was_swallowed_is_not_waited_past():
+    """A chunk that came although the deadline's cancel did (the stream swallowed it),
+    and that gave the caller nothing: the next wait raises, it does not wait unarmed."""
 
-    async def answer() -> str:
-        return "on time"
+    async def swallowing() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "a chunk after all"
+        return "never"
 
-    await deadline.wait(answer())
-    await asyncio.sleep(0.1)  # the first timer comes due here, outside any wait
-    started = asyncio.get_running_loop().time()
     with pytest.raises(TimeoutError):
-        await deadline.wait(asyncio.Event().wait())
-    # the whole budget was still there for this wait (a lower bound: never a premise on speed)
-    assert asyncio.get_running_loop().time() - started >= 0.05 - 0.005
-    deadline.cancel()
-
-
-async def test_a_renewed_deadline_gives_the_next_turn_its_whole_budget_on_the_same_timer():
-    """The run's one deadline, renewed per turn: the timer an earlier turn set comes due
-    during a later turn's wait and is set again for what that turn has left."""
-    deadline = Deadline(0.05)
-
-    async def answer() -> str:
-        return "on time"
-
-    await deadline.wait(answer())  # the timer is set for 0.05 s from here
-    deadline.renew(WAIT_S)
-    # the first timer comes due during this wait: it must not end it
-    assert await deadline.wait(asyncio.sleep(0.1, result="on time")) == "on time"
-    assert not deadline.expired
-    deadline.cancel()
+        async with Deadline(0.01) as deadline:
+            deadline.arm()
+            assert await swallowing() == "a chunk after all"
+            deadline.arm()  # the next wait
+            await asyncio.Event().wait()  # never reached
     assert asyncio.current_task().cancelling() == 0
 
 
-async def test_a_renewed_deadline_ends_a_turn_whose_budget_is_shorter_than_the_timer_set():
-    deadline = Deadline(3600)
+async def test_a_deadline_is_not_fooled_by_time_spent_between_waits():
+    """Time spent outside the waits is not charged: the whole budget is still there for a
+    wait after it."""
+    started = 0.0
+    with pytest.raises(TimeoutError):
+        async with Deadline(0.05) as deadline:
+            await deadline.wait(answer())
+            await asyncio.sleep(0.1)  # twice the budget, outside any wait
+            started = asyncio.get_running_loop().time()
+            await deadline.wait(asyncio.Event().wait())
+    # the whole budget was still there for this wait (a lower bound: never a premise on speed)
+    assert asyncio.get_running_loop().time() - started >= 0.05 - 0.005
 
-    async def answer() -> str:
-        return "on time"
 
-    await deadline.wait(answer())  # a timer an hour away
+async def test_each_model_turn_has_its_whole_time_limit_however_long_the_turns_before_it_waited():
+    """Each turn has its own deadline: two turns that each wait for most of the limit
+    both finish (a budget shared by the run's turns would end the second)."""
+    model = ScriptedChatModel(
+        script=[AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2}, "c1")]),
+                [AIMessageChunk(content="It is 3.")]],
+        delay_s=0.1,  # before each turn's one chunk: two thirds of the limit
+    )  # fmt: skip
+    events = [event async for event in run(model, [add], [HumanMessage("q")],
+                                           limits=RunLimits(model_timeout_s=0.15))]  # fmt: skip
+    assert events[-1].status is RunStatus.SUCCEEDED, events[-1].error
+    assert asyncio.current_task().cancelling() == 0
 
-    async def next_turn() -> None:  # in a task of its own, which renewing makes the target
-        deadline.renew(0.01)
-        await deadline.wait(asyncio.Event().wait())
+
+async def test_a_deadline_shorter_than_one_before_it_ends_its_wait():
+    async with Deadline(3600) as deadline:
+        await deadline.wait(answer())  # an hour of budget, nearly all left
+
+    async def next_turn() -> None:  # in a task of its own, as a run's is
+        async with Deadline(0.01) as later:
+            await later.wait(asyncio.Event().wait())
 
     waiting = asyncio.ensure_future(next_turn())
     done, _ = await asyncio.wait({waiting}, timeout=WAIT_S)
-    assert done, "the renewed budget did not end the wait"
+    assert done, "the shorter budget did not end the wait"
     with pytest.raises(TimeoutError):
         waiting.result()
-    deadline.cancel()
 
 
-async def test_a_deadline_renewed_after_it_expired_lets_the_next_turn_wait_again():
-    deadline = Deadline(0.01)
+async def test_a_turn_after_one_that_timed_out_waits_again():
     with pytest.raises(TimeoutError):
-        await deadline.wait(asyncio.Event().wait())
+        async with Deadline(0.01) as deadline:
+            await deadline.wait(asyncio.Event().wait())
     assert deadline.expired
-    deadline.renew(WAIT_S)
-    assert not deadline.expired
-
-    async def answer() -> str:
-        return "on time"
-
-    assert await deadline.wait(answer()) == "on time"
-    deadline.cancel()
+    async with Deadline(WAIT_S) as deadline:
+        assert not deadline.expired
+        assert await deadline.wait(answer()) == "on time"
     assert asyncio.current_task().cancelling() == 0
 
 
@@ -290,55 +292,73 @@ async def test_the_closing_chunk_is_left_out_without_changing_the_turn_s_message
         assert events[-1].output == "Done"
 
 
-async def test_a_tool_timer_left_set_by_a_longer_call_still_times_out_a_shorter_one():
-    timer = ToolTimer()
+def _batch(tool_, timeout_s: float, call_id: str = "c1") -> ToolCallBatch:
+    action = ToolAgentAction(tool=tool_.name, tool_input={}, log="", message_log=[],
+                             tool_call_id=call_id)  # fmt: skip
+    limits = ToolLimits(timeout_s=timeout_s, max_observation_chars=1_000,
+                        max_result_chars=1_000)  # fmt: skip
+    return ToolCallBatch([action], {tool_.name: tool_}, iteration=1, limits=limits)
 
-    async def quick() -> str:
-        return "done"
 
-    assert await timer.run(quick(), WAIT_S) == "done"  # leaves its timer set
-    with pytest.raises(TimeoutError):
-        await timer.run(asyncio.Event().wait(), 0.01)
+async def _run_batch(batch: ToolCallBatch) -> ToolCallFinished:
+    events = [event async for event in batch.run()]
+    assert isinstance(events[-1], ToolCallFinished)
+    return events[-1]
+
+
+@tool
+async def quick() -> str:
+    """Answer at once."""
+    return "done"
+
+
+@tool
+async def hang() -> str:
+    """Never answer."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def test_a_quick_tool_call_then_a_hanging_one_each_get_their_own_time_out():
+    assert (await _run_batch(_batch(quick, WAIT_S))).result == "done"
+    timed_out = await _run_batch(_batch(hang, 0.01))
+    assert timed_out.status is StepStatus.ERROR and timed_out.error_type == "TimeoutError"
     assert asyncio.current_task().cancelling() == 0
-    assert await timer.run(quick(), WAIT_S) == "done"  # the task is usable
-    timer.close()
+    assert (await _run_batch(_batch(quick, WAIT_S))).result == "done"  # the task is usable
 
 
-async def test_a_tool_timer_due_for_an_earlier_call_waits_for_the_running_call_s_time_out():
-    timer = ToolTimer()
-
-    async def quick() -> str:
-        return "done"
-
-    await timer.run(quick(), 0.01)  # the timer stays set for 10 ms from now
-    await asyncio.sleep(0.02)  # it fired with no call running, and lapsed
+async def test_a_tool_call_is_timed_out_from_its_own_start_not_an_earlier_call_s():
+    await _run_batch(_batch(quick, 0.01))
+    await asyncio.sleep(0.02)  # the earlier call's time-out has passed
     gate = asyncio.Event()
 
+    @tool
     async def slow() -> str:
-        await asyncio.sleep(0.03)  # past the first call's due time, long before its own
+        """Take longer than the earlier call's time-out, far less than its own."""
+        await asyncio.sleep(0.03)
         gate.set()
         return "slow"
 
-    assert await timer.run(quick(), 0.01) == "done"
-    assert await timer.run(slow(), WAIT_S) == "slow"
+    assert (await _run_batch(_batch(quick, 0.01))).result == "done"
+    assert (await _run_batch(_batch(slow, WAIT_S))).result == "slow"
     assert gate.is_set()
-    timer.close()
 
 
-async def test_cancelling_a_task_waiting_on_a_tool_timer_is_a_cancel_not_a_time_out():
-    timer = ToolTimer()
+async def test_cancelling_a_task_waiting_on_a_tool_call_is_a_cancel_not_a_time_out():
     started = asyncio.Event()
 
-    async def hang() -> None:
+    @tool
+    async def wait_forever() -> str:
+        """Wait until cancelled."""
         started.set()
         await asyncio.Event().wait()
+        return "never"
 
-    task = asyncio.ensure_future(timer.run(hang(), WAIT_S))
+    task = asyncio.ensure_future(_run_batch(_batch(wait_forever, WAIT_S)))
     await asyncio.wait_for(started.wait(), timeout=WAIT_S)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    timer.close()
 
 
 def test_a_native_reply_s_actions_equal_validated_ones_and_own_their_arguments():

@@ -415,6 +415,38 @@ async def test_cancelling_the_run_cancels_pending_tool_calls():
     await asyncio.wait_for(cancelled.wait(), timeout=WAIT_S)
 
 
+async def test_closing_the_run_at_a_tool_call_s_end_cancels_the_calls_still_running_at_once():
+    """A consumer stopped while it handles an event closes the run (``aclose``): the
+    turn's other calls are cancelled then, not when the garbage collector finds the
+    streams the run was relaying."""
+    cancelled = asyncio.Event()
+
+    async def quick() -> str:
+        """Answer at once."""
+        return "done"
+
+    async def wait_forever() -> str:
+        """Wait until cancelled."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[
+        tool_call("wait_forever", {}, "c1"), tool_call("quick", {}, "c2")])])  # fmt: skip
+    tools = [StructuredTool.from_function(coroutine=wait_forever, name="wait_forever"),
+             StructuredTool.from_function(coroutine=quick, name="quick")]  # fmt: skip
+    events = run(model, tools, [HumanMessage("q")])
+    async for event in events:
+        if isinstance(event, ToolCallFinished):  # quick's: wait_forever is still running
+            break
+    await events.aclose()
+    await asyncio.sleep(0)  # one step of the event loop: the cancelled task runs its except
+    assert cancelled.is_set()
+
+
 async def test_a_huge_result_is_stored_up_to_the_cap_with_a_note():
     @tool
     def flood() -> str:
