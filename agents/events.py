@@ -43,8 +43,8 @@ class RunStatus(enum.StrEnum):
     """The model made the same failing tool call (same tool, arguments and error) several
     times in a row (``RunLimits.max_repeated_failures``)."""
     BUDGET_EXCEEDED = "budget_exceeded"
-    """The run's tokens or their cost crossed its budget (``RunLimits.max_tokens_per_run``,
-    ``max_cost_per_run``)."""
+    """The run's tokens or their cost crossed its budget (``RunLimits.budget``: its
+    ``max_tokens`` and ``max_cost``, :class:`agents.stopping.Budget`)."""
     WAITING = "waiting"
     """Paused: a tool call waits for a person's approval (:mod:`agents.approvals`). Not
     an end: the run goes on (as ``running``) once every held call is decided."""
@@ -258,7 +258,10 @@ class RunPaused:
 
 @dataclass(frozen=True)
 class RunFinished:
-    """The run ended with ``status``; ``output`` is the final answer text (may be empty)."""
+    """The run ended with ``status``; ``output`` is the final answer text (may be empty),
+    ``iterations`` the model turns it took, ``error`` why it ended without an answer (or
+    a note beside one), ``usage`` its token counts in all (``input_tokens``,
+    ``output_tokens``, ``total_tokens``)."""
 
     status: RunStatus
     output: str
