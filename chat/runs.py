@@ -379,11 +379,9 @@ async def _close_loop(run_id: int, events: AsyncGenerator[Event, None]) -> None:
 
     A cancel delivered inside the loop ran its ``finally`` blocks on the way out; one
     delivered while the run wrote a row or notified a listener left the loop suspended at
-    a ``yield``, with the tool calls of a batch still running in tasks of their own. They
-    were cancelled only after the run's end was recorded, when the dropped generator was
-    finalized. Closed here, the loop drops its tool-call batch's generator, which the
-    event loop's async-generator hook closes at its next step (so before the database
-    hops of the recording end), cancelling those tasks.
+    a ``yield``, with the tool calls of a batch still running in tasks of their own.
+    Closed here, the loop closes the streams it relays, innermost first, cancelling those
+    tasks before the run's end is recorded.
     """
     closing = asyncio.ensure_future(events.aclose())
     done, _ = await asyncio.wait([closing], timeout=CLOSE_LOOP_TIMEOUT_S)
