@@ -182,6 +182,20 @@ async def two_tabs(
             await stop(readers)
 
 
+@asynccontextmanager
+async def asking(server: Server, conversation_id: int, cookie: str, question: str):
+    """Open the conversation's socket on ``server``, ask ``question`` and yield the tab
+    while it reads; on exit the reader stops and the socket closes."""
+    tab = Tab()
+    async with open_socket(server, conversation_id, cookie) as ws:
+        reader = asyncio.create_task(tab.read(ws))
+        try:
+            await ws.send(json.dumps({"content": question}))
+            yield tab
+        finally:
+            await stop([reader])
+
+
 RUNNING_TOOL_CALL = re.compile(r'data-kind="tool_call"[^>]*data-status="running"')
 FINAL = re.compile(r'id="run-(\d+)-status" data-status="(?!running)(\w+)"')
 
@@ -344,17 +358,11 @@ def test_a_decision_in_one_process_admin_resumes_the_run_in_the_other(two_server
     User.objects.create_superuser("reviewer", "reviewer@example.com", "pw-reviewer-1")
 
     async def converse() -> str:
-        tab = Tab()
-        async with open_socket(b, conversation_id, cookie) as ws_b:
-            reader = asyncio.create_task(tab.read(ws_b))
-            try:
-                await ws_b.send(json.dumps({"content": TRAVEL}))
-                await tab.wait_for(WAITING, "the run waiting for approval, on B")
-                await asyncio.to_thread(approve_in_admin, a)
-                await tab.wait_for(APPROVED, "the admin's decision on the card, on B")
-                final = await tab.wait_for(ENDED, "the resumed run's end on B")
-            finally:
-                await stop([reader])
+        async with asking(b, conversation_id, cookie, TRAVEL) as tab:
+            await tab.wait_for(WAITING, "the run waiting for approval, on B")
+            await asyncio.to_thread(approve_in_admin, a)
+            await tab.wait_for(APPROVED, "the admin's decision on the card, on B")
+            final = await tab.wait_for(ENDED, "the resumed run's end on B")
         return final.group(2)
 
     assert asyncio.run(converse()) == "succeeded"
@@ -387,14 +395,8 @@ def test_servers_that_start_after_a_decision_resume_the_run_with_no_page_open(tw
     conversation_id, cookie = new_conversation(a)
 
     async def ask() -> None:
-        tab = Tab()
-        async with open_socket(b, conversation_id, cookie) as ws_b:
-            reader = asyncio.create_task(tab.read(ws_b))
-            try:
-                await ws_b.send(json.dumps({"content": TRAVEL}))
-                await tab.wait_for(WAITING, "the run waiting for approval, on B")
-            finally:
-                await stop([reader])
+        async with asking(b, conversation_id, cookie, TRAVEL) as tab:
+            await tab.wait_for(WAITING, "the run waiting for approval, on B")
 
     asyncio.run(ask())
     for server in (a, b):
@@ -421,16 +423,10 @@ def test_a_run_whose_process_died_is_marked_interrupted_with_no_page_open(two_se
     conversation_id, cookie = new_conversation(a)
 
     async def ask_then_kill_b() -> None:
-        tab = Tab()
-        async with open_socket(b, conversation_id, cookie) as ws_b:
-            reader = asyncio.create_task(tab.read(ws_b))
-            try:
-                await ws_b.send(json.dumps({"content": EXAMPLES[0]}))
-                await tab.wait_for(RUNNING_TOOL_CALL, "a running tool call on B")
-                b.process.kill()
-                await asyncio.to_thread(b.process.wait, WAIT_S)
-            finally:
-                await stop([reader])
+        async with asking(b, conversation_id, cookie, EXAMPLES[0]) as tab:
+            await tab.wait_for(RUNNING_TOOL_CALL, "a running tool call on B")
+            b.process.kill()
+            await asyncio.to_thread(b.process.wait, WAIT_S)
 
     asyncio.run(ask_then_kill_b())
     run = AgentRun.objects.get(conversation_id=conversation_id)
