@@ -14,11 +14,14 @@ from channels.routing import URLRouter
 from django.contrib.auth.models import AnonymousUser, User
 from langchain_core.messages import AIMessage, ToolMessage
 
+from chat.fragments import MESSAGE_ACCEPTED
 from chat.models import AgentRun, AgentStep, Conversation, Message
 from chat.recorder import TEXT_SYNC_INTERVAL_S
 from chat.routing import websocket_urlpatterns
 from tests.chat.conftest import Communicator, wait_for_runs
 from tests.fakes import tool_call
+
+RUN_SECTION = re.compile(r'<section class="run" id="run-(\d+)"')
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,11 +42,18 @@ async def connect(conversation_id: int, user) -> Communicator:
 
 
 async def ask_over_socket(conversation, user, content: str) -> list[str]:
-    """Connect, send one message, collect the frames until the run ends, disconnect."""
+    """Connect, send one message, collect the frames until its run ends, disconnect.
+
+    The run is the one the accepted message started: a conversation's earlier run, which
+    the socket is sent again as it connects, has a final status line too.
+    """
     communicator = await connect(conversation.pk, user)
     await communicator.connect()
     await communicator.send_to(text_data=json.dumps({"content": content}))
-    frames = await receive_until_finished(communicator)
+    frames = await receive_until(communicator, lambda frame: MESSAGE_ACCEPTED in frame)
+    run_id = RUN_SECTION.search(frames[-1]).group(1)
+    ended = re.compile(rf'id="run-{run_id}-status" data-status="(?!running)')
+    frames += await receive_until(communicator, lambda frame: bool(ended.search(frame)))
     await wait_for_runs()
     await communicator.disconnect()
     return frames
