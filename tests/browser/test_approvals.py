@@ -177,6 +177,24 @@ def test_a_refused_edit_says_why_and_the_form_can_be_used_again(start_app, brows
     wait_status(page, 1, "succeeded")
 
 
+def test_a_reason_over_the_limit_is_refused_whole_not_cut(start_app, browser_page):
+    """The field took 1,000 characters and cut the rest of a paste without a word, so the
+    denial went with a reason nobody wrote; the card refuses it as the admin does."""
+    page = browser_page
+    ask_and_wait(start_app(env=POLICY), page)
+    reason = page.locator(f"{HELD} input[name=reason]")
+    reason.fill("no " * 500)
+    page.locator(f"{HELD} button.deny").click()
+    page.wait_for_selector(f"{HELD} .approval-error:not(:empty)")
+    assert "at most 1,000 characters" in page.locator(f"{HELD} .approval-error").inner_text()
+    assert reason.input_value() == "no " * 500  # nothing lost
+    assert page.locator(".run-status").first.get_attribute("data-status") == "waiting"
+    reason.fill("no booking")
+    page.locator(f"{HELD} button.deny").click()
+    wait_status(page, 0, "succeeded")
+    assert page.locator(f"{HELD} .approval-evidence").get_attribute("data-approval") == "denied"
+
+
 def test_esc_stops_a_waiting_run_but_not_from_the_card_being_decided(start_app, browser_page):
     page = browser_page
     ask_and_wait(start_app(env=POLICY), page)
