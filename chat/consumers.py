@@ -9,7 +9,8 @@ The server sends HTML fragments that htmx swaps in by id. A refused frame is rai
 :class:`MessageRefused`) and answered with a notice whose ``data-outcome`` tells the page
 what became of it (:mod:`chat.fragments`); the socket stays open.
 
-Close codes: 4404, no such conversation for you; 4401, the session the socket was opened
+Close codes: 4404, no such conversation for you; 4410, its owner deleted the conversation
+while the socket was open (in another tab or window); 4401, the session the socket was opened
 with has ended (logout, or login changed it), at connect or later; 4429, the socket kept
 sending far faster than a person types (see :data:`FRAME_RATE`); 4403 (from
 :mod:`chat.security`, before this consumer), an Origin that is not this site. Every one
@@ -57,6 +58,7 @@ from chat.security import log_refusal, session_ended
 logger = logging.getLogger(__name__)
 
 CLOSE_NOT_FOUND = 4404
+CLOSE_DELETED = 4410
 CLOSE_SESSION_ENDED = 4401
 CLOSE_FLOOD = 4429
 # Frames a socket may send: a burst of FRAME_BURST, then FRAME_RATE a second. Past that,
@@ -399,10 +401,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     async def _close_deleted(self) -> None:
-        """Close the socket of a conversation its owner deleted (4404, as if not found)."""
+        """Close the socket of a conversation its owner deleted while it was open: 4410,
+        which the page explains (the socket was its owner's, so saying so tells no one
+        else anything)."""
         reason = REFUSED_DELETED.format(conversation_id=self.conversation_id)
-        log_refusal(self.scope, CLOSE_NOT_FOUND, reason)
-        await self.close(code=CLOSE_NOT_FOUND)
+        log_refusal(self.scope, CLOSE_DELETED, reason)
+        await self.close(code=CLOSE_DELETED)
 
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
         """Close this socket: the conversation was deleted (see ``chat.live``)."""

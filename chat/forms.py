@@ -291,7 +291,7 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
     registered takes any object).
     """
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant)
     except ValueError as exc:
         raise forms.ValidationError(ARGUMENTS_NOT_JSON.format(error=exc)) from None
     except RecursionError:
@@ -311,6 +311,12 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
             message = ARGUMENTS_INVALID.format(name=tool_name, error=error)
             raise forms.ValidationError(message) from None
     return value
+
+
+def _refuse_constant(name: str) -> Any:
+    """Refuse JSON's non-standard ``NaN``, ``Infinity`` and ``-Infinity``, which Python
+    reads but PostgreSQL's ``jsonb`` refuses (RFC 8259 has no such values)."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _unstorable_in(value: Any) -> str | None:

@@ -135,7 +135,9 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
     """
     step, decision = payload.get("step"), payload.get("decision")
     if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
-        step = int(step)  # isdigit() alone is true of "²", which int() refuses
+        # isdigit() alone is true of "²", which int() refuses; past 19 digits no step id
+        # is that large (and int() refuses 4,300 digits or more with a ValueError).
+        step = int(step) if len(step.strip()) <= 19 else MAX_STEP_ID
     if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
         raise FrameRefused(BAD_DECISION)
     if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)

@@ -71,14 +71,17 @@ class StopOutcome(enum.Enum):
 class RunOwner:
     """The runs of one process, and the background work that keeps every run moving.
 
-    ``sweep`` off (``ask``, a process that lives for one run) leaves the sweep to the
-    servers; the owner still listens for Stop. Methods are called in the owner's event
-    loop; :func:`current` gives the process's owner there.
+    ``server`` off (``ask``, a process that lives for one run): the owner runs what it is
+    given and hears the Stops for it, and nothing else: no sweep, not in
+    :data:`OWNERS_GROUP`, no run resumed (a server resumes them). Once it is stopping
+    (:meth:`finish_runs`) an owner takes no run to resume either. Methods are called in
+    the owner's event loop; :func:`current` gives the process's owner there.
     """
 
-    def __init__(self, layer: Any, *, sweep: bool = True) -> None:
+    def __init__(self, layer: Any, *, server: bool = True) -> None:
         self.layer = layer
-        self.sweep = sweep
+        self.server = server
+        self.stopping = False
         self.loop = asyncio.get_running_loop()
         self._runs: dict[int, LocalRun] = {}
         self._channel: asyncio.Future[str] = self.loop.create_future()
@@ -87,11 +90,11 @@ class RunOwner:
     # -- lifecycle ------------------------------------------------------------------
 
     def open(self) -> None:
-        """Start listening on the owner's channel and, with ``sweep``, sweeping (once)."""
+        """Start listening on the owner's channel and, for a ``server``, sweeping (once)."""
         if self._background:
             return
         self._background.append(self.loop.create_task(self._listen(), name="run-owner"))
-        if self.sweep:
+        if self.server:
             self._background.append(self.loop.create_task(self._sweep(), name="run-sweep"))
 
     @property
@@ -121,7 +124,8 @@ class RunOwner:
             # process's channels through one (its own prefix would queue the sockets'
             # messages behind the owner's blocking read).
             name = await self.layer.new_channel()
-            await self.layer.group_add(OWNERS_GROUP, name)
+            if self.server:
+                await self.layer.group_add(OWNERS_GROUP, name)
         except BaseException as exc:
             if not self._channel.done():
                 self._channel.set_exception(exc)
@@ -151,8 +155,10 @@ class RunOwner:
     async def _sweep(self) -> None:
         """Every ``AGENT_HEARTBEAT_S``: runs of dead processes marked interrupted (and
         their pages told), approvals past their time expired, ready runs resumed."""
-        while True:
+        while not self.stopping:
             await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
+            if self.stopping:
+                return
             try:
                 # Again each time: a layer forgets a group's member after its group_expiry.
                 await self.layer.group_add(OWNERS_GROUP, await self.channel())
@@ -181,7 +187,11 @@ class RunOwner:
         """
         local: LocalRun
 
+        began = False
+
         async def owned() -> AgentRun | None:
+            nonlocal began
+            began = True
             heartbeat: asyncio.Task[None] | None = None
             try:
                 channel = await self._channel_for(run_id)
@@ -222,6 +232,9 @@ class RunOwner:
             # Only this task's entry: a run resumed by its own task has a new one by then.
             if self._runs.get(run_id) is local:
                 del self._runs[run_id]
+            if task.cancelled() and not began and not self.loop.is_closed():
+                # Cancelled before its first step: nothing of it ran to record its end.
+                self.loop.create_task(finish_if_running(run_id, listeners))
 
         task.add_done_callback(forget)
         return task
@@ -271,7 +284,10 @@ class RunOwner:
     async def resume_ready(self, run_ids: Sequence[int]) -> list[int]:
         """Resume each run of ``run_ids`` whose calls are all decided, if this owner
         claims it first (:func:`chat.store.run_claim_resume`); return the ids it resumed.
-        A resumed run's events go to its conversation's group."""
+        A resumed run's events go to its conversation's group. An owner that is not a
+        ``server``, or is stopping, takes none: a server's owner does."""
+        if not self.server or self.stopping:
+            return []
         resumed = []
         for run_id in run_ids:
             conversation_id = await database_sync_to_async(store.run_claim_resume)(
@@ -301,6 +317,7 @@ class RunOwner:
         on their own within the grace, how many were cut. The idea is Gunicorn's
         graceful timeout and Celery's warm shutdown.
         """
+        self.stopping = True  # from now on it takes no run to resume
         runs = self.running()
         if not runs:
             return 0, 0

@@ -203,6 +203,9 @@
     4404: ["not found: reload the page",
            "This conversation is not yours in this session (logged in as someone else?). " +
            "Reload the page."],
+    4410: ["deleted: start a new chat",
+           "This conversation was deleted (in another tab or window). Its runs are kept " +
+           "for audit; a run it had going was stopped. Start a new chat to go on."],
     4429: ["too many messages: reload the page",
            "The connection was closed because this page sent too many messages at once. " +
            "Reload the page."]

@@ -174,6 +174,24 @@ def test_deleting_the_open_conversation_opens_a_new_chat(live_app, browser_page)
     assert item(page, title).count() == 0
 
 
+def test_another_tab_of_a_deleted_conversation_says_it_was_deleted(live_app, browser_page):
+    """It said "not yours in this session (logged in as someone else?)": the close code
+    of a conversation nobody may open, not of one its owner just deleted."""
+    page = browser_page
+    page.goto(live_app.url + "/")
+    ask(page, "What is 2+2?")
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_selector("#connection[data-state=open]")
+    title = page.locator("#conversation-title").inner_text()
+    row = item(page, title)
+    row.locator(".conversation-menu > summary").click()
+    row.locator(".delete-step > summary").click()
+    row.locator("button:text-is('Delete conversation')").click()
+    other.wait_for_selector("#connection[data-state=ended]")
+    assert "This conversation was deleted" in other.inner_text("#chat-error")
+
+
 def test_on_a_phone_the_list_is_a_drawer(live_app, browser_page):
     page = new_page(browser_page, viewport=PHONE)
     page.goto(live_app.url + "/")

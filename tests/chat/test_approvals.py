@@ -543,3 +543,19 @@ async def test_a_text_strategys_run_pauses_and_resumes_from_its_rows(strategy):
     assert step.status == StepStatus.SUCCESS and approval.outcome == ApprovalOutcome.APPROVED
     assert "有空房" in run.output or "available" in run.output, run.output
     await tab.disconnect()
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_edited_arguments_with_nan_or_infinity_are_refused(constant):
+    """Python's json reads them, PostgreSQL's jsonb refuses them: the decision's UPDATE
+    raised DataError and closed the socket (found by the adversarial pass)."""
+    from agents.tools import check_bnb_availability
+    from chat.forms import DecisionForm, HeldCall
+
+    held = HeldCall(BOOKING, {"town": "Suzhou"}, [check_bnb_availability])
+    form = DecisionForm(
+        {"decision": "approve", "arguments": f'{{"town": "Hangzhou", "extra": {constant}}}'},
+        held=lambda: held,
+    )
+    assert not form.is_valid()
+    assert f"{constant} is not a JSON value" in str(form.errors)

@@ -106,3 +106,21 @@ def test_a_run_that_waits_for_approval_says_where_to_decide_and_exits_3(settings
     assert "in the admin (Approvals)" in printed and "exits with status 3" in printed
     run = AgentRun.objects.get()
     assert run.status == "waiting"
+
+
+def test_ask_stopped_from_a_page_says_so_and_exits_without_a_traceback(monkeypatch):
+    """A Stop pressed in a page as ask's run starts: the run ends cancelled and ask says
+    so (it failed an assertion: its owner returns no row for a stopped run)."""
+    from django.utils import timezone
+
+    import chat.management.commands.ask as ask
+    from chat import store
+
+    def create_then_stop(**kwargs):
+        run = create_run(**kwargs)
+        store.run_request_cancel(conversation_id=run.conversation_id, at=timezone.now())
+        return run
+
+    monkeypatch.setattr(ask, "create_run", create_then_stop)
+    with pytest.raises(CommandError, match="ended as cancelled"):
+        call_command("ask", "What's the weather in Hangzhou?", "--no-stream", stdout=StringIO())

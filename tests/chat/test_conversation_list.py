@@ -571,7 +571,7 @@ async def test_deleting_a_conversation_closes_the_sockets_already_open_on_it():
     response = await database_sync_to_async(client.post)(f"/c/{conversation.pk}/delete/", **HX)
     assert response.status_code == 200
     _, code = await _until_close(socket)
-    assert code == 4404  # the page says "not found: reload the page"
+    assert code == 4410  # the page says it was deleted (it said "not yours in this session")
     await socket.disconnect()
 
 
@@ -584,7 +584,7 @@ async def test_a_message_sent_to_a_deleted_conversation_is_refused_and_starts_no
     )  # no close reached this socket (another process, a lost message): the send is checked
     await socket.send_json_to({"content": "What is 7*8?"})
     _, code = await _until_close(socket)
-    assert code == 4404
+    assert code == 4410
     count = await database_sync_to_async(AgentRun.objects.filter(conversation=conversation).count)()
     assert count == 1  # only the run from before the delete
     await socket.disconnect()

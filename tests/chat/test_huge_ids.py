@@ -40,3 +40,22 @@ def test_a_huge_id_in_a_page_url_is_404_or_400_not_a_server_error(alice, path):
 async def test_a_huge_conversation_id_on_the_socket_is_closed_with_4404(client, caplog):
     _, _, session_id = await logged_in(client, "alice")
     assert await closed_with(communicator(f"/ws/chat/{HUGE}/", session_id=session_id)) == 4404
+
+
+async def test_a_decisions_step_of_5000_digits_is_refused_and_the_socket_stays_open():
+    """int() refuses 4,300 digits or more with a ValueError, which closed the socket
+    with 1011 (found by the adversarial pass)."""
+    import json
+
+    from tests.chat.test_consumer import connect, make_conversation
+
+    user, conversation = await make_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(
+        text_data=json.dumps({"type": "approval", "step": "9" * 5000, "decision": "deny"})
+    )
+    assert 'data-outcome="message-refused"' in await tab.receive_from()
+    await tab.send_to(text_data=json.dumps({"type": "cancel"}))
+    assert "Nothing to stop" in await tab.receive_from()  # still open
+    await tab.disconnect()

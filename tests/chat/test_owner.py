@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
 from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
 
 from agents.approvals import Outcome
 from chat import owner, store
@@ -61,7 +62,7 @@ async def test_a_stop_reaches_the_process_running_the_run_with_no_socket_open(sc
 async def test_a_stop_is_sent_to_the_runs_own_owner_not_this_processs(scripted_model):
     """Another process's owner (here a second owner on the same layer) runs the run: the
     Stop goes to the channel the run recorded, and that owner stops it."""
-    other = RunOwner(get_channel_layer(), sweep=False)
+    other = RunOwner(get_channel_layer())
     other.open()
     try:
         conversation_id, run_id, task = await a_running_tool_call(scripted_model, other)
@@ -152,7 +153,7 @@ async def test_an_owner_listening_on_redis_does_not_hold_up_the_sockets_messages
     from django.utils.module_loading import import_string
 
     layer = import_string(backend)(hosts=[redis_url], prefix=f"{settings.REDIS_PREFIX}-owner")
-    this = RunOwner(layer, sweep=False)
+    this = RunOwner(layer, server=False)
     this.open()
     try:
         await this.channel()
@@ -165,3 +166,80 @@ async def test_an_owner_listening_on_redis_does_not_hold_up_the_sockets_messages
         await this.close()
         if hasattr(layer, "flush"):
             await layer.flush()
+
+
+@tool
+async def endless_booking(town: str) -> str:
+    """Book a room in a town, forever (answers only by being cancelled)."""
+    BOOKING_STARTED["event"].set()
+    await asyncio.Event().wait()
+    return town
+
+
+BOOKING_STARTED: dict[str, asyncio.Event] = {}
+
+
+async def a_run_waiting_for_its_booking(scripted_model, monkeypatch, settings) -> int:
+    """Return a run paused on an ``endless_booking`` call held for approval, approved."""
+    BOOKING_STARTED["event"] = asyncio.Event()
+    monkeypatch.setattr("chat.catalog.code_tools_for", lambda *_: [endless_booking])
+    settings.AGENT_TOOL_POLICIES = {"endless_booking": "ask"}
+    scripted_model.script = [
+        AIMessage("", tool_calls=[tool_call("endless_booking", {"town": "Suzhou"}, "b1")]),
+    ]
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="b")
+    assert (await asyncio.wait_for(owner.current().start(run.pk), WAIT_S)).status == "waiting"
+
+    @database_sync_to_async
+    def approve() -> None:
+        approval = Approval.objects.get(run_id=run.pk)
+        store.approval_decide(conversation_id=conversation.pk, step_id=approval.step_id,
+                              outcome=Outcome.APPROVED, by=None, at=timezone.now())  # fmt: skip
+
+    await approve()
+    return run.pk
+
+
+async def test_a_stopping_owner_takes_no_run_to_resume(scripted_model, monkeypatch, settings):
+    """A decision taken elsewhere during a graceful stop's grace: the stopping owner took
+    the run and its process exited with it going (found by the adversarial pass); it is
+    left waiting for a process that stays."""
+    run_id = await a_run_waiting_for_its_booking(scripted_model, monkeypatch, settings)
+    this = owner.current()
+    assert await this.finish_runs(grace_s=0) == (0, 0)  # the stop has begun
+
+    assert await this.resume_ready([run_id]) == []
+    await this._handle({"type": "run.resume", "run_ids": [run_id]})  # as the group brings it
+    assert this.running() == {}
+    assert (await database_sync_to_async(AgentRun.objects.get)(pk=run_id)).status == "waiting"
+
+
+async def test_asks_owner_takes_no_other_run_to_resume(scripted_model, monkeypatch, settings):
+    """ask's owner lives for one run: it took other chats' runs from the owners' group
+    and cancelled them as it exited ("the server stopped it"; adversarial pass)."""
+    run_id = await a_run_waiting_for_its_booking(scripted_model, monkeypatch, settings)
+    asks = RunOwner(get_channel_layer(), server=False)
+    asks.open()
+    try:
+        await asks.channel()
+        await asks._handle({"type": "run.resume", "run_ids": [run_id]})
+        assert asks.running() == {}
+    finally:
+        await asks.close()
+    assert (await database_sync_to_async(AgentRun.objects.get)(pk=run_id)).status == "waiting"
+
+
+async def test_a_run_cancelled_before_its_first_step_is_recorded_as_cancelled():
+    _, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    task = owner.current().start(run.pk)
+    task.cancel()  # in the same step: the task never ran a line
+    await asyncio.gather(task, return_exceptions=True)
+    deadline = asyncio.get_running_loop().time() + WAIT_S
+    while (row := await database_sync_to_async(AgentRun.objects.get)(pk=run.pk)).status == (
+        "running"
+    ):
+        assert asyncio.get_running_loop().time() < deadline, "still running"
+        await asyncio.sleep(0.02)
+    assert row.status == RunStatus.CANCELLED

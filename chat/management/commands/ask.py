@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any, TextIO
 
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -290,15 +291,16 @@ class Command(BaseCommand):
         if publisher is not None:
             await publisher.publish(started)
             listeners.append(publisher)
-        # This process's own run owner (no sweep: it lives for one run), so a Stop from a
+        # This process's own run owner (not a server's: it lives for one run), so a Stop from a
         # page reaches it through the layer.
-        owner = RunOwner(get_channel_layer(), sweep=False)
+        owner = RunOwner(get_channel_layer(), server=False)
         owner.open()
         try:
             finished = await owner.start(run_id, listeners=listeners)
         finally:
             await owner.close()
-        assert finished is not None
+        if finished is None:  # stopped (from a page): its end is in the row
+            finished = await database_sync_to_async(store.run_get)(run_id=run_id)
         return finished
 
     def _conversation(self, options: dict[str, Any]) -> Conversation:
