@@ -34,6 +34,14 @@ def item(page, title: str):
     return page.locator(".conversation-item").filter(has=link)
 
 
+def delete_open_conversation(page) -> None:
+    """Delete the conversation the page has open, from its row's menu in the list."""
+    row = item(page, page.locator("#conversation-title").inner_text())
+    row.locator(".conversation-menu > summary").click()
+    row.locator(".delete-step > summary").click()
+    row.locator("button:text-is('Delete conversation')").click()
+
+
 def new_page(browser_page, **options):
     """Open a page in a new context of the same browser (a viewport, a colour scheme)."""
     context = browser_page.context.browser.new_context(**options)
@@ -166,10 +174,7 @@ def test_deleting_the_open_conversation_opens_a_new_chat(live_app, browser_page)
     page.goto(live_app.url + "/")
     ask(page, "What is 2+2?")
     title = page.locator("#conversation-title").inner_text()
-    row = item(page, title)
-    row.locator(".conversation-menu > summary").click()
-    row.locator(".delete-step > summary").click()
-    row.locator("button:text-is('Delete conversation')").click()
+    delete_open_conversation(page)
     page.wait_for_selector("#conversation-title:text-is('New chat')")
     assert item(page, title).count() == 0
 
@@ -183,11 +188,7 @@ def test_another_tab_of_a_deleted_conversation_says_it_was_deleted(live_app, bro
     other = page.context.new_page()
     other.goto(page.url)
     other.wait_for_selector("#connection[data-state=open]")
-    title = page.locator("#conversation-title").inner_text()
-    row = item(page, title)
-    row.locator(".conversation-menu > summary").click()
-    row.locator(".delete-step > summary").click()
-    row.locator("button:text-is('Delete conversation')").click()
+    delete_open_conversation(page)
     other.wait_for_selector("#connection[data-state=ended]")
     assert "This conversation was deleted" in other.inner_text("#chat-error")
 
