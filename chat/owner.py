@@ -25,6 +25,7 @@ import enum
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -34,12 +35,14 @@ from django.conf import settings
 
 from agents.events import RunStatus, utcnow
 from chat import store
-from chat.live import GroupPublisher, interrupt_stale_runs, publish_each
+from chat.live import Addressed, GroupPublisher, interrupt_stale_runs, publish_each
 from chat.models import AgentRun
+from chat.recorder import Update
 from chat.runs import (
     SWALLOWED_AFTER_S,
     Listener,
     LocalRun,
+    end_if_running,
     execute_run,
     finish_if_running,
     stop_paused_if_asked,
@@ -365,6 +368,46 @@ def current() -> RunOwner:
     return _current
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """What :func:`_stop_rows` did, and what is left to tell: fragments for the pages,
+    the end of a waiting run, the message for a running run's owner."""
+
+    outcome: StopOutcome
+    conversation_id: int
+    interrupted: list[Addressed] = field(default_factory=list)
+    ended: Update | None = None
+    owner_channel: str = ""
+    run_id: int = 0
+
+
+def _stop_rows(conversation_id: int) -> _Stop:
+    """Do in the database what a Stop does (sync, one ORM call): see :func:`request_stop`."""
+    now = utcnow()
+    interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=now)
+    if interrupted:
+        return _Stop(StopOutcome.INTERRUPTED, conversation_id, interrupted=interrupted)
+    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now)
+    if waiting is not None:
+        return _Stop(StopOutcome.STOPPED_WAITING, conversation_id,
+                     ended=end_if_running(waiting.pk))  # fmt: skip
+    run = store.run_request_cancel(conversation_id=conversation_id, at=now)
+    if run is None:
+        return _Stop(StopOutcome.NOTHING, conversation_id)
+    return _Stop(StopOutcome.REQUESTED, conversation_id, owner_channel=run.owner_channel,
+                 run_id=run.pk)  # fmt: skip
+
+
+async def _tell(layer: Any, stop: _Stop) -> StopOutcome:
+    """Send what a Stop's rows left to tell (no database), and return its outcome."""
+    await publish_each(layer, stop.interrupted)
+    if stop.ended is not None:
+        await GroupPublisher(layer, stop.conversation_id)(stop.ended)
+    if stop.owner_channel:
+        await layer.send(stop.owner_channel, {"type": STOP_MESSAGE_TYPE, "run_id": stop.run_id})
+    return stop.outcome
+
+
 async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
     """Stop the conversation's run, wherever it runs; tell its pages what changed.
 
@@ -373,31 +416,13 @@ async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
     the database and a message to its owner's channel (its heartbeat finds the request
     if the message is lost).
     """
-    interrupted = await database_sync_to_async(interrupt_stale_runs)(
-        conversation_id=conversation_id, now=utcnow()
-    )
-    if interrupted:
-        await publish_each(layer, interrupted)
-        return StopOutcome.INTERRUPTED
-    waiting = await database_sync_to_async(store.run_stop_waiting)(
-        conversation_id=conversation_id, at=utcnow()
-    )
-    if waiting is not None:
-        await finish_if_running(waiting.pk, [GroupPublisher(layer, conversation_id)])
-        return StopOutcome.STOPPED_WAITING
-    run = await database_sync_to_async(store.run_request_cancel)(
-        conversation_id=conversation_id, at=utcnow()
-    )
-    if run is None:
-        return StopOutcome.NOTHING
-    if run.owner_channel:
-        await layer.send(run.owner_channel, {"type": STOP_MESSAGE_TYPE, "run_id": run.pk})
-    return StopOutcome.REQUESTED
+    return await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id))
 
 
 def request_stop_sync(conversation_id: int) -> StopOutcome:
-    """Like :func:`request_stop`, from sync code (views), on the default layer."""
-    return async_to_sync(request_stop)(get_channel_layer(), conversation_id)
+    """Like :func:`request_stop`, from sync code (views): the rows in this thread (its
+    connection and transaction), then the layer."""
+    return async_to_sync(_tell)(get_channel_layer(), _stop_rows(conversation_id))
 
 
 async def decisions_taken(layer: Any, run_ids: Sequence[int]) -> None:

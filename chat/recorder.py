@@ -419,6 +419,12 @@ class RunRecorder:
                               usage=event.usage, at=event.at)  # fmt: skip
         return self._update(event, html=fragments.run_status(run), run=run)
 
+    def finish_in_db(self, event: RunFinished) -> Update:
+        """Record the run's end as :meth:`record` does, from sync code in the ORM's thread
+        (a run no task runs: one stopped while it waited for decisions)."""
+        update = self._run_finished(event)
+        return self._with_timeline(update) if self._redraws_timeline(event) else update
+
     def _run_finished(self, event: RunFinished) -> Update:
         run = store.run_finish(
             run_id=self.run_id, status=event.status, output=event.output, error=event.error,

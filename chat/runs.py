@@ -393,16 +393,26 @@ async def _close_loop(run_id: int, events: AsyncGenerator[Event, None]) -> None:
                      exc_info=closing.exception())  # fmt: skip
 
 
-async def finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None:
-    """End run ``run_id`` as cancelled if nothing recorded its end; tell the listeners."""
-    run_row = await database_sync_to_async(store.run_get)(run_id=run_id)
+def end_if_running(run_id: int) -> Update | None:
+    """End run ``run_id`` as cancelled if nothing recorded its end (sync, in the ORM's
+    thread): "stopped at your request" if someone pressed Stop. Return the update, or
+    None when it had ended."""
+    run_row = store.run_get(run_id=run_id)
     if run_row.status != RunStatus.RUNNING:
-        return
-    stopped = await database_sync_to_async(store.run_cancel_requested)(run_id=run_id)
+        return None
+    stopped = store.run_cancel_requested(run_id=run_id)
     # A run stopped while it waited for approval has its model turns counted already.
     event = RunFinished(status=RunStatus.CANCELLED, output="", iterations=run_row.iterations,
                         error=STOPPED if stopped else CANCELLED)  # fmt: skip
-    await _notify(listeners, await RunRecorder(run_row).record(event))
+    return RunRecorder(run_row).finish_in_db(event)
+
+
+async def finish_if_running(run_id: int, listeners: Sequence[Listener]) -> None:
+    """End run ``run_id`` as cancelled if nothing recorded its end (:func:`end_if_running`);
+    tell the listeners."""
+    update = await database_sync_to_async(end_if_running)(run_id=run_id)
+    if update is not None:
+        await _notify(listeners, update)
 
 
 async def stop_paused_if_asked(
