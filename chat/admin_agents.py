@@ -30,7 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from agents.definitions import AgentDefinition
 from chat.admin_base import ReadOnlyAdmin, when
 from chat.agents import agents_file, code_tool_sources, code_tools
-from chat.models import AgentRun, AgentSnapshot
+from chat.models import AgentSnapshot
 
 
 def snapshot_html(snapshot: AgentSnapshot | None, *, runs_sharing: int = 0) -> SafeString | str:
@@ -89,7 +89,7 @@ class AgentSnapshotAdmin(ReadOnlyAdmin):
     @admin.display(description="runs")
     def runs_link(self, snapshot: AgentSnapshot) -> SafeString:
         url = reverse("admin:chat_agentrun_changelist")
-        count = AgentRun.objects.filter(snapshot=snapshot).count()
+        count = snapshot.run_count  # type: ignore[attr-defined]  (get_queryset counts them)
         return format_html('<a href="{}?snapshot__id__exact={}">{} run{}</a>', url,
                            snapshot.pk, count, "" if count == 1 else "s")  # fmt: skip
 

@@ -70,13 +70,13 @@ def _decide(
     request: HttpRequest, queryset: QuerySet[Approval], outcome: Outcome, reason: str = ""
 ) -> None:
     """Decide each selected call through the store; report the taken and the refused,
-    and show the taken in the chats' open pages, whose sockets resume the runs now ready.
+    and show the taken in the chats' open pages; the run owners resume the runs now ready.
 
     A denial's reason (what the person typed, if anything) says it came from the admin
     and from whom: the model, the chat's card and the audit read it.
     """
     cards: list[tuple[int, str]] = []
-    ready: list[tuple[int, int]] = []
+    ready: list[int] = []
     runs: set[int] = set()  # the runs of the calls decided
     if outcome == Outcome.DENIED:
         user = request.user.get_username()
@@ -97,18 +97,18 @@ def _decide(
         cards.append((conversation_id, fragments.step_replaced(step)))
         runs.add(approval.run_id)
         if decided.run_ready:
-            ready.append((conversation_id, approval.run_id))
+            ready.append(approval.run_id)
     if cards:
         verb = "Approved" if outcome == Outcome.APPROVED else "Denied"
         note = DECIDED.format(verb=verb, count=len(cards))
         if ready:
             note += GOING_ON.format(count=len(ready), heartbeat=settings.AGENT_HEARTBEAT_S)
-        if waiting := len(runs - {run_id for _, run_id in ready}):
+        if waiting := len(runs - set(ready)):
             note += STILL_WAITING.format(count=waiting)
         messages.success(request, note)
     try:
         live.publish_each_sync(cards)
-        owner.decisions_taken_sync([run_id for _, run_id in ready])
+        owner.decisions_taken_sync(ready)
     except Exception:  # stored already: the sweep resumes the runs
         logger.exception("telling the chats' pages of decisions taken in the admin failed")
         messages.warning(request, NOT_TOLD.format(heartbeat=settings.AGENT_HEARTBEAT_S))

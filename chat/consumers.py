@@ -52,7 +52,7 @@ from chat.live import (
     publish_each,
 )
 from chat.owner import StopOutcome, decisions_taken, request_stop
-from chat.runs import create_run, end_unstarted_run
+from chat.runs import create_run, finish_if_running
 from chat.security import log_refusal, session_ended
 
 logger = logging.getLogger(__name__)
@@ -171,13 +171,14 @@ def _accept_message(*, conversation_id: int, content: str) -> Accepted:
 
 
 async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[Any]) -> None:
-    """End as cancelled the run ``accepting`` stored, if it stored one (its task never
-    started); see :func:`chat.runs.end_unstarted_run`."""
+    """End as cancelled (the server stopped it) the run ``accepting`` stored, if it stored
+    one: a consumer killed (Daphne stopping) before the run's task started, which the
+    graceful stop cannot see."""
     try:
         accepted = await accepting
     except Exception:  # refused, or the database failed: nothing was stored
         return
-    await end_unstarted_run(accepted.run_id, listeners)
+    await finish_if_running(accepted.run_id, listeners)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

@@ -427,13 +427,3 @@ async def stop_paused_if_asked(
     )
     if waiting is not None:
         await finish_if_running(waiting.pk, listeners)
-
-
-async def end_unstarted_run(run_id: int, listeners: Sequence[Listener]) -> None:
-    """End run ``run_id``, stored but whose task was never started, as cancelled (the
-    server stopped it) if nothing recorded its end; tell the listeners.
-
-    For a consumer killed (Daphne stopping) between storing a message's run and starting
-    it: the graceful stop (:meth:`chat.owner.RunOwner.finish_runs`) only sees run tasks.
-    """
-    await finish_if_running(run_id, listeners)
