@@ -261,6 +261,9 @@ class AgentRun(models.Model):
             models.Index(fields=["strategy", "started_at"], name="run_strategy_started"),
             models.Index(fields=["model_name", "started_at"], name="run_model_started"),
         ]
+        permissions = [
+            ("view_unredacted_trace", "Can see runs' stored text where exports redact it")
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.pk} ({self.status})"
@@ -625,3 +628,41 @@ class Approval(models.Model):
     def is_pending(self) -> bool:
         """Return True while nobody (and no expiry or stop) has decided."""
         return self.outcome == ApprovalOutcome.PENDING
+
+
+class FeedbackRating(models.TextChoices):
+    """A person's verdict on an answer: thumbs up or down."""
+
+    UP = "up", "Thumbs up"
+    DOWN = "down", "Thumbs down"
+
+
+class Feedback(models.Model):
+    """The conversation owner's verdict on one run's answer, with an optional comment.
+
+    One row per run, changed in place: ``created_at`` is when it was first given,
+    ``updated_at`` its latest change. ``given_by`` is null for a guest or a user since
+    deleted; ``given_by_name`` keeps who it was (a username, or ``(guest)``). Exported
+    with the run (CSV, JSONL) and to telemetry as the GenAI semantic conventions'
+    ``gen_ai.evaluation.result`` event.
+    """
+
+    COMMENT_MAX_CHARS = 2000
+
+    run = models.OneToOneField(AgentRun, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.CharField(max_length=8, choices=FeedbackRating.choices, db_index=True)
+    comment = models.TextField(blank=True)
+    given_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+    given_by_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        verbose_name_plural = "feedback"
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on run {self.run_id}"
