@@ -183,8 +183,9 @@ def test_an_owner_downloads_their_conversations_runs_in_each_format(client, name
     assert_download(response, name, f"conversation-{conversation.pk}")
     if name != "otlp-json":
         assert run_ids(response, name) == {first.pk, second.pk}
-    else:
-        assert len(parsed(response, name)) == 2
+    else:  # one request per run, or several runs in one: OTLP's lines need not be runs
+        lines = parsed(response, name)
+        assert lines and all("resourceSpans" in line for line in lines)
 
 
 def test_a_guest_downloads_their_own_conversation(client):
