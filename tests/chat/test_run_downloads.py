@@ -137,6 +137,14 @@ def test_all_matching_follows_the_filters_in_each_format(client, auditor, name):
         assert len(parsed(response, name)) == 1
 
 
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_all_matching_with_nothing_matching_is_an_empty_file(client, auditor, name):
+    stored_run(status="succeeded")
+    response = client.get(MATCHING, {"status__exact": "failed", "format": name})
+    assert_download(response, name, "agent-runs")
+    assert parsed(response, name) == []  # the CSV's header alone; no line at all for JSON
+
+
 def test_the_list_links_all_matching_in_every_format_with_its_filters(client, auditor):
     stored_run()
     html = client.get(LIST, {"status__exact": "failed", "p": "1"}).content.decode()
