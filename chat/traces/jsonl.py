@@ -125,7 +125,7 @@ def run_record(run: AgentRun, *, redactor: Redactor) -> dict[str, Any]:
         "user": redactor.text(owner_label(run.conversation)),
         "question": redactor.text(run.user_message.content),
         "agent": redactor.text(run.agent_key),
-        "agent_snapshot": getattr(run, "snapshot_digest", None),
+        "agent_snapshot": run.snapshot.digest if run.snapshot is not None else None,
         "strategy": run.strategy,
         "tool_choice": redactor.text(run.tool_choice),
         "parallel_tool_calls": run.parallel_tool_calls,

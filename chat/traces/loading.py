@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import islice
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from chat.models import AgentRun, AgentStep
 
@@ -16,10 +16,10 @@ def loaded_runs(runs: QuerySet[AgentRun], *, chunk: int = RUNS_PER_CHUNK) -> Ite
     """Yield ``runs`` in id order, each with what an export reads already loaded.
 
     Loaded with each run: its conversation and the conversation's owner, the user
-    message, the feedback (``run.feedback``, absent when none was given), the digest of
-    its agent snapshot (``run.snapshot_digest``, None without one; the snapshot's content,
-    kilobytes of schemas, is not read), and its steps in ordinal order
-    (``run.steps.all()``) each with its approval (``step.approval``).
+    message, the feedback (``run.feedback``, absent when none was given), its snapshot
+    (``run.snapshot``, one query per chunk for the distinct snapshots, which runs share),
+    and its steps in ordinal order (``run.steps.all()``) each with its approval
+    (``step.approval``).
     Ids are read through a server-side cursor and runs ``chunk`` at a time, so memory
     holds one chunk whatever the size of ``runs``.
     """
@@ -29,8 +29,7 @@ def loaded_runs(runs: QuerySet[AgentRun], *, chunk: int = RUNS_PER_CHUNK) -> Ite
         loaded = (
             AgentRun.objects.filter(pk__in=batch)
             .select_related("conversation__owner", "user_message", "feedback")
-            .prefetch_related(Prefetch("steps", queryset=steps))
-            .annotate(snapshot_digest=F("snapshot__digest"))
+            .prefetch_related("snapshot", Prefetch("steps", queryset=steps))
             .order_by("pk")
         )
         for run in loaded:
