@@ -5,10 +5,14 @@ docs/jsonl-format.md and checked by the JSON Schema docs/jsonl-schema.json. Addi
 the version; removing a field or changing its meaning makes a new one. Runs come from
 :func:`chat.traces.loading.loaded_runs`, a chunk at a time, so memory stays flat.
 
-Every string that came from a person, a model, a tool or the configuration passes the
-redactor: ``redactor.text`` on text, ``redactor.value`` on JSON values (arguments,
-artifacts). Values the app itself writes from a closed set (statuses, kinds, strategies,
-timestamps, digests) do not: a detector must not be able to break the format.
+Every string a person, a model or a tool wrote passes the redactor: ``redactor.text`` on
+text (questions, answers, results, observations, model text, reasoning, errors, tool
+names, reasons, comments, usernames), ``redactor.value`` on JSON values (arguments,
+artifacts). Machine values are written as stored, as the CSV's are
+(``chat.export``): ids (``tool_call_id`` included), times, numbers, enumerations, the
+snapshot digest, and what the configuration names (agent, provider, model, endpoint host,
+``tool_choice``, an exception's class), so a detector cannot break the pairing of a call
+with its result or the format.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ def step_record(step: AgentStep, *, redactor: Redactor) -> dict[str, Any]:
         "kind": step.kind,
         "status": step.status,
         "tool_name": redactor.text(step.tool_name),
-        "tool_call_id": redactor.text(step.tool_call_id),
+        "tool_call_id": step.tool_call_id,
         "arguments": redactor.value(step.arguments),
         "result": redactor.text(step.result),
         "observation": _observation(step, redactor),
@@ -85,7 +89,7 @@ def step_record(step: AgentStep, *, redactor: Redactor) -> dict[str, Any]:
         "text": redactor.text(step.text),
         "reasoning": redactor.text(step.reasoning),
         "error": redactor.text(step.error),
-        "error_type": redactor.text(step.error_type),
+        "error_type": step.error_type,
         "started_at": _iso(step.started_at),
         "finished_at": _iso(step.finished_at),
         "duration_ms": step.duration_ms,
@@ -124,14 +128,14 @@ def run_record(run: AgentRun, *, redactor: Redactor) -> dict[str, Any]:
         "conversation_id": run.conversation_id,
         "user": redactor.text(owner_label(run.conversation)),
         "question": redactor.text(run.user_message.content),
-        "agent": redactor.text(run.agent_key),
+        "agent": run.agent_key,
         "agent_snapshot": run.snapshot.digest if run.snapshot is not None else None,
         "strategy": run.strategy,
-        "tool_choice": redactor.text(run.tool_choice),
+        "tool_choice": run.tool_choice,
         "parallel_tool_calls": run.parallel_tool_calls,
-        "provider": redactor.text(run.provider),
-        "model": redactor.text(run.model_name),
-        "endpoint": redactor.text(run.endpoint),
+        "provider": run.provider,
+        "model": run.model_name,
+        "endpoint": run.endpoint,
         "status": run.status,
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),

@@ -30,8 +30,10 @@ def stored_run(
     result: str | None = None,
 ) -> AgentRun:
     """Store a run with a model turn, a tool call held for approval and decided, an
-    answer turn, a snapshot, a cost and feedback; ``text`` goes into every text field
-    (questions, answers, arguments, results, reasons, comments, names...)."""
+    answer turn, a snapshot, a cost and feedback; ``text`` goes into every field a person,
+    a model or a tool wrote (question, answer, error, arguments, result, observation,
+    artifact, model text, reasoning, tool name, reason, who decided, comment, who gave
+    it); machine values (ids, model, endpoint, exception class) do not hold it."""
     conversation = conversation or Conversation.objects.create(guest_key="guest-key")
     now = timezone.now()
     message = Message.objects.create(
@@ -41,7 +43,7 @@ def stored_run(
     run = AgentRun.objects.create(
         conversation=conversation, user_message=message, strategy="tool_calling",
         tool_choice="auto", parallel_tool_calls=True, agent_key="travel", snapshot=snapshot,
-        provider="openai", model_name=f"model-{text}", endpoint=f"{text}.example:8080",
+        provider="openai", model_name="gpt-4o-mini", endpoint="api.openai.com",
         status=status, started_at=now, finished_at=now + timedelta(seconds=2),
         duration_ms=2000, iterations=2, tool_call_count=1, output=f"It is sunny in {text}.",
         error=f"no error in {text}", input_tokens=100, output_tokens=20, total_tokens=120,
@@ -56,11 +58,11 @@ def stored_run(
     )  # fmt: skip
     call = AgentStep.objects.create(
         run=run, ordinal=2, iteration=1, kind="tool_call", status="success", started_at=now,
-        finished_at=now, duration_ms=15, tool_name=f"weather_{text}", tool_call_id=f"call_{text}",
+        finished_at=now, duration_ms=15, tool_name=f"weather_{text}", tool_call_id="call_w1",
         arguments={"town": text, "days": [1, text]},
         result=result if result is not None else f'{{"town": "{text}", "high_c": 8}}',
         observation=f"sent {text}", artifact={"source": text}, error=f"warning {text}",
-        error_type=f"Type{text}",
+        error_type="UserWarning",
     )  # fmt: skip
     Approval.objects.create(
         run=run, step=call, tool_name=call.tool_name, tool_call_id=call.tool_call_id,
