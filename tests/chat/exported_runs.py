@@ -91,6 +91,8 @@ def owned_by(username: str) -> Conversation:
 class Marking(Redactor):
     """A redactor that replaces ``SECRET`` everywhere it is given a string, and counts."""
 
+    enabled = True  # whatever the settings' policy says, this one changes text
+
     def __init__(self) -> None:
         self.calls = 0
 
