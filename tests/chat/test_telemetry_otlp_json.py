@@ -8,7 +8,7 @@ import json
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -123,3 +123,44 @@ def test_every_string_that_leaves_passes_the_redactor():
 def test_a_line_that_is_not_otlp_json_gets_a_clear_error(line, error):
     with pytest.raises(OtlpJsonError, match=error):
         otlp_json_to_request(line)
+
+
+@pytest.fixture
+def collector():
+    from tests.otlp_collector import Collector
+
+    server = Collector()
+    yield server
+    server.close()
+
+
+def test_send_traces_posts_a_files_runs_to_a_collector_as_protobuf(tmp_path, collector):
+    first, second = ask(), ask()
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(otlp_json_lines(AgentRun.objects.all(), redactor=active())))
+    out = StringIO()
+
+    call_command("send_traces", str(path), "--endpoint", f"{collector.url}/v1/traces",
+                 stdout=out)  # fmt: skip
+
+    assert "Sent 2 run(s)" in out.getvalue()
+    roots = [s for s in collector.spans() if not s.parent_span_id]
+    assert [s.trace_id for s in roots] == [trace_id_of(r.pk).to_bytes(16, "big")
+                                           for r in (first, second)]  # fmt: skip
+
+
+def test_send_traces_sends_nothing_from_a_file_with_a_bad_line(tmp_path, collector):
+    ask()
+    good = next(otlp_json_lines(AgentRun.objects.all(), redactor=active()))
+    path = tmp_path / "runs.jsonl"
+    path.write_text(good + "{broken\n")
+    with pytest.raises(CommandError, match="line 2: not JSON"):
+        call_command("send_traces", str(path), "--endpoint", f"{collector.url}/v1/traces")
+    assert collector.traces == []
+
+
+def test_send_traces_without_an_endpoint_says_how_to_name_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    with pytest.raises(CommandError, match="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        call_command("send_traces", str(tmp_path / "none.jsonl"))
