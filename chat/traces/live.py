@@ -152,8 +152,9 @@ class LiveExport:
         from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
         from chat.models import Feedback
+        from chat.traces.ids import ns, run_context
         from chat.traces.redaction import active
-        from chat.traces.spans import EVALUATION_EVENT, feedback_attributes, ns, run_context
+        from chat.traces.spans import EVALUATION_EVENT, feedback_attributes
 
         feedback = Feedback.objects.filter(pk=feedback_id).first()
         if feedback is None:

@@ -19,15 +19,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.utils.crypto import salted_hmac
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from agents.approvals import DENIED_BY_POLICY, REFUSAL_TYPES
 from chat.export import owner_label
 from chat.models import AgentRun, AgentStep, Approval, RunStatus, StepStatus
+from chat.traces.ids import SAMPLED, ns, run_context, span_id_of, trace_id_of
 from chat.traces.redaction import Redactor
 
 NS = "agent_chat."
@@ -42,7 +42,6 @@ SCORES = {"up": 1.0, "down": 0.0}
 # OpenAI's finish reasons as the conventions' output message schema names them.
 FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
 NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
-SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
 def default_resource() -> Resource:
@@ -53,33 +52,6 @@ def default_resource() -> Resource:
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
     return resource
-
-
-def trace_id_of(run_id: int) -> int:
-    """Return the 128-bit trace id of run ``run_id``: an HMAC of its id under
-    ``SECRET_KEY`` (Django's ``salted_hmac``), never 0, the same in every export."""
-    digest = salted_hmac("chat.traces.trace", str(run_id)).digest()
-    return int.from_bytes(digest[:16], "big") or 1
-
-
-def span_id_of(run_id: int, ordinal: int = 0) -> int:
-    """Return the 64-bit span id of run ``run_id``'s step ``ordinal`` (0: the run's
-    own ``invoke_agent`` span), derived as :func:`trace_id_of` is, never 0."""
-    digest = salted_hmac("chat.traces.span", f"{run_id}:{ordinal}").digest()
-    return int.from_bytes(digest[:8], "big") or 1
-
-
-def run_context(run_id: int) -> SpanContext:
-    """Return the span context of run ``run_id``'s ``invoke_agent`` span (what an event
-    sent later, such as feedback, is parented to)."""
-    return SpanContext(trace_id_of(run_id), span_id_of(run_id), is_remote=False,
-                       trace_flags=SAMPLED)  # fmt: skip
-
-
-def ns(value: datetime) -> int:
-    """Return an aware datetime as nanoseconds since the Unix epoch (OTLP's unit)."""
-    delta = value - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
 def agent_name(run: AgentRun) -> str:

@@ -24,7 +24,7 @@ from chat import owner, store
 from chat.models import AgentRun, Conversation, Feedback
 from chat.runs import create_run
 from chat.traces import live
-from chat.traces.spans import span_id_of, trace_id_of
+from chat.traces.ids import span_id_of, trace_id_of
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import TRAVEL_QUESTION
 from tests.chat.test_interrupted import running_run

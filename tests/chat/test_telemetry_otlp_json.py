@@ -13,10 +13,11 @@ from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from chat.models import AgentRun, Feedback
+from chat.traces.ids import span_id_of, trace_id_of
 from chat.traces.loading import loaded_runs
 from chat.traces.otlp import OtlpJsonError, otlp_json_lines, otlp_json_to_request
 from chat.traces.redaction import Redactor, active
-from chat.traces.spans import default_resource, run_spans, span_id_of, trace_id_of
+from chat.traces.spans import default_resource, run_spans
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
