@@ -6,7 +6,8 @@ Off (no ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
 ``OTEL_SDK_DISABLED=true``: ``settings.TELEMETRY_LIVE``), a run's end costs one settings
 read: no query, no thread, no OpenTelemetry import. On, the store hands each ended run's
 id over when its transaction commits; a bounded queue feeds one daemon thread that
-loads the run (:func:`chat.traces.loading.loaded_runs`), builds its spans
+loads the runs waiting (:func:`chat.traces.loading.loaded_runs`, up to
+:data:`RUNS_PER_LOAD` in one read), builds their spans
 (:func:`chat.traces.spans.run_spans`) and gives them to the SDK's
 ``BatchSpanProcessor``, whose own thread sends them with the SDK's ``OTLPSpanExporter``
 (endpoint, headers, timeout and compression from the environment). A collector that is
@@ -27,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import close_old_connections, transaction
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RUN_QUEUE_SIZE = 1000  # ids of runs waiting to be built into spans
+RUNS_PER_LOAD = 100  # runs ended meanwhile are read together: a few queries for them all
+COLLECT_S = 0.25  # how long the thread waits for more runs before reading them
 SPAN_QUEUE_SIZE = 8192  # the BatchSpanProcessor's bound, in spans
 FLUSH_TIMEOUT_S = 5.0  # what a stopping process gives export, at most
 DROPPED = "telemetry: export queue full (%d); %s %s not exported"
@@ -115,31 +118,52 @@ class LiveExport:
 
     def _work(self) -> None:
         while True:
-            item = self.queue.get()
-            try:
-                if item is None:
-                    return
-                if isinstance(item, threading.Event):  # a flush marker: all before it done
-                    item.set()
-                    continue
-                kind, pk = item
+            items = [self.queue.get()]
+            # Runs that end within COLLECT_S of it are read with it: one read for many.
+            until = time.monotonic() + COLLECT_S
+            while len(items) < RUNS_PER_LOAD and isinstance(items[-1], tuple):
                 try:
-                    self._send_run(pk) if kind == "run" else self._send_feedback(pk)
-                except Exception:
-                    logger.exception(FAILED, kind, pk)
-                finally:
-                    connections.close_all()  # this thread's connection, between items
+                    items.append(self.queue.get(timeout=max(0.0, until - time.monotonic())))
+                except queue.Empty:
+                    break
+            try:
+                if not self._handle(items):
+                    return
             finally:
-                self.queue.task_done()
+                for _ in items:
+                    self.queue.task_done()
 
-    def _send_run(self, run_id: int) -> None:
+    def _handle(self, items: list[Any]) -> bool:
+        """Send the runs and feedback of ``items``, then release their flush markers;
+        return False once told to stop."""
+        run_ids = [item[1] for item in items if isinstance(item, tuple) and item[0] == "run"]
+        feedback_ids = [item[1] for item in items
+                        if isinstance(item, tuple) and item[0] == "feedback"]  # fmt: skip
+        try:
+            if run_ids:
+                self._send_runs(run_ids)
+        except Exception:
+            logger.exception(FAILED, "runs", run_ids)
+        for feedback_id in feedback_ids:
+            try:
+                self._send_feedback(feedback_id)
+            except Exception:
+                logger.exception(FAILED, "feedback", feedback_id)
+        # Django's end-of-request hygiene: a connection past CONN_MAX_AGE or broken goes.
+        close_old_connections()
+        for item in items:
+            if isinstance(item, threading.Event):  # a flush marker: all before it done
+                item.set()
+        return None not in items
+
+    def _send_runs(self, run_ids: list[int]) -> None:
         from chat.models import AgentRun
         from chat.traces.loading import loaded_runs
         from chat.traces.redaction import active
         from chat.traces.spans import NOT_ENDED, run_spans
 
         redactor = active()
-        for run in loaded_runs(AgentRun.objects.filter(pk=run_id)):
+        for run in loaded_runs(AgentRun.objects.filter(pk__in=run_ids)):
             if run.status in NOT_ENDED:
                 continue  # resumed meanwhile: its next end sends it whole
             spans = run_spans(run, redactor=redactor, capture_content=self.capture_content,
@@ -194,6 +218,7 @@ class LiveExport:
         thread and the SDK's processors; later runs are dropped with a log line."""
         if self._closed:
             return
+        deadline = time.monotonic() + timeout_s
         if not self.flush(timeout_s):
             logger.warning("telemetry: not everything was sent within %g s at shutdown",
                            timeout_s)  # fmt: skip
@@ -201,6 +226,8 @@ class LiveExport:
         if self._thread is not None:
             with contextlib.suppress(queue.Full):  # the thread is a daemon: it goes with us
                 self.queue.put_nowait(None)
+            if self._thread.is_alive():
+                self._thread.join(max(0.0, deadline - time.monotonic()))
         self.processor.shutdown()
         if self.log_provider is not None:
             self.log_provider.shutdown()

@@ -267,6 +267,7 @@ def test_feedback_given_after_the_run_was_sent_follows_as_an_evaluation_event(
 
 def test_a_run_sent_after_its_feedback_carries_it_on_its_span(exporting, collector):
     run = ask()
+    assert exporting.flush(WAIT_S)
     now = timezone.now()
     Feedback.objects.create(run=run, rating="down", given_by_name="(guest)", created_at=now,
                             updated_at=now)  # fmt: skip
