@@ -45,6 +45,7 @@ FLUSH_TIMEOUT_S = 5.0  # what a stopping process gives export, at most
 DROPPED = "telemetry: export queue full (%d); %s %s not exported"
 NOT_SENT = "telemetry: %d span(s) of run(s) %s could not be sent to the collector"
 FAILED = "telemetry: exporting %s %s failed"
+COST = "telemetry: %d run(s) exported; CPU %.3f s reading and building spans, %.3f s sending"
 LOGS_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
 
 
@@ -74,8 +75,8 @@ class LiveExport:
 
         self.capture_content = capture_content
         self.resource = resource or default_resource()
-        self.processor = BatchSpanProcessor(_Reporting(span_exporter),
-                                            max_queue_size=SPAN_QUEUE_SIZE)  # fmt: skip
+        self.reporting = _Reporting(span_exporter)
+        self.processor = BatchSpanProcessor(self.reporting, max_queue_size=SPAN_QUEUE_SIZE)
         self.log_provider: Any = None
         self.event_logger: Any = None
         if log_exporter is not None:
@@ -89,6 +90,10 @@ class LiveExport:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        # What export cost this process (its own threads' CPU, time.thread_time): logged
+        # at shutdown, where bench/load.py reads it.
+        self.runs_sent = 0
+        self.build_cpu_s = 0.0
 
     def submit_run(self, run_id: int) -> None:
         """Queue run ``run_id`` (ended) to be sent; drop it with a log line when full."""
@@ -136,6 +141,7 @@ class LiveExport:
     def _handle(self, items: list[Any]) -> bool:
         """Send the runs and feedback of ``items``, then release their flush markers;
         return False once told to stop."""
+        began = time.thread_time()
         run_ids = [item[1] for item in items if isinstance(item, tuple) and item[0] == "run"]
         feedback_ids = [item[1] for item in items
                         if isinstance(item, tuple) and item[0] == "feedback"]  # fmt: skip
@@ -151,6 +157,7 @@ class LiveExport:
                 logger.exception(FAILED, "feedback", feedback_id)
         # Django's end-of-request hygiene: a connection past CONN_MAX_AGE or broken goes.
         close_old_connections()
+        self.build_cpu_s += time.thread_time() - began
         for item in items:
             if isinstance(item, threading.Event):  # a flush marker: all before it done
                 item.set()
@@ -170,6 +177,7 @@ class LiveExport:
                               resource=self.resource)  # fmt: skip
             for span in spans:
                 self.processor.on_end(span)
+            self.runs_sent += 1
 
     def _send_feedback(self, feedback_id: int) -> None:
         from opentelemetry._logs import SeverityNumber
@@ -231,6 +239,7 @@ class LiveExport:
         self.processor.shutdown()
         if self.log_provider is not None:
             self.log_provider.shutdown()
+        logger.info(COST, self.runs_sent, self.build_cpu_s, self.reporting.send_cpu_s)
 
 
 class _Reporting:
@@ -239,17 +248,20 @@ class _Reporting:
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
+        self.send_cpu_s = 0.0  # CPU of the batch processor's thread in export()
 
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         from chat.traces.spans import span_run_ids
 
+        began = time.thread_time()
         try:
             result = self.inner.export(spans)
         except Exception:
             logger.exception("telemetry: the span exporter raised")
             result = SpanExportResult.FAILURE
+        self.send_cpu_s += time.thread_time() - began
         if result is not SpanExportResult.SUCCESS:
             logger.warning(NOT_SENT, len(spans), span_run_ids(spans) or "?")
         return result
