@@ -347,3 +347,47 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
     finally:
         export.shutdown(WAIT_S)
         live.install(previous)
+
+
+@pytest.mark.parametrize(
+    ("environment", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"},
+         False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "  "}, False),
+    ],
+)
+def test_the_standard_environment_switches_live_export(monkeypatch, environment, on):
+    from project.env import env_otel_traces_endpoint
+
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                 "OTEL_SDK_DISABLED"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert env_otel_traces_endpoint() is on
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("true", True), ("SPAN_ONLY", True), ("span_and_event", True), ("false", False),
+     ("NO_CONTENT", False), ("EVENT_ONLY", False), ("", False)],
+)
+def test_content_capture_reads_the_genai_instrumentations_values(monkeypatch, value, on):
+    from project.env import env_content_capture
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value)
+    assert env_content_capture("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False) is on
+
+
+def test_a_content_capture_value_that_means_nothing_stops_start_up(monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from project.env import env_content_capture
+
+    monkeypatch.setenv("TELEMETRY_CAPTURE_CONTENT", "sometimes")
+    with pytest.raises(ImproperlyConfigured, match="TELEMETRY_CAPTURE_CONTENT"):
+        env_content_capture("TELEMETRY_CAPTURE_CONTENT", False)
