@@ -391,3 +391,19 @@ def test_a_content_capture_value_that_means_nothing_stops_start_up(monkeypatch):
     monkeypatch.setenv("TELEMETRY_CAPTURE_CONTENT", "sometimes")
     with pytest.raises(ImproperlyConfigured, match="TELEMETRY_CAPTURE_CONTENT"):
         env_content_capture("TELEMETRY_CAPTURE_CONTENT", False)
+
+
+def test_a_stopping_process_sends_what_is_queued_and_takes_no_more(settings, collector,
+                                                                   caplog):  # fmt: skip
+    settings.TELEMETRY_LIVE = True
+    export = live_export(collector.url)
+    previous = live.install(export)
+    try:
+        run = ask()
+        export.shutdown(WAIT_S)  # what atexit does: no flush before it
+        assert f"invoke_agent {run.agent_key}" in {s.name for s in collector.spans()}
+        with caplog.at_level(logging.WARNING, logger="chat.traces.live"):
+            export.submit_run(run.pk)
+        assert any("not exported" in r.getMessage() for r in caplog.records)
+    finally:
+        live.install(previous)
