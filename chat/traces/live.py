@@ -108,13 +108,14 @@ class LiveExport:
         if self._closed:
             logger.warning(DROPPED, 0, *item)
             return
-        self._start()
+        self.start()
         try:
             self.queue.put_nowait(item)
         except queue.Full:
             logger.warning(DROPPED, self.queue.maxsize, *item)
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the thread that builds spans, if it is not running (idempotent)."""
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="telemetry-export",
@@ -305,6 +306,14 @@ def current() -> LiveExport | None:
             _current = from_environment()
             atexit.register(_current.shutdown)
         return _current
+
+
+def start() -> None:
+    """Build this process's live export and start its thread now (a server starting),
+    not at its first run's end; nothing when it is off."""
+    export = current()
+    if export is not None:
+        export.start()
 
 
 def install(export: LiveExport | None) -> LiveExport | None:
