@@ -291,9 +291,13 @@ class _Builder:
             parts.append({"type": "reasoning", "content": step.reasoning})
         if step.text:
             parts.append({"type": "text", "content": step.text})
-        for call in (step.raw or {}).get("tool_calls") or []:
-            parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name"),
-                          "arguments": call.get("args")})  # fmt: skip
+        # The calls as the steps stored them, so a text strategy's parsed calls show too;
+        # a held call's as the model asked (a person's edit is on its approval event).
+        for call in self.calls_of.get(step.iteration, []):
+            held = call.held
+            arguments = held.arguments if held is not None else call.arguments
+            parts.append({"type": "tool_call", "id": call.tool_call_id, "name": call.tool_name,
+                          "arguments": arguments})  # fmt: skip
         message = {"role": "assistant", "parts": parts,
                    "finish_reason": reason or ("error" if step.is_error else "stop")}  # fmt: skip
         attributes["gen_ai.output.messages"] = self._json([message])

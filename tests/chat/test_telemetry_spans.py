@@ -97,3 +97,16 @@ def test_reasoning_is_a_reasoning_part_of_the_turns_output(scripted_model):
 )
 def test_the_runs_endpoint_becomes_server_address_and_port(endpoint, expected):
     assert server_attributes(endpoint) == expected
+
+
+@pytest.mark.parametrize("strategy", ["tool_calling", "react", "structured_chat", "xml"])
+def test_a_turns_output_names_the_calls_it_asked_for_in_every_strategy(strategy):
+    call_command("ask", QUESTION, "--strategy", strategy, stdout=StringIO())
+    run = AgentRun.objects.get()
+    turns = {span.attributes["agent_chat.step.iteration"]: span
+             for span in spans_of(run, content=True) if span.name.startswith("chat ")}  # fmt: skip
+    calls = run.steps.filter(kind="tool_call")
+    assert calls.count() == 2
+    for call in calls:
+        output = turns[call.iteration].attributes["gen_ai.output.messages"]
+        assert f'"id": "{call.tool_call_id}", "name": "{call.tool_name}"' in output
