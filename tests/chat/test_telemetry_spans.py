@@ -110,3 +110,56 @@ def test_a_turns_output_names_the_calls_it_asked_for_in_every_strategy(strategy)
     for call in calls:
         output = turns[call.iteration].attributes["gen_ai.output.messages"]
         assert f'"id": "{call.tool_call_id}", "name": "{call.tool_name}"' in output
+
+
+PART_FIELDS = {  # what the conventions' message schemas require of each part type we send
+    "text": {"content"},
+    "reasoning": {"content"},
+    "tool_call": {"name"},
+    "tool_call_response": {"response"},
+}
+FINISH_REASONS = {"stop", "length", "content_filter", "tool_call", "error"}
+
+
+def check_messages(value: str, *, output: bool) -> None:
+    import json
+
+    messages = json.loads(value)
+    assert isinstance(messages, list) and messages
+    for message in messages:
+        assert message["role"] in {"system", "user", "assistant", "tool"}
+        if output:
+            assert message["finish_reason"] in FINISH_REASONS
+        for part in message["parts"]:
+            assert PART_FIELDS[part["type"]] <= part.keys(), part
+
+
+def test_content_follows_the_conventions_message_shapes(scripted_model):
+    from langchain_core.messages import AIMessage
+
+    from tests.fakes import tool_call
+
+    scripted_model.script = [
+        AIMessage("<think>Look it up.</think>",
+                  tool_calls=[tool_call("calculator", {"expression": "17*23"}, "c1")]),
+        AIMessage("391."),
+    ]  # fmt: skip
+    call_command("ask", "17*23?", stdout=StringIO())
+    run = AgentRun.objects.get()
+    spans = spans_of(run, content=True)
+
+    for span in spans:
+        attributes = span.attributes
+        if "gen_ai.input.messages" in attributes:
+            check_messages(attributes["gen_ai.input.messages"], output=False)
+        if "gen_ai.output.messages" in attributes:
+            check_messages(attributes["gen_ai.output.messages"], output=True)
+    import json
+
+    instructions = json.loads(spans[0].attributes["gen_ai.system_instructions"])
+    assert [part["type"] for part in instructions] == ["text"]
+    second_turn = [s for s in spans if s.name.startswith("chat ")][1]
+    given = json.loads(second_turn.attributes["gen_ai.input.messages"])
+    assert given == [{"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "c1", "response": run.steps.get(
+            kind="tool_call").observation}]}]  # fmt: skip
