@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.template.defaultfilters import truncatechars
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from chat.admin_base import PRE, ReadOnlyAdmin, when
 from chat.models import AgentRun, Feedback, FeedbackRating
@@ -28,6 +28,7 @@ NONE = "none"
 COMMENT_PREVIEW_CHARS = 60
 # The run list's column: the rating as a word, the comment (and who, when) on hover.
 RATINGS_SHOWN = {FeedbackRating.UP: "up", FeedbackRating.DOWN: "down"}
+COMMENT_MARK = mark_safe('<br><span class="trace-quiet">+ comment</span>')  # no data in it
 
 
 class FeedbackFilter(admin.SimpleListFilter):
@@ -66,7 +67,7 @@ def feedback_cell(run: AgentRun) -> SafeString | str:
     return format_html(
         '<span class="trace-feedback rating-{}" title="{}">{}{}</span>', feedback.rating, title,
         RATINGS_SHOWN.get(feedback.rating, feedback.rating),
-        format_html('<br><span class="trace-quiet">+ comment</span>') if feedback.comment else "",
+        COMMENT_MARK if feedback.comment else "",
     )  # fmt: skip
 
 
