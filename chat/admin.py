@@ -390,7 +390,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             '<div class="trace-answer">{}</div>', SafeString(render_markdown(run.output))
         )
 
-    @admin.display(description="feedback", ordering="feedback__rating")
+    @admin.display(description="feedback")
     def feedback_shown(self, run: AgentRun) -> SafeString | str:
         return feedback_cell(run)
 
