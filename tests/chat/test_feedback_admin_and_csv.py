@@ -64,9 +64,7 @@ def three_runs(alice) -> dict[str, AgentRun]:
     return runs
 
 
-def test_the_run_list_has_a_feedback_column_and_an_up_down_none_filter(
-    client, auditor, three_runs
-):
+def test_the_run_list_has_a_feedback_column_and_an_up_down_none_filter(client, auditor, three_runs):
     html = client.get(LIST).content.decode()
     assert all(f"?feedback={value}" in html for value in ("up", "down", "none"))
     assert 'class="trace-feedback rating-up"' in html
@@ -94,9 +92,7 @@ def test_the_feedback_column_costs_no_query_per_run(client, auditor, alice):
     assert list_queries() == with_3
 
 
-def test_the_run_page_shows_the_feedback_read_only_with_who_and_when(
-    client, auditor, three_runs
-):
+def test_the_run_page_shows_the_feedback_read_only_with_who_and_when(client, auditor, three_runs):
     html = client.get(run_page(three_runs["down"])).content.decode()
     assert "Feedback from the chat" in html
     assert "Thumbs down by alice at 2026-12-03 09:37:00 UTC" in html
