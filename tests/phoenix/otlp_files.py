@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf import json_format
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
 
 # Id fields and their length in bytes (OTLP: trace ids 16 bytes, span ids 8).
 ID_BYTES = {"traceId": 16, "spanId": 8, "parentSpanId": 8}
@@ -55,6 +57,20 @@ def requests_from_file(text: str) -> Iterator[ExportTraceServiceRequest]:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield request_from_json_line(line, where=f"line {number}")
+
+
+def otlp_json_line(spans: list[ReadableSpan]) -> str:
+    """Return ``spans`` as one OTLP/JSON line: ids in hex, enums as integers (OTLP spec).
+
+    The shape of a line of ``export_traces --format otlp-json``, made by the SDK's
+    encoder, for tests that need a file line without the app.
+    """
+    data = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for _, holder in _id_holders(data):
+        for key in ID_BYTES:
+            if holder.get(key):
+                holder[key] = base64.b64decode(holder[key]).hex()
+    return json.dumps(data)
 
 
 def _id_holders(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

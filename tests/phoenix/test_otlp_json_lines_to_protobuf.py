@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
-from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link
 
-from tests.phoenix.otlp_files import ID_BYTES, BadLine, request_from_json_line, requests_from_file
+from tests.phoenix.otlp_files import (
+    BadLine,
+    otlp_json_line,
+    request_from_json_line,
+    requests_from_file,
+)
 
 
 def sdk_spans() -> list[ReadableSpan]:
@@ -31,19 +34,6 @@ def sdk_spans() -> list[ReadableSpan]:
     ):
         pass
     return list(exporter.get_finished_spans())
-
-
-def otlp_json_line(spans: list[ReadableSpan]) -> str:
-    """Encode ``spans`` as one OTLP/JSON line: ids in hex, enums as integers (OTLP spec)."""
-    data = json_format.MessageToDict(encode_spans(spans), use_integers_for_enums=True)
-    for resource_spans in data["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for holder in [span, *span.get("links", [])]:
-                    for key in ID_BYTES:
-                        if holder.get(key):
-                            holder[key] = base64.b64decode(holder[key]).hex()
-    return json.dumps(data)
 
 
 def test_a_hex_id_line_becomes_the_request_the_sdk_would_send() -> None:

@@ -23,8 +23,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from tests.phoenix.checks import ExpectedRun, ToolCall, check_run, traces_by_conversation
 from tests.phoenix.conftest import Phoenix
-from tests.phoenix.otlp_files import request_from_json_line
-from tests.phoenix.test_otlp_json_lines_to_protobuf import otlp_json_line
+from tests.phoenix.otlp_files import otlp_json_line, request_from_json_line
 
 pytestmark = pytest.mark.phoenix
 
