@@ -73,7 +73,7 @@ test-real: install-dev install-real
 # Arize Phoenix (docs/telemetry-phoenix.md): an OpenTelemetry backend in a venv of its own
 # (.venv-phoenix), reached over HTTP only. test-phoenix starts it on a free loopback port with
 # a scratch database (tests/phoenix/conftest.py), sends it runs live and as files, reads
-# them back through its REST API and stops it; about a minute and 45 s to install.
+# them back through its REST API and stops it: about a minute to install, then 2-3 minutes.
 PHOENIX_VENV := .venv-phoenix
 PHOENIX_PY := $(PHOENIX_VENV)/bin/python
 PHOENIX_PORT ?= 6006

@@ -195,8 +195,9 @@ def run(port: int, workdir: Path | None) -> int:
     process = start_server(port, workdir, log)
     try:
         version = wait_ready(process, base_url, log)
+        # The traces endpoint alone: Phoenix has no OTLP logs receiver (405 on /v1/logs).
         print(f"Phoenix {version}: {base_url} (log: {log}). Point the app at it with:\n"
-              f"  OTEL_EXPORTER_OTLP_ENDPOINT={base_url} "
+              f"  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={base_url}/v1/traces "
               f"OTEL_RESOURCE_ATTRIBUTES=openinference.project.name=agent-chat\n"
               "Ctrl-C stops it.", flush=True)  # fmt: skip
         return process.wait()
