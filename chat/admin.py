@@ -32,6 +32,7 @@ from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
 from chat.export import can_export, export_filename, export_response, owner_label
 from chat.markdown import render_markdown
@@ -196,13 +197,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
         "started", "user", "conversation_link", "question", "model_strategy",
         "status_shown", "model_turns", "tool_calls", "errors", "run_duration", "tokens",
-        "cost_shown",
+        "cost_shown", "feedback_shown",
     )  # fmt: skip
     list_display_links = ("started", "question")
     list_filter = (
         "status", "agent_key", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
+        FeedbackFilter,
     )  # fmt: skip
-    list_select_related = ("conversation__owner", "user_message")
+    list_select_related = ("conversation__owner", "user_message", "feedback")
     search_fields = (
         "user_message__content", "output", "steps__tool_name", "steps__arguments",
         "steps__result", "steps__tool_call_id",
@@ -217,7 +219,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
-        "run_error", "snapshot_shown",
+        "run_error", "snapshot_shown", "feedback_given",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
@@ -232,6 +234,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
+        ("Feedback from the chat's owner", {"fields": ("feedback_given",)}),
         ("What the agent gave the model", {"fields": ("snapshot_shown",)}),
     )  # fmt: skip
     inlines = (AgentStepInline,)
@@ -386,6 +389,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return format_html(
             '<div class="trace-answer">{}</div>', SafeString(render_markdown(run.output))
         )
+
+    @admin.display(description="feedback")
+    def feedback_shown(self, run: AgentRun) -> SafeString | str:
+        return feedback_cell(run)
+
+    @admin.display(description="feedback")
+    def feedback_given(self, run: AgentRun) -> SafeString | str:
+        return feedback_details(run)
 
     @admin.display(description="agent")
     def snapshot_shown(self, run: AgentRun) -> SafeString | str:

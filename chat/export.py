@@ -25,6 +25,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Approval, Conversation
+from chat.store.feedback import feedback_of
+from chat.traces.redaction import Redactor, active
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -78,6 +80,10 @@ COLUMNS: tuple[str, ...] = (
     "agent",
     "agent_snapshot",
     "observation",
+    "feedback_rating",
+    "feedback_comment",
+    "feedback_by",
+    "feedback_at",
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -198,6 +204,17 @@ def _approval_cells(approval: Approval | None) -> list[str]:
     ]
 
 
+def _feedback_cells(run: AgentRun, redactor: Redactor) -> list[str]:
+    """Return the last four columns: the owner's feedback on the run's answer (rating,
+    comment through the export's redaction policy, who, when last given or changed), the
+    same on each of the run's rows; all empty when none was given."""
+    feedback = feedback_of(run)
+    if feedback is None:
+        return [""] * 4
+    return [feedback.rating, redactor.text(feedback.comment), feedback.given_by_name,
+            _iso(feedback.updated_at)]  # fmt: skip
+
+
 def _step_cells(step: AgentStep | None) -> list[str]:
     if step is None:
         return [""] * 16
@@ -233,13 +250,15 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     run_ids = runs.order_by().values("pk")
     steps = (
         AgentStep.objects.filter(run__in=run_ids)
-        .select_related("run__conversation__owner", "run__user_message", "approval")
+        .select_related(
+            "run__conversation__owner", "run__user_message", "run__feedback", "approval"
+        )
         .order_by("run_id", "ordinal")
         .iterator(chunk_size=CHUNK_SIZE)
     )
     bare_runs = (
         AgentRun.objects.filter(pk__in=run_ids, steps__isnull=True)
-        .select_related("conversation__owner", "user_message")
+        .select_related("conversation__owner", "user_message", "feedback")
         .order_by("pk")
         .iterator(chunk_size=CHUNK_SIZE)
     )
@@ -247,6 +266,7 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     digests = dict(
         AgentSnapshot.objects.filter(runs__in=run_ids).values_list("pk", "digest").distinct()
     )
+    redactor = active()
     step_rows = ((step.run_id, step.ordinal, step.run, step) for step in steps)
     run_rows = ((run.pk, 0, run, None) for run in bare_runs)
     for _run_id, _ordinal, run, step in heapq.merge(
@@ -256,7 +276,9 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
         artifact = _arguments(step.artifact) if step is not None else ""
         agent = [run.agent_key, digests.get(run.snapshot_id, "")]
         observation = _text(step.observation) if step is not None else ""
-        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent, observation]
+        feedback = _feedback_cells(run, redactor)
+        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent, observation,
+               *feedback]  # fmt: skip
 
 
 class _Echo:

@@ -217,7 +217,7 @@ def run_finish(
         # Loaded with what rendering the end reads (runs_loaded's joins; the steps below),
         # so the run is not read again after.
         locked = AgentRun.objects.select_for_update(of=("self",))
-        run = locked.select_related("conversation", "user_message").get(pk=run_id)
+        run = locked.select_related("conversation", "user_message", "feedback").get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:
             return _ended(run_id)
         output, error = storable(output), storable(error)
