@@ -306,11 +306,12 @@ class _Builder:
         if step.ordinal == self.first_turn:
             content = self.run.user_message.content
             return [{"role": "user", "parts": [{"type": "text", "content": content}]}]
-        earlier = self.calls_of.get(step.iteration - 1, [])
-        parts = [{"type": "tool_call_response", "id": s.tool_call_id,
-                  "response": s.observation if s.observation is not None else s.result or s.error}
-                 for s in earlier]  # fmt: skip
-        return [{"role": "tool", "parts": parts}] if parts else []
+        # One tool message per result, as each ToolMessage was (Phoenix reads one each).
+        return [{"role": "tool", "parts": [{
+            "type": "tool_call_response", "id": call.tool_call_id,
+            "response": call.observation if call.observation is not None else call.result
+            or call.error,
+        }]} for call in self.calls_of.get(step.iteration - 1, [])]  # fmt: skip
 
     def _step_status(self, step: AgentStep, attributes: dict[str, Any]) -> Status:
         """Set ``error.type`` for a step that failed; return its span status. A call a
