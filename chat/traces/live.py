@@ -310,10 +310,13 @@ def current() -> LiveExport | None:
 
 def start() -> None:
     """Build this process's live export and start its thread now (a server starting),
-    not at its first run's end; nothing when it is off."""
-    export = current()
-    if export is not None:
-        export.start()
+    not at its first run's end; nothing when it is off. Never raises."""
+    try:
+        export = current()
+        if export is not None:
+            export.start()
+    except Exception:  # a bad OTEL_* value: logged, and the server serves all the same
+        logger.exception("telemetry: live export could not start")
 
 
 def install(export: LiveExport | None) -> LiveExport | None:

@@ -407,3 +407,24 @@ def test_a_stopping_process_sends_what_is_queued_and_takes_no_more(settings, col
         assert any("not exported" in r.getMessage() for r in caplog.records)
     finally:
         live.install(previous)
+
+
+def test_an_exporter_that_cannot_be_built_is_logged_and_fails_no_run(settings, monkeypatch,
+                                                                      caplog):  # fmt: skip
+    settings.TELEMETRY_LIVE = True
+
+    def broken():
+        raise ValueError("OTEL_EXPORTER_OTLP_CERTIFICATE: no such file")
+
+    monkeypatch.setattr(live, "from_environment", broken)
+    previous = live.install(None)
+    try:
+        with caplog.at_level(logging.ERROR, logger="chat.traces.live"):
+            live.start()  # the server starting
+            run = ask()
+        assert run.status == "succeeded"
+        messages = [r.getMessage() for r in caplog.records if r.name == "chat.traces.live"]
+        assert any("could not start" in m for m in messages)
+        assert any(f"exporting run {run.pk} failed" in m for m in messages)
+    finally:
+        live.install(previous)
