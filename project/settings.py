@@ -20,10 +20,12 @@ from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
 from project.env import (
     env_bool,
     env_choice,
+    env_content_capture,
     env_decimal,
     env_float,
     env_int,
     env_list,
+    env_otel_traces_endpoint,
     env_str,
     env_tool_policies,
 )
@@ -303,3 +305,14 @@ if AGENT_STALE_AFTER_S < 3 * AGENT_HEARTBEAT_S:
 # by default so Ctrl-C and the test servers stop at once; deploy/ sets 20 s.
 AGENT_GRACEFUL_SHUTDOWN = env_bool("AGENT_GRACEFUL_SHUTDOWN", True)
 AGENT_SHUTDOWN_GRACE_S = env_float("AGENT_SHUTDOWN_GRACE_S", 0.0, minimum=0.0)
+
+# Live OpenTelemetry export (docs/telemetry.md): on when the standard OpenTelemetry
+# environment names an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; headers, timeout, compression and the service name
+# are the SDK's to read); OTEL_SDK_DISABLED=true turns it off. Message content (prompts,
+# answers, tool arguments and results, reasoning) is sent only with
+# OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT or TELEMETRY_CAPTURE_CONTENT true.
+TELEMETRY_LIVE = env_otel_traces_endpoint()
+TELEMETRY_CAPTURE_CONTENT = env_content_capture(
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False
+) or env_bool("TELEMETRY_CAPTURE_CONTENT", False)

@@ -16,8 +16,10 @@ def loaded_runs(runs: QuerySet[AgentRun], *, chunk: int = RUNS_PER_CHUNK) -> Ite
     """Yield ``runs`` in id order, each with what an export reads already loaded.
 
     Loaded with each run: its conversation and the conversation's owner, the user
-    message, the feedback (``run.feedback``, absent when none was given), and its steps
-    in ordinal order (``run.steps.all()``) each with its approval (``step.approval``).
+    message, the feedback (``run.feedback``, absent when none was given), its snapshot
+    (``run.snapshot``, one query per chunk for the distinct snapshots, which runs share),
+    and its steps in ordinal order (``run.steps.all()``) each with its approval
+    (``step.approval``).
     Ids are read through a server-side cursor and runs ``chunk`` at a time, so memory
     holds one chunk whatever the size of ``runs``.
     """
@@ -27,7 +29,7 @@ def loaded_runs(runs: QuerySet[AgentRun], *, chunk: int = RUNS_PER_CHUNK) -> Ite
         loaded = (
             AgentRun.objects.filter(pk__in=batch)
             .select_related("conversation__owner", "user_message", "feedback")
-            .prefetch_related(Prefetch("steps", queryset=steps))
+            .prefetch_related("snapshot", Prefetch("steps", queryset=steps))
             .order_by("pk")
         )
         for run in loaded:
