@@ -43,7 +43,7 @@ API_KEY = re.compile(
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"  # GitHub
     r"|(?:AKIA|ASIA)[A-Z0-9]{16}"  # AWS access key ids
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|AIza[A-Za-z0-9_-]{35}"  # Google
+    r"|AIza[A-Za-z0-9_-]{30,}"  # Google
     r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # JWT (RFC 7519)
     r")(?![A-Za-z0-9_-])"
@@ -78,7 +78,9 @@ GROUP = re.compile(r"\+?\(?[0-9]+\)?")
 # A run that follows one of these belongs to a word, a decimal, a path or an id.
 NOT_BEFORE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./#-")
 CARD_FIRST = "23456"  # ISO/IEC 7812 major industry identifiers of payment cards
+MIN_NUMBER_DIGITS = 8  # "+" and 7 digits is the shortest phone number caught
 MAX_NUMBER_DIGITS = 19
+CHINESE_MOBILE = re.compile(r"1[3-9][0-9]{9}")
 
 
 def _digits(text: str) -> str:
@@ -105,35 +107,33 @@ def _is_card(text: str, digits: str) -> bool:
     return luhn_ok(digits)
 
 
-def _is_phone(groups: list[str]) -> bool:
-    """Return True when digit groups (as written, ``+`` and parentheses kept) read as a
-    phone number; see docs/redaction.md for the shapes."""
-    digits = _digits("".join(groups))
+def _is_phone(groups: list[str], sizes: list[int], digits: str) -> bool:
+    """Return True when digit groups (as written, ``+`` and parentheses kept; ``sizes``
+    their digit counts) read as a phone number; docs/redaction.md lists the shapes."""
     first = groups[0]
     if first.startswith("+"):
         return 8 <= len(digits) <= 15  # E.164's longest is 15
     if digits.startswith("00") and digits[2:3] not in ("", "0"):
         return 10 <= len(digits) <= 17  # "00" then a country code, as "+"
-    sizes = [len(_digits(group)) for group in groups]
     if len(groups) == 1:
         # Bare: a Chinese mobile number, or a national number with its trunk 0.
-        return (len(digits) == 11 and re.fullmatch(r"1[3-9][0-9]{9}", digits) is not None) or (
+        return (len(digits) == 11 and CHINESE_MOBILE.fullmatch(digits) is not None) or (
             len(digits) in (10, 11) and digits[0] == "0" and digits[1] != "0"
         )
     if len(groups) == 5 and sizes == [2] * 5 and digits[0] == "0":
         return True  # 01 23 45 67 89
-    if not 10 <= len(digits) <= 12 or not 2 <= sizes[0] <= 5 or min(sizes[1:]) < 3:
+    if len(digits) not in (10, 11) or not 2 <= sizes[0] <= 5 or min(sizes[1:]) < 3:
         return False
     # 12 345 678 901 and 1.234.567.890 are amounts written in thousands.
     thousands = sizes[0] <= 3 and all(size == 3 for size in sizes[1:]) and "(" not in first
     return not thousands
 
 
-def _span_kind(text: str, groups: list[str]) -> str | None:
+def _span_kind(text: str, groups: list[str], sizes: list[int]) -> str | None:
     digits = _digits(text)
     if _is_card(text, digits):
         return "card"
-    if _is_phone(groups):
+    if _is_phone(groups, sizes, digits):
         return "phone"
     return None
 
@@ -143,28 +143,44 @@ def number_spans(run: str, *, bare_start: bool) -> Iterator[tuple[int, int, str]
 
     Groups of digits may be left off the run's ends only where a space parts them (a
     room number before a phone number, a CVV after a card), never at a dash or dot, so
-    a date, a uuid or an IP address is never cut into something that passes.
-    ``bare_start`` is False when the run follows a letter, digit or one of
-    ``NOT_BEFORE``: then its first group cannot start a number.
+    a date, a uuid or an IP address is never cut into something that passes. A number
+    starts with ``+`` or a group of two digits or more. ``bare_start`` is False when the
+    run follows a letter, digit or one of ``NOT_BEFORE``: then its first group cannot
+    start a number. Spans are tried longest first, with 8 to 19 digits only.
     """
     groups = list(GROUP.finditer(run))
+    texts = [group.group() for group in groups]
+    sizes = [sum(ch.isdigit() for ch in text) for text in texts]
+    before = [0]
+    for size in sizes:
+        before.append(before[-1] + size)
     count = len(groups)
     start = 0
     while start < count:
-        if (start == 0 and not bare_start) or (start > 0 and run[groups[start].start() - 1] != " "):
+        if (
+            (start == 0 and not bare_start)
+            or (start > 0 and run[groups[start].start() - 1] != " ")
+            or (sizes[start] < 2 and not texts[start].startswith("+"))
+        ):
             start += 1
             continue
+        found = None
         for end in range(min(count, start + MAX_NUMBER_DIGITS), start, -1):
-            if end < count and run[groups[end - 1].end()] != " ":
+            digits = before[end] - before[start]
+            if digits < MIN_NUMBER_DIGITS:
+                break  # shorter spans have fewer digits still
+            if digits > MAX_NUMBER_DIGITS or (end < count and run[groups[end - 1].end()] != " "):
                 continue
             left, right = groups[start].start(), groups[end - 1].end()
-            kind = _span_kind(run[left:right], [g.group() for g in groups[start:end]])
+            kind = _span_kind(run[left:right], texts[start:end], sizes[start:end])
             if kind:
-                yield left, right, kind
-                start = end
+                found = (left, right, kind, end)
                 break
-        else:
+        if found is None:
             start += 1
+            continue
+        left, right, kind, start = found
+        yield left, right, kind
 
 
 def redact_numbers(text: str, wanted: frozenset[str]) -> str:
