@@ -406,9 +406,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return format_html(PRE, reveal_hidden(run.error)) if run.error else "–"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentRun]:
-        """Return the runs with the conversation and question their pages read (loaded
-        with them, so redacted with them for staff who may not read the stored text)."""
-        runs = super().get_queryset(request).select_related("conversation", "user_message")
+        """Return the runs with the conversation, owner and question their pages read
+        (loaded with them, so redacted with them for staff who may not read the stored
+        text; the list then adds no ``list_select_related`` of its own)."""
+        runs = super().get_queryset(request).select_related(*self.list_select_related)
         return shown_queryset(request.user, runs)
 
     def get_object(
