@@ -65,9 +65,23 @@ SECRET = re.compile(
     rf"(?i)(?<![A-Za-z0-9])(?P<head>(?:{SECRET_NAMES})[\"']?[ \t]*[:=][ \t]*[\"']?)"
     r"(?P<value>[^\s\"'<>\[\],;&]{8,})"
 )
-# A JSON object's key that names a credential: its value goes whatever it looks like.
-SECRET_KEY = re.compile(rf"(?i)(?:{SECRET_NAMES})")
+# A JSON object's key that names a credential, after any prefix (OPENAI_API_KEY,
+# db_password; not token_count): its value goes whatever it looks like.
+SECRET_KEY = re.compile(
+    rf"(?i)(?:[A-Za-z0-9]+[_-])*(?:{SECRET_NAMES}|authorization|proxy-authorization|cookie)"
+)
 WORDS_TRIGGER = re.compile(r"key|token|secret|passw|pwd|bearer|authoriz")
+# One scan for what the api_key, bearer and secret detectors start from: a key's prefix or
+# one of their words in any case. It starts with a class of characters these hold (the
+# engine skips the others at C speed), the rest is checked around it; most text has none.
+CREDENTIAL_TRIGGER = re.compile(
+    r"[-_AJyYkKcCwWbBzZ](?:"
+    r"(?<=sk-)|(?<=sk_)|(?<=rk_)|(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_)|(?<=xox[abposr]-)"
+    r"|(?<=eyJ)|(?<=A)(?:KIA|SIA|Iza)"
+    r"|(?<=[kK][eE][yY])|(?<=[tT][oO][kK])(?=[eE][nN])|(?<=[sS][eE][cC])(?=[rR][eE][tT])"
+    r"|(?<=[pP][aA][sS][sS][wW])|(?<=[pP][wW])(?=[dD])|(?<=[bB])(?=[eE][aA][rR][eE][rR])"
+    r"|(?<=[aA][uU][tT][hH][oO][rR][iI][zZ]))"
+)
 SYMBOL_OR_DIGIT = re.compile(r"[0-9_\-./+=~!@#$%^&*]")
 
 # A run of digits and separators, for the phone and card checks. The first character is
@@ -78,7 +92,8 @@ GROUP = re.compile(r"\+?\(?[0-9]+\)?")
 # A run that follows one of these belongs to a word, a decimal, a path or an id.
 NOT_BEFORE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./#-")
 CARD_FIRST = "23456"  # ISO/IEC 7812 major industry identifiers of payment cards
-MIN_NUMBER_DIGITS = 8  # "+" and 7 digits is the shortest phone number caught
+MIN_NUMBER_DIGITS = 8  # the shortest number caught: "+" and 8 digits
+MIN_NATIONAL_DIGITS = 10  # without "+": a national phone number (a card has 13)
 MAX_NUMBER_DIGITS = 19
 CHINESE_MOBILE = re.compile(r"1[3-9][0-9]{9}")
 
@@ -148,6 +163,15 @@ def number_spans(run: str, *, bare_start: bool) -> Iterator[tuple[int, int, str]
     run follows a letter, digit or one of ``NOT_BEFORE``: then its first group cannot
     start a number. Spans are tried longest first, with 8 to 19 digits only.
     """
+    if " " not in run:  # no group can be left off: the run whole, or nothing
+        digits = sum(ch.isdigit() for ch in run)
+        least = MIN_NUMBER_DIGITS if run[0] == "+" else MIN_NATIONAL_DIGITS
+        if bare_start and least <= digits <= MAX_NUMBER_DIGITS:
+            texts = GROUP.findall(run)
+            kind = _span_kind(run, texts, [len(text.strip("+()")) for text in texts])
+            if kind:
+                yield 0, len(run), kind
+        return
     groups = list(GROUP.finditer(run))
     texts = [group.group() for group in groups]
     sizes = [sum(ch.isdigit() for ch in text) for text in texts]
@@ -167,7 +191,7 @@ def number_spans(run: str, *, bare_start: bool) -> Iterator[tuple[int, int, str]
         found = None
         for end in range(min(count, start + MAX_NUMBER_DIGITS), start, -1):
             digits = before[end] - before[start]
-            if digits < MIN_NUMBER_DIGITS:
+            if digits < (MIN_NUMBER_DIGITS if texts[start][0] == "+" else MIN_NATIONAL_DIGITS):
                 break  # shorter spans have fewer digits still
             if digits > MAX_NUMBER_DIGITS or (end < count and run[groups[end - 1].end()] != " "):
                 continue
@@ -229,6 +253,12 @@ def redact_email(text: str) -> str:
 def redact_api_keys(text: str) -> str:
     """Return ``text`` with every key of a known issuer, and every JWT, replaced."""
     return API_KEY.sub(_api_key, text) if API_KEY_TRIGGER.search(text) else text
+
+
+def may_hold_credentials(text: str) -> bool:
+    """Return False when none of the api_key, bearer and secret detectors can match
+    ``text`` (one scan: :data:`CREDENTIAL_TRIGGER`)."""
+    return CREDENTIAL_TRIGGER.search(text) is not None
 
 
 def names_a_credential(text: str) -> bool:

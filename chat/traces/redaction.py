@@ -52,6 +52,7 @@ class Redactor:
         self._api_key = "api_key" in names
         self._bearer = "bearer" in names
         self._secret = "secret" in names
+        self._credentials = self._api_key or self._bearer or self._secret
         self._numbers = names & {"phone", "card"}
         self._custom = mark(CUSTOM)
         self._memo: dict[str, str] = {}
@@ -78,13 +79,14 @@ class Redactor:
     def _redact(self, text: str) -> str:
         if self._email:
             text = detectors.redact_email(text)
-        if self._api_key:
-            text = detectors.redact_api_keys(text)
-        if (self._bearer or self._secret) and detectors.names_a_credential(text):
-            if self._bearer:
-                text = detectors.redact_bearer(text)
-            if self._secret:
-                text = detectors.redact_secrets(text)
+        if self._credentials and detectors.may_hold_credentials(text):
+            if self._api_key:
+                text = detectors.redact_api_keys(text)
+            if (self._bearer or self._secret) and detectors.names_a_credential(text):
+                if self._bearer:
+                    text = detectors.redact_bearer(text)
+                if self._secret:
+                    text = detectors.redact_secrets(text)
         if self._numbers:
             text = detectors.redact_numbers(text, self._numbers)
         for pattern in self.patterns:

@@ -213,6 +213,8 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
         "count": 4111111111111112,
         "token": {"kind": "opaque"},
         "empty_password": {"password": ""},
+        "headers": {"Authorization": "Basic dXNlcjpwYXNz", "OPENAI_API_KEY": "k"},
+        "token_count": 123,
     }
 
     assert ALL.value(value) == {
@@ -226,6 +228,8 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
         "count": 4111111111111112,
         "token": {"kind": "opaque"},
         "empty_password": {"password": ""},
+        "headers": {"Authorization": "[REDACTED:secret]", "OPENAI_API_KEY": "[REDACTED:secret]"},
+        "token_count": 123,
     }  # fmt: skip
     assert value["to"] == "a@example.com"  # the input is not changed
 
