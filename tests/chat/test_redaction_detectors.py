@@ -256,3 +256,16 @@ def test_long_hostile_text_takes_linear_time(text):
     # Quadratic backtracking on 200,000 characters would take minutes; this runs in well
     # under a second. Asserted by finishing: pytest's own time-out is the guard.
     ALL.text(text)
+
+
+def test_the_policy_imports_before_django_is_set_up():
+    # project/settings.py imports it to refuse a bad policy: it must not need the apps.
+    code = (
+        "import sys; import chat.traces.redaction, chat.traces.detectors; "
+        "assert not any(m.startswith(('django.db', 'django.apps', 'chat.models')) "
+        "for m in sys.modules), sorted(m for m in sys.modules if m.startswith('django'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=WAIT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
