@@ -63,7 +63,13 @@ class Redactor:
         return bool(self.detectors or self.patterns)
 
     def text(self, value: str) -> str:
-        """Return ``value`` with every match of the policy replaced by its mark."""
+        """Return ``value`` with every match of the policy replaced by its mark.
+
+        Anything but a string (None, a number) is returned as it is: callers pass
+        nullable columns straight through.
+        """
+        if not isinstance(value, str):
+            return value
         if len(value) < SHORTEST_MATCH and not self.patterns:
             return value
         short = len(value) <= CACHE_CHARS

@@ -239,6 +239,11 @@ def test_a_json_string_that_is_not_an_object_is_redacted_as_text():
     assert ALL.value(None) is None
 
 
+def test_text_passes_what_is_not_a_string_through():
+    assert ALL.text(None) is None
+    assert ALL.text(4111111111111111) == 4111111111111111  # value() is for JSON numbers
+
+
 @pytest.mark.parametrize(
     "text",
     [
