@@ -188,9 +188,7 @@ def redactor_from(
     detector, a pattern that is not a non-empty string, does not compile, or matches
     the empty string.
     """
-    return Redactor(
-        _detector_names(names_setting, names), _compiled(patterns_setting, patterns)
-    )
+    return Redactor(_detector_names(names_setting, names), _compiled(patterns_setting, patterns))
 
 
 @lru_cache(maxsize=8)

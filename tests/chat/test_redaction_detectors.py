@@ -22,9 +22,7 @@ def only(name: str) -> Redactor:
     return Redactor([name])
 
 
-JWT = (
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
-)
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 # (detector, the text around the secret, the secret)
 CAUGHT = [
     ("email", "write to {}.", "alice.smith+tag@example.co.uk"),
