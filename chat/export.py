@@ -289,7 +289,8 @@ def trace_rows(
         approval = _approval_cells(_approval_of(step), redactor)
         row = [*cells, *approval, artifact, *agent, observation]
         for index in text_cells:
-            row[index] = redactor.text(row[index])
+            if row[index]:  # most rows leave half their text columns empty
+                row[index] = redactor.text(row[index])
         yield row
 
 
