@@ -15,7 +15,9 @@ ratios against ours, and whether our peak RSS stayed flat between the two larges
 
 Methods:
 
-- ``ours``: ``write_csv(trace_rows(runs), file)``, the path of ``export_traces`` and the admin.
+- ``ours``: ``write_csv(trace_rows(runs), file)``, the path of ``export_traces`` and the admin,
+  with the default redaction policy (every built-in detector, docs/redaction.md).
+- ``ours-unredacted``: the same with the policy off (``Redactor()``), to price redaction.
 - ``import-export``: a django-import-export ``ModelResource`` on AgentStep (model fields via
   ``Meta.fields``, run fields via ``dehydrate_*``), ``resource.export(queryset)`` into a
   tablib Dataset, written with the admin's CSV format. Needs requirements-bench.txt.

@@ -1,4 +1,4 @@
-"""The three ways of exporting trace rows that bench/export.py measures.
+"""The ways of exporting trace rows that bench/export.py measures.
 
 Each takes a queryset of runs and a path, writes a CSV file of one row per step and
 returns the number of data rows it reports. Django must be set up before this is imported.
@@ -10,7 +10,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-METHODS = ("ours", "import-export", "naive")
+METHODS = ("ours", "ours-unredacted", "import-export", "naive")
 
 
 def _step_resource() -> Any:
@@ -124,6 +124,13 @@ def export(method: str, runs: Any, path: Path) -> int:
 
         with path.open("w", encoding="utf-8", newline="") as out:
             return write_csv(trace_rows(runs), out)
+    if method == "ours-unredacted":
+        # The same export with the redaction policy off (docs/redaction.md, "Cost").
+        from chat.export import trace_rows, write_csv
+        from chat.traces.redaction import Redactor
+
+        with path.open("w", encoding="utf-8", newline="") as out:
+            return write_csv(trace_rows(runs, redactor=Redactor()), out)
     if method == "import-export":
         from import_export.formats.base_formats import CSV
 

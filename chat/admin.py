@@ -6,7 +6,9 @@ Staff filter and search run history, open a run to read its steps in order, open
 conversation as its user saw it, and export traces as CSV through :mod:`chat.export`:
 the selected runs (actions), everything the list shows (``export/`` with the list's
 querystring) or one run (``<pk>/export/``); ``?bom=1`` adds a byte-order mark for Excel.
-Every export checks :func:`chat.export.can_export` and answers 403 otherwise.
+Every export checks :func:`chat.export.can_export` and answers 403 otherwise. Staff
+without ``chat.view_unredacted_trace`` read runs, steps, messages and titles redacted by
+the export policy (:mod:`chat.traces.viewing`); the exports are redacted for everyone.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from chat.models import (
 from chat.presenters import RunPresenter
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
+from chat.traces.viewing import redact_loaded, redactor_for, shown_queryset
 
 BOM_PARAM = "bom"
 # A run's counts are stored when it ends; its page counts a run still going from its steps.
@@ -69,8 +72,9 @@ class MessageInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         """Return the messages with their run: the ``run`` column read it lazily, one query
-        per answer (500 for a conversation of 1,000 messages)."""
-        return super().get_queryset(request).select_related("run")
+        per answer (500 for a conversation of 1,000 messages); redacted for staff who may
+        not read the stored text."""
+        return shown_queryset(request.user, super().get_queryset(request).select_related("run"))
 
 
 class AgentStepInline(ReadOnlyInline):
@@ -84,8 +88,10 @@ class AgentStepInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
         """Return the steps with their run (a card's labels read it) and the decision on
-        each call held for approval (a held call's card shows it): no query per step."""
-        return super().get_queryset(request).select_related("run", "approval")
+        each call held for approval (a held call's card shows it): no query per step;
+        redacted for staff who may not read the stored text."""
+        steps = super().get_queryset(request).select_related("run", "approval")
+        return shown_queryset(request.user, steps)
 
 
 @admin.register(Conversation)
@@ -99,6 +105,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_select_related = ("owner",)
     search_fields = ("title",)
     inlines = (ToolGrantInline, MessageInline)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        """Return the conversations, their titles redacted for staff who may not read them."""
+        return shown_queryset(request.user, super().get_queryset(request))
 
     @admin.display(description="user", ordering="owner__username")
     def user(self, conversation: Conversation) -> str:
@@ -406,6 +416,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def run_error(self, run: AgentRun) -> SafeString | str:
         return format_html(PRE, reveal_hidden(run.error)) if run.error else "–"
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentRun]:
+        """Return the runs with the conversation, owner and question their pages read
+        (loaded with them, so redacted with them for staff who may not read the stored
+        text; the list then adds no ``list_select_related`` of its own)."""
+        runs = super().get_queryset(request).select_related(*self.list_select_related)
+        return shown_queryset(request.user, runs)
+
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> AgentRun | None:
@@ -521,6 +538,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if run is None:
             raise Http404("No such run.")
         conversation = run.conversation
+        runs = store.conversation_runs(conversation_id=conversation.pk)
+        redact_loaded(redactor_for(request.user), conversation, *runs)
         context = {
             "read_only": True,
             "opened_run": run,
@@ -528,7 +547,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "owner_name": owner_label(conversation),
             "conversation": conversation,
             "conversations": [],
-            "runs": store.conversation_runs(conversation_id=conversation.pk),
+            "runs": runs,
             "model_badge": model_badge(run),
         }
         return render(request, "chat/page.html", context)

@@ -1,18 +1,24 @@
 """Signal receivers: a visitor who logs in keeps the chats they had as a guest; feedback
-given or changed is sent to live telemetry."""
+given or changed is sent to live telemetry; a row redacted for display is never saved
+(:mod:`chat.traces.viewing`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
 from chat import store
 from chat.models import Feedback
 from chat.traces import live as telemetry
+from chat.traces.viewing import TEXT_FIELDS, refuse_saving_redacted
+
+for _model in TEXT_FIELDS:
+    uid = f"chat.refuse_redacted.{_model.__name__}"
+    pre_save.connect(refuse_saving_redacted, sender=_model, dispatch_uid=uid)
 
 
 @receiver(user_logged_in, dispatch_uid="chat.adopt_guest_conversations")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable
@@ -144,3 +145,19 @@ def env_otel_traces_endpoint() -> bool:
         return False
     return bool(env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
                 or env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))  # fmt: skip
+def env_json_strings(name: str) -> list[str]:
+    """Return ``name`` read as a JSON array of strings (``'["ACME-[0-9]{6}"]'``); unset or
+    blank gives ``[]``. Raises ImproperlyConfigured for text that is not JSON or not an
+    array of strings, naming the variable and what is wrong."""
+    raw = env_str(name)
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(
+            f"{name} must be a JSON array of strings, e.g. '[\"ACME-[0-9]{{6}}\"]': {exc}"
+        ) from None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ImproperlyConfigured(f"{name} must be a JSON array of strings, not {raw!r}")
+    return value

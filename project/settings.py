@@ -17,6 +17,8 @@ from agents.definitions import DefinitionError, load_agents_file
 from agents.providers import ModelConfig, find_provider
 from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
+from chat.traces.detectors import BUILT_IN as REDACTION_DETECTORS
+from chat.traces.redaction import redactor_from
 from project.env import (
     env_bool,
     env_choice,
@@ -24,6 +26,7 @@ from project.env import (
     env_decimal,
     env_float,
     env_int,
+    env_json_strings,
     env_list,
     env_otel_traces_endpoint,
     env_str,
@@ -194,6 +197,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")}},
 }
+
+# What every trace export (CSV, JSONL, OTLP files, live telemetry) redacts, stored rows
+# untouched (docs/redaction.md): the built-in detectors named, comma-separated (unset or
+# blank: all; "none": none), and the operator's regexes, a JSON array of strings. A bad
+# name or a pattern that does not compile stops start-up, naming it.
+TRACE_REDACT = env_list("TRACE_REDACT", []) or list(REDACTION_DETECTORS)
+TRACE_REDACT_PATTERNS = env_json_strings("TRACE_REDACT_PATTERNS")
+redactor_from(TRACE_REDACT, TRACE_REDACT_PATTERNS)
 
 # The agent. With OPENAI_API_KEY set, any OpenAI-compatible endpoint; else the offline demo.
 # An unknown AGENT_PROVIDER or a provider's missing setting is a system check error
