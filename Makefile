@@ -6,7 +6,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 .PHONY: install install-dev install-bench migrate run test test-fast test-browser lint format browser-deps \
-	screenshot install-real run-local test-real bench bench-tiny deploy-deps
+	screenshot install-real run-local test-real install-phoenix run-phoenix test-phoenix bench \
+	bench-tiny deploy-deps
 
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
 
@@ -69,6 +70,30 @@ run-local: migrate install-real
 test-real: install-dev install-real
 	$(PY) -m pytest -p no:cacheprovider -m real tests/real
 
+# Arize Phoenix (docs/telemetry-phoenix.md): an OpenTelemetry backend in a venv of its own
+# (.venv-phoenix), reached over HTTP only. test-phoenix starts it on a free loopback port with
+# a scratch database (tests/phoenix/conftest.py), sends it runs live and as files, reads
+# them back through its REST API and stops it: about a minute to install, then 2-3 minutes.
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_PY := $(PHOENIX_VENV)/bin/python
+PHOENIX_PORT ?= 6006
+
+$(PHOENIX_VENV)/.installed: requirements-phoenix.txt constraints-phoenix.txt
+	test -x $(PHOENIX_PY) || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_PY) -m pip install --quiet --disable-pip-version-check \
+		-r requirements-phoenix.txt -c constraints-phoenix.txt
+	touch $@
+
+install-phoenix: $(PHOENIX_VENV)/.installed
+
+# Phoenix in the foreground on 127.0.0.1:$(PHOENIX_PORT), a scratch database, until Ctrl-C;
+# it prints the OTEL_* settings that point the app at it.
+run-phoenix: install-phoenix
+	$(PHOENIX_PY) scripts/phoenix_server.py run --port $(PHOENIX_PORT)
+
+test-phoenix: install-dev install-phoenix
+	$(PY) -m pytest -p no:cacheprovider -m phoenix tests/phoenix
+
 browser-deps:
 	scripts/ensure-chromium.sh
 
@@ -86,9 +111,10 @@ PYTEST := $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 test: install-dev browser-deps
 	$(PYTEST) $(PYTEST_ARGS)
 
-# Everything but the browser tests (and the real model's, which only make test-real runs).
+# Everything but the browser tests (and the real model's and Phoenix's, which only make
+# test-real and make test-phoenix run).
 test-fast: install-dev
-	$(PYTEST) -m "not browser and not real" $(PYTEST_ARGS)
+	$(PYTEST) -m "not browser and not real and not phoenix" $(PYTEST_ARGS)
 
 # The browser tests alone (what CI runs on a busy machine).
 test-browser: install-dev browser-deps

@@ -54,6 +54,9 @@ BENCHMARKS = (
     # The profiler of the server (bench/profiling/) must not rot either.
     # The server's profiler (bench/profiling/) must not rot either; its full use is by hand.
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
+    # Live OpenTelemetry export to a sink collector; its 200-conversation figures, export on
+    # against off, are in docs/benchmarks.md (by hand: two runs to compare).
+    Benchmark("load_otel", "load.py", None, ("--tiny", "--otel")),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("layer", "layer.py", (), ("--tiny",)),
     Benchmark("page", "page.py", (), ("--tiny",)),

@@ -17,7 +17,9 @@ largest sizes.
 
 Methods:
 
-- ``ours``: ``write_csv(trace_rows(runs), file)``, the path of ``export_traces`` and the admin.
+- ``ours``: ``write_csv(trace_rows(runs), file)``, the path of ``export_traces`` and the admin,
+  with the default redaction policy (every built-in detector, docs/redaction.md).
+- ``ours-unredacted``: the same with the policy off (``Redactor()``), to price redaction.
 - ``ours-jsonl``, ``ours-otlp-json``: our JSONL and OTLP JSON files, written piece by piece
   from the table every download uses (``chat.traces.formats``); checked by their line
   count (one per run for JSONL) instead of CSV rows. OTLP JSON is skipped while

@@ -26,12 +26,18 @@ Daphne's VmRSS / VmHWM before and after, its peak threads and open files (sample
 temporary directory). Exits 1 if a run did not succeed or an event was lost. The server is
 stopped and the temporary directory removed (unless ``--keep``) however the script ends,
 Ctrl-C and SIGTERM included.
+
+With ``--otel``, a sink collector (``bench/otlp_sink.py``, a process of its own) counts
+spans and Daphne's live OpenTelemetry export points at it (``--otel-content`` captures
+message content too); the server's CPU is read once the sink has every run's spans, and
+the report adds what it received. Without it, no OTEL_* endpoint reaches Daphne.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import html
 import json
 import os
@@ -73,6 +79,10 @@ SNAPSHOT_RE = re.compile(
 )
 CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
 # Errors, and what channels-redis logs (at INFO) when it drops a message: "over capacity".
+EXPORT_COST_RE = re.compile(
+    r"telemetry: (\d+) run\(s\) exported; CPU ([\d.]+) s reading and building spans, "
+    r"([\d.]+) s sending"
+)
 LOG_PROBLEMS = re.compile(r"Traceback|ERROR|CRITICAL|locked|Too many open files|over capacity")
 
 
@@ -133,6 +143,39 @@ def daphne(
                "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
     with serve(env, timeout_s=30, log=log) as started:
         yield started
+
+
+@contextmanager
+def otlp_sink() -> Iterator[str]:
+    """Start ``bench/otlp_sink.py`` in a process of its own; yield its base URL; stop it."""
+    command = [sys.executable, str(ROOT / "bench" / "otlp_sink.py")]
+    sink = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None
+        port = int(sink.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        sink.terminate()
+        sink.wait(10)
+
+
+def sink_counts(url: str) -> dict[str, int]:
+    """Return what the sink has received: ``{"requests": N, "spans": N}``."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/count", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_for_spans(url: str, expected: int, timeout_s: float) -> dict[str, int]:
+    """Poll the sink until it has ``expected`` spans or ``timeout_s`` passes; return its
+    counts (the batch processor sends every few seconds)."""
+    deadline = time.monotonic() + timeout_s
+    counts = sink_counts(url)
+    while counts["spans"] < expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+        counts = sink_counts(url)
+    return counts
 
 
 # --- the clients --------------------------------------------------------------------------
@@ -489,6 +532,15 @@ def report(figures: dict[str, Any]) -> str:
         f"server log         {len(figures['log_problems'])} lines matching errors",
     ]
     lines += [f"  {line}" for line in figures["log_problems"][:5]]
+    if figures["otel"] is not None:
+        otel = figures["otel"]
+        lines.append(f"OpenTelemetry      live export on: the sink received {otel['spans']} of "
+                     f"{otel['spans_expected']} spans in {otel['requests']} requests")  # fmt: skip
+        if "export_cpu_s" in otel:
+            share = otel["export_cpu_s"] / max(mem["cpu_s"], 1e-9) * 100
+            per_run = otel["export_cpu_s"] * 1000 / max(1, otel["runs_exported"])
+            lines.append(f"export CPU         {otel['export_cpu_s']:.2f} s in its own threads "
+                         f"({per_run:.1f} ms per run, {share:.1f}% of Daphne's CPU)")  # fmt: skip
     if figures["profile"] is not None:
         lines += profile_lines(figures["profile"], figures["runs"]["completed"])
         if Path(figures["profile_dir"], "server.prof").exists():
@@ -552,8 +604,24 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
     env.pop("OPENAI_API_KEY", None)
     env.pop("REDIS_URL", None)
+    for name in [name for name in env if name.startswith("OTEL_")]:
+        env.pop(name)  # export on or off as the options say, never the caller's collector
     if args.redis_url:
         env["REDIS_URL"] = args.redis_url
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(otlp_sink()) if args.otel else None
+        if sink is not None:
+            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"{sink}/v1/traces"
+            env["OTEL_SERVICE_NAME"] = "agent-chat-bench"
+            if args.otel_content:
+                env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+        return _measure(args, workdir, env, database_url, sink)
+
+
+def _measure(
+    args: argparse.Namespace, workdir: Path, env: dict[str, str], database_url: str,
+    sink: str | None,
+) -> dict[str, Any]:  # fmt: skip
     questions = examples()
     clients = [Client(i, questions[i % len(questions)]) for i in range(args.conversations)]
     log = workdir / "daphne.log"
@@ -575,6 +643,14 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         ended = time.time()
         if all(c.done for c in clients):
             ended = max(c.done for c in clients)
+        otel = None
+        if sink is not None:
+            # The server's export work is counted: its CPU is read once the sink has every
+            # run's spans (one per run and one per step).
+            ids = [c.conversation_id for c in clients if c.conversation_id is not None]
+            runs, steps = read_rows(database_url, ids) if ids else ([], [])
+            expected = len(runs) + len(steps)
+            otel = {"spans_expected": expected, **wait_for_spans(sink, expected, 30.0)}
         after, cpu_after = proc_status(process.pid), cpu_seconds(process.pid)
         loop_cpu = cpu_seconds(process.pid, process.pid) - loop_cpu_before
         fds_limit = open_files_limit(process.pid)
@@ -597,6 +673,13 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 f"{run.get('status', 'no run')} {run.get('error') or ''} {c.error}".rstrip()
             )
     log_problems = [line for line in log.read_text().splitlines() if LOG_PROBLEMS.search(line)]
+    if otel is not None:
+        # What the export's own threads spent (logged by Daphne as it stopped): the cost
+        # of export without the noise of comparing two whole runs on a shared machine.
+        cost = EXPORT_COST_RE.search(log.read_text())
+        if cost is not None:
+            otel["runs_exported"] = int(cost.group(1))
+            otel["export_cpu_s"] = float(cost.group(2)) + float(cost.group(3))
     completed = sum(1 for c in clients if c.final_status)
     succeeded = sum(1 for c in clients if c.final_status == "succeeded")
     accepted_ms = [
@@ -617,6 +700,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     latency["send -> first frame (client)"] = _summary(accepted_ms)
     latency["GET / -> socket open (client)"] = _summary(connect_ms)
     clean = not failures and result.lost_total == 0
+    if otel is not None and otel["spans"] < otel["spans_expected"]:
+        failures.append(f"the sink received {otel['spans']} of {otel['spans_expected']} spans")
+        clean = False
     wall = ended - began
     verdict = (
         f"verdict: {'OK' if clean else 'FAILED'}: {succeeded}/{args.conversations} "
@@ -659,6 +745,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         },
         "load_average": load_average,
         "profile": counts,
+        "otel": otel,
         "profile_dir": str(profile_dir) if profile_dir else None,
         "client_cpu_s": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
         "failures": failures,
@@ -707,6 +794,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --profile: only the counts and queue waits, no cProfile (its cost "
         "overloads the server at 200 conversations)",
+    )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="live OpenTelemetry export on, to a sink collector in a process of its own",
+    )
+    parser.add_argument(
+        "--otel-content", action="store_true", help="with --otel: capture message content"
     )
     parser.add_argument(
         "--tiny",

@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-METHODS = ("ours", "ours-jsonl", "ours-otlp-json", "import-export", "naive")
+METHODS = ("ours", "ours-unredacted", "ours-jsonl", "ours-otlp-json", "import-export", "naive")
 # Our other formats, through the table every download path uses (chat.traces.formats).
 FILE_FORMATS = {"ours-jsonl": "jsonl", "ours-otlp-json": "otlp-json"}
 
@@ -128,6 +128,13 @@ def export(method: str, runs: Any, path: Path) -> int:
 
         with path.open("w", encoding="utf-8", newline="") as out:
             return write_csv(trace_rows(runs), out)
+    if method == "ours-unredacted":
+        # The same export with the redaction policy off (docs/redaction.md, "Cost").
+        from chat.export import trace_rows, write_csv
+        from chat.traces.redaction import Redactor
+
+        with path.open("w", encoding="utf-8", newline="") as out:
+            return write_csv(trace_rows(runs, redactor=Redactor()), out)
     if method in FILE_FORMATS:
         from chat.traces import redaction
         from chat.traces.formats import FORMATS

@@ -8,7 +8,9 @@ conversation as its user saw it, and download runs in each format of
 per format), everything the list shows (``export/`` with the list's querystring) or one
 run (``<pk>/export/``); ``?format=jsonl`` or ``otlp-json`` picks the format (CSV without
 one), ``?bom=1`` adds a byte-order mark to the CSV for Excel. Every export checks
-:func:`chat.export.can_export` and answers 403 otherwise.
+:func:`chat.export.can_export` and answers 403 otherwise. Staff without
+``chat.view_unredacted_trace`` read runs, steps, messages and titles redacted by the export
+policy (:mod:`chat.traces.viewing`); the exports are redacted for everyone.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
 from chat.export import can_export, owner_label
 from chat.markdown import render_markdown
@@ -60,6 +63,7 @@ from chat.traces.formats import (
     download_response,
     find_format,
 )
+from chat.traces.viewing import redact_loaded, redactor_for, shown_queryset
 
 BOM_PARAM = "bom"
 FORMAT_PARAM = "format"
@@ -108,8 +112,9 @@ class MessageInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         """Return the messages with their run: the ``run`` column read it lazily, one query
-        per answer (500 for a conversation of 1,000 messages)."""
-        return super().get_queryset(request).select_related("run")
+        per answer (500 for a conversation of 1,000 messages); redacted for staff who may
+        not read the stored text."""
+        return shown_queryset(request.user, super().get_queryset(request).select_related("run"))
 
 
 class AgentStepInline(ReadOnlyInline):
@@ -123,8 +128,10 @@ class AgentStepInline(ReadOnlyInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AgentStep]:
         """Return the steps with their run (a card's labels read it) and the decision on
-        each call held for approval (a held call's card shows it): no query per step."""
-        return super().get_queryset(request).select_related("run", "approval")
+        each call held for approval (a held call's card shows it): no query per step;
+        redacted for staff who may not read the stored text."""
+        steps = super().get_queryset(request).select_related("run", "approval")
+        return shown_queryset(request.user, steps)
 
 
 @admin.register(Conversation)
@@ -138,6 +145,10 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_select_related = ("owner",)
     search_fields = ("title",)
     inlines = (ToolGrantInline, MessageInline)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        """Return the conversations, their titles redacted for staff who may not read them."""
+        return shown_queryset(request.user, super().get_queryset(request))
 
     @admin.display(description="user", ordering="owner__username")
     def user(self, conversation: Conversation) -> str:
@@ -239,13 +250,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
         "started", "user", "conversation_link", "question", "model_strategy",
         "status_shown", "model_turns", "tool_calls", "errors", "run_duration", "tokens",
-        "cost_shown",
+        "cost_shown", "feedback_shown",
     )  # fmt: skip
     list_display_links = ("started", "question")
     list_filter = (
         "status", "agent_key", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
+        FeedbackFilter,
     )  # fmt: skip
-    list_select_related = ("conversation__owner", "user_message")
+    list_select_related = ("conversation__owner", "user_message", "feedback")
     search_fields = (
         "user_message__content", "output", "steps__tool_name", "steps__arguments",
         "steps__result", "steps__tool_call_id",
@@ -261,7 +273,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
-        "run_error", "snapshot_shown",
+        "run_error", "snapshot_shown", "feedback_given",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
@@ -276,6 +288,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("token_counts", "cost_shown"),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
+        ("Feedback from the chat's owner", {"fields": ("feedback_given",)}),
         ("What the agent gave the model", {"fields": ("snapshot_shown",)}),
     )  # fmt: skip
     inlines = (AgentStepInline,)
@@ -431,6 +444,14 @@ class AgentRunAdmin(ReadOnlyAdmin):
             '<div class="trace-answer">{}</div>', SafeString(render_markdown(run.output))
         )
 
+    @admin.display(description="feedback")
+    def feedback_shown(self, run: AgentRun) -> SafeString | str:
+        return feedback_cell(run)
+
+    @admin.display(description="feedback")
+    def feedback_given(self, run: AgentRun) -> SafeString | str:
+        return feedback_details(run)
+
     @admin.display(description="agent")
     def snapshot_shown(self, run: AgentRun) -> SafeString | str:
         return snapshot_html(run.snapshot)
@@ -438,6 +459,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="error")
     def run_error(self, run: AgentRun) -> SafeString | str:
         return format_html(PRE, reveal_hidden(run.error)) if run.error else "–"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AgentRun]:
+        """Return the runs with the conversation, owner and question their pages read
+        (loaded with them, so redacted with them for staff who may not read the stored
+        text; the list then adds no ``list_select_related`` of its own)."""
+        runs = super().get_queryset(request).select_related(*self.list_select_related)
+        return shown_queryset(request.user, runs)
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -557,6 +585,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if run is None:
             raise Http404("No such run.")
         conversation = run.conversation
+        runs = store.conversation_runs(conversation_id=conversation.pk)
+        redact_loaded(redactor_for(request.user), conversation, *runs)
         context = {
             "read_only": True,
             "opened_run": run,
@@ -564,7 +594,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             "owner_name": owner_label(conversation),
             "conversation": conversation,
             "conversations": [],
-            "runs": store.conversation_runs(conversation_id=conversation.pk),
+            "runs": runs,
             "model_badge": model_badge(run),
         }
         return render(request, "chat/page.html", context)

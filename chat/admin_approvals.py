@@ -42,6 +42,7 @@ from chat.export import owner_label
 from chat.forms import DecisionForm
 from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
 from chat.templatetags.chat_tags import reveal_hidden
+from chat.traces.viewing import shown_queryset
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +200,12 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
+        """Return the approvals with the run and conversation their pages read, redacted
+        (arguments, reason, the conversation's title) for staff who may not read them."""
+        approvals = super().get_queryset(request).select_related("run__conversation__owner")
+        return shown_queryset(request.user, approvals)
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("chat.decide_approval")

@@ -2,12 +2,14 @@
 
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
-too), the Stop button's form as ``{"type": "cancel"}`` and a held call's card as
-``{"type": "approval", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
+too), the Stop button's form as ``{"type": "cancel"}``, a held call's card as
+``{"type": "approval", ...}`` and an answer's thumbs and comment as
+``{"type": "feedback", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
 The server sends HTML fragments that htmx swaps in by id. A refused frame is raised
 (:class:`chat.frames.FrameRefused`, :class:`chat.frames.DecisionRefused`,
-:class:`MessageRefused`) and answered with a notice whose ``data-outcome`` tells the page
-what became of it (:mod:`chat.fragments`); the socket stays open.
+:class:`chat.frames.FeedbackFrameRefused`, :class:`MessageRefused`) and answered with a
+notice whose ``data-outcome`` tells the page what became of it (:mod:`chat.fragments`);
+the socket stays open.
 
 Close codes: 4404, no such conversation for you; 4410, its owner deleted the conversation
 while the socket was open (in another tab or window); 4401, the session the socket was opened
@@ -32,12 +34,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agents.events import utcnow
-from chat import fragments, owner, store
+from chat import feedback, fragments, owner, store
 from chat.approvals import decide
 from chat.catalog import code_tools_for
 from chat.frames import (
     DecisionFrame,
     DecisionRefused,
+    FeedbackFrame,
+    FeedbackFrameRefused,
     FrameRefused,
     MessageFrame,
     StopFrame,
@@ -313,6 +317,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     await self._cancel_run()
                 case DecisionFrame():
                     await self._decide(frame)
+                case FeedbackFrame():
+                    await self._give_feedback(frame)
                 case _:
                     assert_never(frame)
         except FrameRefused as refused:
@@ -320,6 +326,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except DecisionRefused as refused:
             # Said beside the card's buttons too, where the reader is looking.
             await self.send(text_data=fragments.decision_refused(refused.step_id, str(refused)))
+        except FeedbackFrameRefused as refused:
+            await self.send(text_data=fragments.feedback_refused(refused.run_id, str(refused)))
         except store.ConversationGone:
             await self._close_deleted()
 
@@ -380,6 +388,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await publisher.publish(decided.html + fragments.error(""))
         if decided.run_id is not None:
             await decisions_taken(self.channel_layer, [decided.run_id])
+
+    async def _give_feedback(self, frame: FeedbackFrame) -> None:
+        """Store a change to the feedback on an answer and show it in every tab.
+
+        Raises :class:`chat.frames.FeedbackFrameRefused` for what the form or the store
+        refuses (another conversation's run, a run still going, a bad rating, a comment
+        too long...): told to this socket only, it changes nothing.
+        """
+        assert self.conversation_id is not None
+        try:
+            html = await database_sync_to_async(feedback.give)(
+                run_id=frame.run_id, data=frame.form_data(),
+                conversation_id=self.conversation_id, user=self.scope.get("user"),
+            )  # fmt: skip
+        except store.FeedbackRefused as exc:
+            raise FeedbackFrameRefused(str(exc), run_id=frame.run_id) from None
+        await GroupPublisher(self.channel_layer, self.conversation_id).publish(html)
+        await self.send(text_data=fragments.error(""))
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Relay run fragments straight to the socket; hand anything else to Channels.

@@ -5,7 +5,9 @@ The column order is stable and documented in ``docs/csv-format.md``. Rows come f
 export streams in constant memory whatever its size. Quoting is the stdlib ``csv``
 module's RFC 4180 dialect. Cells a spreadsheet would run as a formula are neutralised as
 OWASP's "CSV Injection" page describes: a leading ``=``, ``+``, ``-``, ``@``, tab or
-carriage return gets a ``'`` in front.
+carriage return gets a ``'`` in front. Every cell but the machine values
+(:data:`UNREDACTED_COLUMNS`) goes through the redaction policy (docs/redaction.md); the
+stored rows are not changed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Approval, Conversation
+from chat.store.feedback import feedback_of
+from chat.traces.redaction import Redactor, active
 from chat.traces.streaming import aencoded_chunks, encoded_chunks, streaming_download
 
 COLUMNS: tuple[str, ...] = (
@@ -76,6 +80,27 @@ COLUMNS: tuple[str, ...] = (
     "agent",
     "agent_snapshot",
     "observation",
+    "feedback_rating",
+    "feedback_comment",
+    "feedback_by",
+    "feedback_at",
+)
+# Machine values (ids, times, numbers, enums, digests, hosts): written as stored. Every
+# other column, a column added later included, is text the redaction policy reads.
+UNREDACTED_COLUMNS = frozenset({
+    "run_id", "run_started_at", "run_finished_at", "conversation_id", "strategy", "provider",
+    "model", "run_status", "run_duration_ms", "run_iterations", "step_ordinal",
+    "step_iteration", "step_kind", "tool_call_id", "step_status", "step_started_at",
+    "step_finished_at", "step_duration_ms", "input_tokens", "output_tokens", "total_tokens",
+    "tool_choice", "parallel_tool_calls", "step_error_type", "endpoint", "run_cost",
+    "run_cost_currency", "usage_estimated", "step_first_token_ms", "approval_outcome",
+    "approval_requested_at", "approval_decided_at", "approval_always_allowed", "agent",
+    "agent_snapshot", "feedback_rating", "feedback_at",
+})  # fmt: skip
+# Written from JSON: redacted as values before encoding (Redactor.value: keys kept, and a
+# key naming a credential hides its value), so the cell is still the JSON it was.
+JSON_COLUMNS = frozenset(
+    {"arguments", "approval_original_arguments", "approval_edited_arguments", "artifact"}
 )
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # A cell already starting with an apostrophe gets one more too, so reading a file back,
@@ -178,7 +203,7 @@ def _approval_of(step: AgentStep | None) -> Approval | None:
         return None
 
 
-def _approval_cells(approval: Approval | None) -> list[str]:
+def _approval_cells(approval: Approval | None, redactor: Redactor) -> list[str]:
     """Return the columns added after the first 39: a held call's approval (how it
     ended, when it was asked and decided, by whom, the arguments as the model asked and
     as a person edited them, the reason, and whether the tool was then always allowed
@@ -190,17 +215,28 @@ def _approval_cells(approval: Approval | None) -> list[str]:
         _iso(approval.requested_at),
         _iso(approval.decided_at),
         approval.decided_by_name,
-        _arguments(approval.arguments),
-        _arguments(approval.edited_arguments),
+        _arguments(redactor.value(approval.arguments)),
+        _arguments(redactor.value(approval.edited_arguments)),
         approval.reason,
         str(approval.always_allowed).lower(),
     ]
 
 
-def _step_cells(step: AgentStep | None) -> list[str]:
+def _feedback_cells(run: AgentRun) -> list[str]:
+    """Return the last four columns: the owner's feedback on the run's answer (rating,
+    comment, who, when last given or changed), the same on each of the run's rows; all
+    empty when none was given."""
+    feedback = feedback_of(run)
+    if feedback is None:
+        return [""] * 4
+    return [feedback.rating, feedback.comment, feedback.given_by_name,
+            _iso(feedback.updated_at)]  # fmt: skip
+
+
+def _step_cells(step: AgentStep | None, redactor: Redactor) -> list[str]:
     if step is None:
         return [""] * 16
-    arguments = _arguments(step.arguments)
+    arguments = _arguments(redactor.value(step.arguments))
     return [
         str(step.ordinal),
         str(step.iteration),
@@ -221,8 +257,13 @@ def _step_cells(step: AgentStep | None) -> list[str]:
     ]
 
 
-def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
+def trace_rows(
+    runs: QuerySet[AgentRun], *, redactor: Redactor | None = None
+) -> Iterator[list[str]]:
     """Yield one list of cells (in :data:`COLUMNS` order) per step of ``runs``.
+
+    Every cell but :data:`UNREDACTED_COLUMNS` passes through ``redactor`` (the settings'
+    policy, :func:`chat.traces.redaction.active`, when None; ``Redactor()`` for none).
 
     Rows are ordered by run id, then step ordinal; a run without steps (it failed before
     the model was asked) still gets one row with empty step cells. Memory stays constant:
@@ -232,13 +273,15 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     run_ids = runs.order_by().values("pk")
     steps = (
         AgentStep.objects.filter(run__in=run_ids)
-        .select_related("run__conversation__owner", "run__user_message", "approval")
+        .select_related(
+            "run__conversation__owner", "run__user_message", "run__feedback", "approval"
+        )
         .order_by("run_id", "ordinal")
         .iterator(chunk_size=CHUNK_SIZE)
     )
     bare_runs = (
         AgentRun.objects.filter(pk__in=run_ids, steps__isnull=True)
-        .select_related("conversation__owner", "user_message")
+        .select_related("conversation__owner", "user_message", "feedback")
         .order_by("pk")
         .iterator(chunk_size=CHUNK_SIZE)
     )
@@ -246,16 +289,26 @@ def trace_rows(runs: QuerySet[AgentRun]) -> Iterator[list[str]]:
     digests = dict(
         AgentSnapshot.objects.filter(runs__in=run_ids).values_list("pk", "digest").distinct()
     )
+    redactor = active() if redactor is None else redactor
+    text_cells = [
+        index for index, name in enumerate(COLUMNS)
+        if name not in UNREDACTED_COLUMNS and name not in JSON_COLUMNS
+    ] if redactor.enabled else []  # fmt: skip
     step_rows = ((step.run_id, step.ordinal, step.run, step) for step in steps)
     run_rows = ((run.pk, 0, run, None) for run in bare_runs)
     for _run_id, _ordinal, run, step in heapq.merge(
         step_rows, run_rows, key=lambda row: (row[0], row[1])
     ):
-        cells = _run_cells(run) + _step_cells(step) + _added_cells(run, step)
-        artifact = _arguments(step.artifact) if step is not None else ""
+        cells = _run_cells(run) + _step_cells(step, redactor) + _added_cells(run, step)
+        artifact = _arguments(redactor.value(step.artifact)) if step is not None else ""
         agent = [run.agent_key, digests.get(run.snapshot_id, "")]
         observation = _text(step.observation) if step is not None else ""
-        yield [*cells, *_approval_cells(_approval_of(step)), artifact, *agent, observation]
+        approval = _approval_cells(_approval_of(step), redactor)
+        row = [*cells, *approval, artifact, *agent, observation, *_feedback_cells(run)]
+        for index in text_cells:
+            if row[index]:  # most rows leave half their text columns empty
+                row[index] = redactor.text(row[index])
+        yield row
 
 
 class _Echo:

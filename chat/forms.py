@@ -1,5 +1,5 @@
 """Forms: a conversation's model, how its runs ask for tools (strategy, native options),
-its title, and a decision on a held tool call."""
+its title, a decision on a held tool call, and feedback on an answer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from django import forms
 from pydantic import ValidationError as SchemaError
 
 from agents.tool_calls import schema_errors
-from chat.models import TOOL_CHOICE_AUTO, TOOL_CHOICE_REQUIRED, Conversation, Strategy
+from chat.models import (
+    TOOL_CHOICE_AUTO,
+    TOOL_CHOICE_REQUIRED,
+    Conversation,
+    Feedback,
+    FeedbackRating,
+    Strategy,
+)
 from chat.store.approvals import NOT_A_HELD_CALL
 from chat.validation import unstorable
 
@@ -32,6 +39,17 @@ ARGUMENTS_UNSTORABLE = (
 )
 ARGUMENTS_TOO_DEEP = "The edited arguments are nested too deeply to read. Nothing was decided."
 ARGUMENTS_NOT_OBJECT = "The edited arguments must be a JSON object. Nothing was decided."
+# A rating that takes the feedback back (rating and comment): the pressed thumb again.
+RATING_NONE = "none"
+BAD_RATING = "A rating is 'up', 'down' or 'none' (to take it back). No feedback was saved."
+COMMENT_TOO_LONG = (
+    "Your comment is %(show_value)d characters long; the limit is %(limit_value)d. It was "
+    "not saved: shorten it and save again."
+)
+COMMENT_UNSTORABLE = (
+    "The comment contains characters that cannot be stored ({what}). It was not saved."
+)
+NOTHING_GIVEN = "Feedback needs a 'rating' or a 'comment'. No feedback was saved."
 
 
 def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
@@ -335,3 +353,51 @@ def _unstorable_in(value: Any) -> str | None:
         elif isinstance(item, list):
             stack.extend(item)
     return None
+
+
+class CommentField(forms.CharField):
+    """A comment on an answer: refuses text no database stores with its own message."""
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        bad = unstorable(value)
+        if bad is not None:
+            raise forms.ValidationError(COMMENT_UNSTORABLE.format(what=bad), code="unstorable")
+
+
+class FeedbackForm(forms.Form):
+    """Validate a change to the feedback on an answer: a rating, a comment, or both.
+
+    ``rating``: "up", "down", or "none" (take the feedback back: rating and comment);
+    ``comment``: the whole comment, trimmed, at most ``Feedback.COMMENT_MAX_CHARS``
+    characters ("" clears it). A field left out of the data is left as stored: cleaned
+    to None. :meth:`refusal` is the first error, for the person.
+    """
+
+    rating = forms.ChoiceField(
+        required=False,
+        choices=[("", ""), *FeedbackRating.choices, (RATING_NONE, "None")],
+        error_messages={"invalid_choice": BAD_RATING},
+    )
+    comment = CommentField(
+        required=False,
+        max_length=Feedback.COMMENT_MAX_CHARS,
+        error_messages={"max_length": COMMENT_TOO_LONG},
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "comment" not in self.data:
+            data["comment"] = None
+        if not self.data.get("rating"):
+            data["rating"] = None
+        if data.get("rating") is None and data.get("comment") is None and not self.errors:
+            raise forms.ValidationError(NOTHING_GIVEN)
+        return data
+
+    def refusal(self) -> str:
+        """Return the first error of a form that is not valid ("" for a valid one)."""
+        for errors in self.errors.values():
+            return str(errors[0])
+        return ""

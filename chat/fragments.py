@@ -143,12 +143,13 @@ def run_ended(run: AgentRun) -> str:
     unless a ``return_direct`` tool answered (the answer is drawn after the steps).
     One that was stopped, interrupted or failed may have steps it closed as it ended (a
     tool card left running, a half-streamed turn, saved whole): the run is sent again
-    whole, replacing it by id. Either way the header's summed usage of the conversation
+    whole, replacing it by id. Either way the answer's thumbs come with it
+    (:func:`feedback_replaced`), and the header's summed usage of the conversation
     follows (:func:`conversation_usage`).
     """
     # A return_direct tool's answer is drawn after the steps, not in the status line.
     whole = run.status != RunStatus.SUCCEEDED or bool(run.answered_by_tool)
-    ended = run_caught_up(run) + error("") if whole else run_status(run)
+    ended = run_caught_up(run) + error("") if whole else run_status(run) + _feedback(run)
     return ended + conversation_usage(run)
 
 
@@ -163,11 +164,28 @@ def conversation_usage(run: AgentRun) -> str:
     return _render("chat/_conversation_usage.html", context)
 
 
+def _feedback(run: AgentRun) -> str:
+    """Return the run's feedback element (its thumbs, or an empty placeholder when it takes
+    none), replacing it by id."""
+    offered = store.feedback_offered(run)
+    return _render("chat/_feedback.html", {"run": run, "offered": offered, "oob": True})
+
+
+def feedback_replaced(run: AgentRun) -> str:
+    """Return the answer's feedback as stored now (thumbs pressed, comment), replacing it
+    by id in every tab (a refusal's line under the thumbs goes with it). ``run`` takes
+    feedback (:func:`chat.store.feedback_offered`) and has it loaded (``run.feedback``, or
+    known to have none): :func:`chat.store.feedback_give` and ``feedback_remove`` return
+    it so."""
+    return _render("chat/_feedback.html", {"run": run, "offered": True, "oob": True})
+
+
 # What became of a frame, in the data-outcome of the element that says so: the page reads
 # it as htmx swaps the element in (static/js/chat.js).
 MESSAGE_ACCEPTED = "message-accepted"
 MESSAGE_REFUSED = "message-refused"
 DECISION_REFUSED = "decision-refused"
+FEEDBACK_REFUSED = "feedback-refused"
 
 
 def message_accepted() -> str:
@@ -189,6 +207,19 @@ def decision_refused(step_id: int, message: str) -> str:
     line = format_html(
         '<div class="approval-error" id="step-{}-approval-error" role="alert" '
         'data-outcome="{}" hx-swap-oob="true">{}</div>', step_id, DECISION_REFUSED, message,
+    )  # fmt: skip
+    return error(message) + line
+
+
+def feedback_refused(run_id: int, message: str) -> str:
+    """Return why feedback on the answer of run ``run_id`` was not saved: the page's notice,
+    and the line under the answer's thumbs (an answer no longer on the page ignores it).
+
+    The feedback element itself is not replaced, so a comment typed stays in its box for
+    another try."""
+    line = format_html(
+        '<div class="feedback-error" id="run-{}-feedback-error" role="alert" '
+        'data-outcome="{}" hx-swap-oob="true">{}</div>', run_id, FEEDBACK_REFUSED, message,
     )  # fmt: skip
     return error(message) + line
 

@@ -2,7 +2,8 @@
 
 The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
 ``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
-``{"type": "cancel"}`` and a held call's card's ``{"type": "approval", ...}``.
+``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}`` and an
+answer's thumbs and comment, ``{"type": "feedback", ...}``.
 :func:`parse_frame` turns each into a :data:`Frame` or raises; the consumer
 (:class:`chat.consumers.ChatConsumer`) dispatches frames with one ``match`` and turns
 refusals into the notice the page shows.
@@ -15,15 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.store.approvals import NOT_A_HELD_CALL
+from chat.store.feedback import NOT_A_RUN
 from chat.validation import MessageError, clean_message
 
 BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
-UNKNOWN_TYPE = "Unknown message type {kind!r}: the types are 'message', 'cancel' and 'approval'."
+UNKNOWN_TYPE = (
+    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and "
+    "'feedback'."
+)
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
     "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
+)
+BAD_FEEDBACK = (
+    "Feedback needs 'run' (the answer's run id), and 'rating' ('up', 'down' or 'none') or "
+    "'comment' (text), or both."
 )
 NO_CONTENT = "The message needs a text 'content' field."
 TOO_DEEP = "That frame is nested too deeply to read."
@@ -31,6 +40,7 @@ TOO_DEEP = "That frame is nested too deeply to read."
 MAX_STEP_ID = 2**63
 CANCEL = "cancel"
 APPROVAL = "approval"
+FEEDBACK = "feedback"
 
 
 class FrameRefused(Exception):
@@ -49,6 +59,16 @@ class DecisionRefused(Exception):
     def __init__(self, message: str, *, step_id: int) -> None:
         super().__init__(message)
         self.step_id = step_id
+
+
+class FeedbackFrameRefused(Exception):
+    """Feedback on the answer of run ``run_id`` that is not saved; the text says why, in
+    the page's notice and beside the answer's thumbs, and the comment typed stays where it
+    is (:func:`chat.fragments.feedback_refused`)."""
+
+    def __init__(self, message: str, *, run_id: int) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 @dataclass(frozen=True)
@@ -87,7 +107,28 @@ class DecisionFrame:
                 "reason": self.reason, "always": self.always}  # fmt: skip
 
 
-Frame = MessageFrame | StopFrame | DecisionFrame
+@dataclass(frozen=True)
+class FeedbackFrame:
+    """``{"type": "feedback", ...}``: the owner's rating and/or comment on run ``run_id``'s
+    answer.
+
+    ``rating`` is as sent ("up", "down", "none" to take the feedback back; None when left
+    out), ``comment`` the whole comment (None when left out): :class:`chat.forms.FeedbackForm`
+    validates them.
+    """
+
+    run_id: int
+    rating: str | None = None
+    comment: str | None = None
+
+    def form_data(self) -> dict[str, Any]:
+        """Return the fields sent, as :class:`chat.forms.FeedbackForm` reads them (a field
+        left out stays as stored)."""
+        data = {"rating": self.rating, "comment": self.comment}
+        return {name: value for name, value in data.items() if value is not None}
+
+
+Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame
 
 
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
@@ -114,6 +155,8 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         return StopFrame()
     if kind == APPROVAL:
         return parse_decision(payload)
+    if kind == FEEDBACK:
+        return parse_feedback(payload)
     if kind != "message":
         raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
@@ -133,12 +176,8 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
     :class:`DecisionRefused` for ``arguments`` or ``reason`` that are not text. What they
     say is checked by :class:`chat.forms.DecisionForm` when the decision is taken.
     """
-    step, decision = payload.get("step"), payload.get("decision")
-    if isinstance(step, str) and step.strip().isascii() and step.strip().isdigit():
-        # isdigit() alone is true of "²", which int() refuses; past 19 digits no step id
-        # is that large (and int() refuses 4,300 digits or more with a ValueError).
-        step = int(step) if len(step.strip()) <= 19 else MAX_STEP_ID
-    if not isinstance(step, int) or isinstance(step, bool) or decision not in ("approve", "deny"):
+    step, decision = _row_id(payload.get("step")), payload.get("decision")
+    if step is None or decision not in ("approve", "deny"):
         raise FrameRefused(BAD_DECISION)
     if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
         raise FrameRefused(NOT_A_HELD_CALL)
@@ -148,3 +187,36 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
         raise DecisionRefused(BAD_DECISION, step_id=step)
     always = payload.get("always") in (True, "on", "true", "1")
     return DecisionFrame(step, decision, arguments=arguments, reason=reason, always=always)
+
+
+def _row_id(value: Any) -> int | None:
+    """Return a row id sent as a number or as digits (a form sends text), None if it is
+    neither; an id too large for any row is :data:`MAX_STEP_ID`."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        # isdigit() alone is true of "²", which int() refuses; past 19 digits no row id
+        # is that large (and int() refuses 4,300 digits or more with a ValueError).
+        return int(value) if len(value.strip()) <= 19 else MAX_STEP_ID
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value
+
+
+def parse_feedback(payload: dict[str, Any]) -> FeedbackFrame:
+    """Return the feedback of a ``feedback`` frame (a form sends ``run`` as text).
+
+    Raises :class:`FrameRefused` without a usable run id, and
+    :class:`FeedbackFrameRefused` for a ``rating`` or ``comment`` that is not text, or
+    neither of them. What they say is checked by :class:`chat.forms.FeedbackForm`.
+    """
+    run = _row_id(payload.get("run"))
+    if run is None:
+        raise FrameRefused(BAD_FEEDBACK)
+    if not 0 < run < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
+        raise FrameRefused(NOT_A_RUN)
+    rating, comment = payload.get("rating"), payload.get("comment")
+    fields = (rating, comment)
+    if all(field is None for field in fields) or any(
+        field is not None and not isinstance(field, str) for field in fields
+    ):
+        raise FeedbackFrameRefused(BAD_FEEDBACK, run_id=run)
+    return FeedbackFrame(run, rating=rating, comment=comment)

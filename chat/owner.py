@@ -48,6 +48,7 @@ from chat.runs import (
     stop_paused_if_asked,
     through_cancels,
 )
+from chat.traces import live as telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -442,17 +443,24 @@ def decisions_taken_sync(run_ids: Sequence[int]) -> None:
 
 
 def install() -> bool:
-    """Open the run owner when Daphne's reactor starts, and, with
+    """Open the run owner (and live telemetry) when Daphne's reactor starts, and, with
     ``AGENT_GRACEFUL_SHUTDOWN``, finish its runs before the reactor stops; return
     whether a reactor was there (not in ``manage.py`` commands or the tests)."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is None:
         return False
-    # Startup triggers fire before the asyncio loop runs; callLater(0) runs inside it.
-    reactor.callWhenRunning(lambda: reactor.callLater(0, current))
+    reactor.callWhenRunning(_started, reactor)
     if settings.AGENT_GRACEFUL_SHUTDOWN:
         reactor.addSystemEventTrigger("before", "shutdown", _before_shutdown, reactor)
     return True
+
+
+def _started(reactor: Any) -> None:
+    """Open the run owner in the asyncio loop, and start live telemetry (when on) with
+    the server rather than at its first run's end."""
+    # Startup triggers fire before the asyncio loop runs; callLater(0) runs inside it.
+    reactor.callLater(0, current)
+    telemetry.start()
 
 
 def _before_shutdown(reactor: Any) -> Any:

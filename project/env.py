@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable
@@ -114,4 +115,49 @@ def env_decimal(name: str, default: str) -> Decimal:
         raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
     if not value.is_finite() or value < 0:
         raise ImproperlyConfigured(f"{name} must be a number of at least 0, not {raw!r}")
+    return value
+
+
+_CAPTURE_ON = {"span_only", "span_and_event"}
+_CAPTURE_OFF = {"no_content", "event_only"}
+
+
+def env_content_capture(name: str, default: bool) -> bool:
+    """Return ``name`` as "capture GenAI message content on spans".
+
+    Takes what :func:`env_bool` takes and the content capturing modes of
+    OpenTelemetry's GenAI instrumentations (``SPAN_ONLY``, ``SPAN_AND_EVENT``: on;
+    ``NO_CONTENT``, ``EVENT_ONLY``: off, as we put content on spans only).
+    """
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in _CAPTURE_ON:
+        return True
+    if raw in _CAPTURE_OFF:
+        return False
+    return env_bool(name, default)
+
+
+def env_otel_traces_endpoint() -> bool:
+    """Return True when the standard OpenTelemetry environment names an OTLP endpoint
+    for traces (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``)
+    and does not switch the SDK off (``OTEL_SDK_DISABLED=true``)."""
+    if env_str("OTEL_SDK_DISABLED").lower() == "true":
+        return False
+    return bool(env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))  # fmt: skip
+def env_json_strings(name: str) -> list[str]:
+    """Return ``name`` read as a JSON array of strings (``'["ACME-[0-9]{6}"]'``); unset or
+    blank gives ``[]``. Raises ImproperlyConfigured for text that is not JSON or not an
+    array of strings, naming the variable and what is wrong."""
+    raw = env_str(name)
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(
+            f"{name} must be a JSON array of strings, e.g. '[\"ACME-[0-9]{{6}}\"]': {exc}"
+        ) from None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ImproperlyConfigured(f"{name} must be a JSON array of strings, not {raw!r}")
     return value

@@ -17,13 +17,18 @@ from agents.definitions import DefinitionError, load_agents_file
 from agents.providers import ModelConfig, find_provider
 from agents.stopping import EARLY_STOPPING_METHODS
 from agents.strategies import DEFAULT_STRATEGY, STRATEGIES
+from chat.traces.detectors import BUILT_IN as REDACTION_DETECTORS
+from chat.traces.redaction import redactor_from
 from project.env import (
     env_bool,
     env_choice,
+    env_content_capture,
     env_decimal,
     env_float,
     env_int,
+    env_json_strings,
     env_list,
+    env_otel_traces_endpoint,
     env_str,
     env_tool_policies,
 )
@@ -193,6 +198,14 @@ LOGGING = {
     "loggers": {"chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")}},
 }
 
+# What every trace export (CSV, JSONL, OTLP files, live telemetry) redacts, stored rows
+# untouched (docs/redaction.md): the built-in detectors named, comma-separated (unset or
+# blank: all; "none": none), and the operator's regexes, a JSON array of strings. A bad
+# name or a pattern that does not compile stops start-up, naming it.
+TRACE_REDACT = env_list("TRACE_REDACT", []) or list(REDACTION_DETECTORS)
+TRACE_REDACT_PATTERNS = env_json_strings("TRACE_REDACT_PATTERNS")
+redactor_from(TRACE_REDACT, TRACE_REDACT_PATTERNS)
+
 # The agent. With OPENAI_API_KEY set, any OpenAI-compatible endpoint; else the offline demo.
 # An unknown AGENT_PROVIDER or a provider's missing setting is a system check error
 # (chat/checks.py), reported by manage.py and by project/asgi.py before serving.
@@ -303,3 +316,14 @@ if AGENT_STALE_AFTER_S < 3 * AGENT_HEARTBEAT_S:
 # by default so Ctrl-C and the test servers stop at once; deploy/ sets 20 s.
 AGENT_GRACEFUL_SHUTDOWN = env_bool("AGENT_GRACEFUL_SHUTDOWN", True)
 AGENT_SHUTDOWN_GRACE_S = env_float("AGENT_SHUTDOWN_GRACE_S", 0.0, minimum=0.0)
+
+# Live OpenTelemetry export (docs/telemetry.md): on when the standard OpenTelemetry
+# environment names an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+# OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; headers, timeout, compression and the service name
+# are the SDK's to read); OTEL_SDK_DISABLED=true turns it off. Message content (prompts,
+# answers, tool arguments and results, reasoning) is sent only with
+# OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT or TELEMETRY_CAPTURE_CONTENT true.
+TELEMETRY_LIVE = env_otel_traces_endpoint()
+TELEMETRY_CAPTURE_CONTENT = env_content_capture(
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False
+) or env_bool("TELEMETRY_CAPTURE_CONTENT", False)

@@ -16,6 +16,7 @@ concern, all of it importable from here:
   paused runs they resume;
 - :mod:`chat.store.usage`: a run's token counts and cost when it ends, and its
   conversation's sums;
+- :mod:`chat.store.feedback`: the owner's thumbs up or down and comment on an answer;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
   a run's tool calls, values every database can store.
 """
@@ -54,6 +55,13 @@ from chat.store.conversations import (
     conversation_started,
     conversations_adopt,
     conversations_for_owner,
+)
+from chat.store.feedback import (
+    FeedbackRefused,
+    feedback_give,
+    feedback_of,
+    feedback_offered,
+    feedback_remove,
 )
 from chat.store.limits import RateLimited, runs_delete, runs_interrupt_stale
 from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, grouped_by_date
@@ -97,6 +105,7 @@ __all__ = [
     "ConversationGone",
     "ConversationStarted",
     "Decided",
+    "FeedbackRefused",
     "ModelProvenance",
     "Owner",
     "RateLimited",
@@ -123,6 +132,10 @@ __all__ = [
     "conversations_for_owner",
     "conversations_listed",
     "database_answers",
+    "feedback_give",
+    "feedback_of",
+    "feedback_offered",
+    "feedback_remove",
     "grouped_by_date",
     "run_beat",
     "run_cancel_requested",

@@ -15,6 +15,7 @@ from chat.store.approvals import NEVER_RAN, approvals_close
 from chat.store.conversations import title_from
 from chat.store.rows import count_tool_calls, runs_loaded
 from chat.store.usage import conversation_usage, usage_settle
+from chat.traces import live as telemetry
 
 RATE_WINDOW = timedelta(minutes=1)
 INTERRUPTED = (
@@ -92,6 +93,7 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
             count_tool_calls(run)
             usage_settle(run)  # what its finished model turns used
             run.save()
+            telemetry.run_ended(run.pk)  # sent once this commits, when live export is on
             interrupted.append(run)
     # Loaded for rendering (the page is sent the whole run again: its steps were closed).
     ids = [run.pk for run in interrupted]

@@ -16,11 +16,12 @@ from chat.models import AgentRun, AgentStep, ApprovalOutcome, StepKind, StepStat
 def runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
     """Return ``runs`` with all that rendering a run reads (``chat/_run.html``).
 
-    The conversation (its title and strategy), the user message and the steps in order
-    are fetched with the runs, so a template reads no row lazily: a test renders every
-    fragment with database access forbidden (tests/chat/test_fragments.py).
+    The conversation (its title and strategy), the user message, the owner's feedback
+    and the steps in order are fetched with the runs, so a template reads no row lazily:
+    a test renders every fragment with database access forbidden
+    (tests/chat/test_fragments.py).
     """
-    return runs.select_related("conversation", "user_message").prefetch_related(
+    return runs.select_related("conversation", "user_message", "feedback").prefetch_related(
         # The prefetch sets each step's ``run`` to its run: no join needed for it.
         # and each tool call's approval, if it was held (a join, not a query per step).
         Prefetch("steps", queryset=AgentStep.objects.select_related("approval").order_by("ordinal"))

@@ -26,6 +26,7 @@ from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
 from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
 from chat.store.usage import conversation_usage, usage_settle
+from chat.traces import live as telemetry
 
 CANCELLED_STEP = "Cancelled before this step finished."
 ENDED_FOR_GOOD = (
@@ -216,7 +217,7 @@ def run_finish(
         # Loaded with what rendering the end reads (runs_loaded's joins; the steps below),
         # so the run is not read again after.
         locked = AgentRun.objects.select_for_update(of=("self",))
-        run = locked.select_related("conversation", "user_message").get(pk=run_id)
+        run = locked.select_related("conversation", "user_message", "feedback").get(pk=run_id)
         if run.status in ENDED_FOR_GOOD:
             return _ended(run_id)
         output, error = storable(output), storable(error)
@@ -248,6 +249,7 @@ def run_finish(
         count_tool_calls(run, steps)
         run.save()
         approvals_close(run_id=run.pk, at=finished_at)
+        telemetry.run_ended(run.pk)  # sent once this commits, when live export is on
         if output:
             Message.objects.create(
                 conversation_id=run.conversation_id,

@@ -45,8 +45,7 @@ class Format:
 
 
 def _csv(runs: QuerySet[AgentRun], redactor: Redactor, *, bom: bool) -> Iterator[str]:
-    rows = ([redactor.text(cell) for cell in row] for row in export.trace_rows(runs))
-    return export.csv_lines(rows, bom=bom)
+    return export.csv_lines(export.trace_rows(runs, redactor=redactor), bom=bom)
 
 
 def _otlp(runs: QuerySet[AgentRun], redactor: Redactor) -> Iterator[str]:

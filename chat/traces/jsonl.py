@@ -27,7 +27,8 @@ from django.db.models import QuerySet
 
 from agents.tool_output import json_safe
 from chat.export import owner_label
-from chat.models import AgentRun, AgentStep, Approval, Feedback
+from chat.models import AgentRun, AgentStep, Approval
+from chat.store.feedback import feedback_of
 from chat.traces.loading import loaded_runs
 from chat.traces.redaction import Redactor
 
@@ -100,9 +101,8 @@ def step_record(step: AgentStep, *, redactor: Redactor) -> dict[str, Any]:
 
 
 def _feedback(run: AgentRun, redactor: Redactor) -> dict[str, Any] | None:
-    try:
-        feedback: Feedback = run.feedback  # type: ignore[attr-defined]
-    except ObjectDoesNotExist:
+    feedback = feedback_of(run)
+    if feedback is None:
         return None
     return {
         "rating": feedback.rating,

@@ -50,6 +50,11 @@
     return element && element.closest ? element.closest("[data-approval-form]") : null;
   }
 
+  // An answer's thumbs and comment (static/js/feedback.js): sent whatever a run is doing.
+  function feedbackForm(element) {
+    return !!(element && element.closest && element.closest("[data-feedback-form]"));
+  }
+
   // Keep the user's text instead of sending it into a refusal while a run is going.
   document.addEventListener("htmx:wsConfigSend", function (event) {
     var form = approvalForm(event.target);
@@ -63,6 +68,7 @@
       form.setAttribute("data-sent", "");
       return;
     }
+    if (feedbackForm(event.target)) return;
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
@@ -243,9 +249,9 @@
     // field clears itself; the run goes on.
     // So is Esc on a held call's card (its summary, Copy, the decision's form): someone
     // there is deciding on the call, not stopping the run (the card's Deny and the Stop
-    // button are there for that).
+    // button are there for that); and on an answer's thumbs and comment.
     var target = event.target;
-    var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending']";
+    var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
       "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
@@ -268,7 +274,7 @@
     if (deny) deny.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
-    if (isStop(event.target) || approvalForm(event.target)) return;
+    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
     pending = input().value;
     stickToBottom = true;
   });

@@ -15,7 +15,7 @@ SEED = """
 from datetime import timedelta
 from django.contrib.auth.models import User
 from django.utils import timezone
-from chat.models import AgentRun, AgentStep, Conversation, Message
+from chat.models import AgentRun, AgentStep, Conversation, Feedback, Message
 
 User.objects.create_superuser("root", password="pw")
 owner = User.objects.create_user("margaret.hamilton.apollo11")
@@ -43,6 +43,10 @@ for i, (status, strategy, model, tool_errors, format_errors) in enumerate(shapes
         AgentRun.objects.filter(pk=run.pk).update(input_tokens=None, output_tokens=None,
                                                   total_tokens=None)
         Conversation.objects.filter(pk=conversation.pk).update(hidden_at=now)
+    if status == "max_iterations":  # the widest feedback cell: a rating and a comment
+        Feedback.objects.create(run=run, rating="down", comment="Wrong town. " * 20,
+                                given_by_name="margaret.hamilton.apollo11", created_at=now,
+                                updated_at=now)
 """
 
 
@@ -79,7 +83,8 @@ def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_
     assert page.locator("#result_list tbody tr").count() == 4
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
-    for column in ("cost_shown", "tokens", "run_duration", "errors", "model_turns", "status_shown"):
+    for column in ("cost_shown", "tokens", "run_duration", "errors", "model_turns", "status_shown",
+                   "feedback_shown"):
         box = page.locator(f"#result_list th.column-{column}").bounding_box()
         assert box is not None and box["width"] > 0, column
         assert box["x"] + box["width"] <= widths["right"] + 1, column

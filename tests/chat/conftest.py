@@ -14,6 +14,7 @@ from django.test import Client
 
 from chat.models import Conversation
 from tests.fakes import ScriptedChatModel
+from tests.planted_secrets import CUSTOM_PATTERN, Planted, plant_secrets
 from tests.timing import WAIT_S
 
 
@@ -24,6 +25,16 @@ def alice(db) -> tuple[Client, Conversation]:
     client = Client()
     client.force_login(user)
     return client, Conversation.objects.create(owner=user)
+
+
+@pytest.fixture
+def planted_run(db, settings) -> Planted:
+    """A stored run with a secret of each kind the redaction policy knows in every text
+    field (tests/planted_secrets.py), the operator pattern that catches the custom one
+    set, every built-in detector on. ``.secrets``: the strings no export may let out."""
+    settings.TRACE_REDACT = ["email", "phone", "card", "api_key", "bearer", "secret"]
+    settings.TRACE_REDACT_PATTERNS = [CUSTOM_PATTERN]
+    return plant_secrets()
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,7 @@ from chat.models import AgentRun, Conversation
 from chat.traces import redaction
 from chat.traces.formats import FORMATS
 from tests.chat.exported_runs import Marking, owned_by, stored_run
+from tests.planted_secrets import leaked
 
 pytestmark = pytest.mark.django_db
 
@@ -345,3 +346,30 @@ def test_export_traces_refuses_an_unknown_format_and_a_bom_off_csv():
         call_command("export_traces", "--format", "xml", stderr=io.StringIO())
     with pytest.raises(CommandError, match="byte-order mark is for CSV only"):
         call_command("export_traces", "--format", "jsonl", "--bom", stderr=io.StringIO())
+
+
+# The real policy: a secret planted in every text field never leaves by any path
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_no_planted_secret_leaves_by_any_download_path(client, planted_run, monkeypatch, name):
+    run = planted_run.run
+    texts = {}
+    staff = User.objects.create_user("auditor", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename="view_agentrun"))
+    client.force_login(staff)
+    admin_run = client.get(f"/admin/chat/agentrun/{run.pk}/export/", {"format": name})
+    texts["admin run"] = body(admin_run)
+    texts["admin matching"] = body(client.get(MATCHING, {"format": name}))
+    selected = {"action": ACTIONS[name], "_selected_action": [run.pk]}
+    texts["admin action"] = body(client.post(LIST, selected))
+    owner = Client()
+    owner.force_login(run.conversation.owner)
+    texts["conversation"] = body(owner.get(download_url(run.conversation, name)))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    call_command("export_traces", "--format", name, stderr=io.StringIO())
+    texts["command"] = out.getvalue()
+    for path, text in texts.items():
+        assert "[REDACTED:" in text, path
+        assert leaked(text, planted_run) == [], path

@@ -1,0 +1,413 @@
+"""One stored run as OpenTelemetry spans, following the GenAI semantic conventions.
+
+The tree (open-telemetry/semantic-conventions-genai, ``gen-ai-agent-spans.md`` and
+``gen-ai-spans.md``): an ``invoke_agent {agent}`` root per run, a ``chat {model}`` span
+per model turn and an ``execute_tool {tool}`` span per tool call, both children of the
+root, each with the rows' own timestamps. Token usage is on the ``chat`` spans only (as
+pydantic-ai keeps it off its agent spans, so a backend that sums spans counts it once);
+the run's totals and what the conventions have no name for are under ``agent_chat.``.
+The same function serves live export and files, so both send one run alike, with the
+same ids (derived from the run's id: re-sending a run is idempotent). docs/telemetry.md
+lists every span, attribute and event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+
+from agents.approvals import DENIED_BY_POLICY, REFUSAL_TYPES
+from chat.export import owner_label
+from chat.models import AgentRun, AgentStep, Approval, RunStatus, StepStatus
+from chat.traces.ids import SAMPLED, ns, run_context, span_id_of, trace_id_of
+from chat.traces.redaction import Redactor
+
+NS = "agent_chat."
+SCOPE = InstrumentationScope("agent_chat.traces")
+DEFAULT_SERVICE_NAME = "agent-chat"
+DEFAULT_AGENT_NAME = "agent"
+OTHER_ERROR = "_OTHER"  # the conventions' error.type when nothing names it better
+APPROVAL_EVENT = NS + "approval"
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+FEEDBACK_EVALUATION = "user_feedback"
+SCORES = {"up": 1.0, "down": 0.0}
+# OpenAI's finish reasons as the conventions' output message schema names them.
+FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
+NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
+
+
+def default_resource() -> Resource:
+    """Return the SDK's resource from the environment (``OTEL_SERVICE_NAME``,
+    ``OTEL_RESOURCE_ATTRIBUTES``), named ``agent-chat`` when the environment names no
+    service."""
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
+    return resource
+
+
+def agent_name(run: AgentRun) -> str:
+    """Return the run's agent name: its ``agent_key``, else the name its snapshot
+    recorded, else ``agent``."""
+    if run.agent_key:
+        return run.agent_key
+    snapshot = run.snapshot
+    if snapshot is not None:
+        return str(snapshot.content.get("agent", {}).get("name", "")) or DEFAULT_AGENT_NAME
+    return DEFAULT_AGENT_NAME
+
+
+def server_attributes(endpoint: str) -> dict[str, Any]:
+    """Return ``server.address`` and ``server.port`` from a run's ``host[:port]``."""
+    if not endpoint:
+        return {}
+    host, sep, port = endpoint.rpartition(":")
+    if sep and port.isdigit() and not host.endswith(":"):  # an IPv6 host has colons
+        return {"server.address": host.strip("[]"), "server.port": int(port)}
+    return {"server.address": endpoint.strip("[]")}
+
+
+def feedback_attributes(feedback: Any, *, capture_content: bool) -> dict[str, Any]:
+    """Return the ``gen_ai.evaluation.result`` event's attributes for a Feedback row:
+    ``user_feedback``, label ``up``/``down``, score 1/0, the comment as explanation
+    only with ``capture_content``."""
+    attributes: dict[str, Any] = {
+        "gen_ai.evaluation.name": FEEDBACK_EVALUATION,
+        "gen_ai.evaluation.score.label": feedback.rating,
+        "gen_ai.evaluation.score.value": SCORES.get(feedback.rating, 0.0),
+        NS + "feedback.given_by": feedback.given_by_name,
+        NS + "feedback.created_at": _iso(feedback.created_at),
+    }
+    if capture_content and feedback.comment:
+        attributes["gen_ai.evaluation.explanation"] = feedback.comment
+    return attributes
+
+
+def run_spans(
+    run: AgentRun, *, redactor: Redactor, capture_content: bool, resource: Resource
+) -> list[ReadableSpan]:
+    """Return run ``run`` as spans: its ``invoke_agent`` span first, then one span per
+    step in ordinal order.
+
+    ``run`` is loaded as :func:`chat.traces.loading.loaded_runs` yields it (no query
+    here). Content (messages, tool arguments and results, reasoning, a comment, an
+    edited argument) is included only with ``capture_content``; every string value,
+    names included, goes through ``redactor``. A run not ended yet (running or waiting)
+    ends its spans at the latest instant its rows know, with ``agent_chat.run.status``
+    saying so; live export sends only ended runs.
+    """
+    builder = _Builder(run, redactor, capture_content, resource)
+    return builder.spans()
+
+
+class _Builder:
+    """The state one run's spans share: the run, its redactor, and its root context."""
+
+    def __init__(
+        self, run: AgentRun, redactor: Redactor, capture_content: bool, resource: Resource
+    ) -> None:
+        self.run = run
+        self.redactor = redactor
+        self.content = capture_content
+        self.resource = resource
+        self.trace_id = trace_id_of(run.pk)
+        self.root = run_context(run.pk)
+        self.steps: list[AgentStep] = list(run.steps.all())
+        self.calls_of: dict[int, list[AgentStep]] = {}
+        for step in self.steps:
+            if step.is_tool_call:
+                self.calls_of.setdefault(step.iteration, []).append(step)
+        self.first_turn = next((s.ordinal for s in self.steps if s.is_model_turn), 0)
+        self.common = {
+            "gen_ai.provider.name": run.provider or "unknown",
+            "gen_ai.conversation.id": str(run.conversation_id),
+            **server_attributes(run.endpoint),
+        }
+
+    def spans(self) -> list[ReadableSpan]:
+        turns: dict[int, SpanContext] = {}
+        children = []
+        for step in self.steps:
+            if step.is_model_turn:
+                span = self._chat(step)
+                turns[step.iteration] = span.context
+            else:
+                span = self._tool(step, turns.get(step.iteration))
+            children.append(span)
+        return [self._invoke_agent(), *children]
+
+    def _context(self, ordinal: int) -> SpanContext:
+        return SpanContext(self.trace_id, span_id_of(self.run.pk, ordinal), is_remote=False,
+                           trace_flags=SAMPLED)  # fmt: skip
+
+    def _span(
+        self, name: str, *, context: SpanContext, parent: SpanContext | None, kind: SpanKind,
+        start: datetime, end: datetime | None, attributes: dict[str, Any],
+        status: Status, events: Sequence[Event] = (), links: Sequence[Link] = (),
+    ) -> ReadableSpan:  # fmt: skip
+        end_ns = ns(max(end, start)) if end is not None else ns(self._last_instant(start))
+        return ReadableSpan(
+            name=self.redactor.text(name), context=context, parent=parent,
+            resource=self.resource, attributes=self._clean(attributes),
+            events=[Event(e.name, self._clean(dict(e.attributes or {})), e.timestamp)
+                    for e in events],
+            links=links, kind=kind, instrumentation_scope=SCOPE, status=status,
+            start_time=ns(start), end_time=end_ns,
+        )  # fmt: skip
+
+    def _last_instant(self, start: datetime) -> datetime:
+        """The latest instant a run not ended yet has rows for (its spans' end)."""
+        run = self.run
+        instants = [start, run.started_at, run.heartbeat_at, run.paused_at]
+        for step in self.steps:
+            instants += [step.started_at, step.finished_at]
+        return max(instant for instant in instants if instant is not None)
+
+    def _clean(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """Drop empty values; pass every string (in a list too) through the redactor."""
+        cleaned: dict[str, Any] = {}
+        for key, value in attributes.items():
+            if value is None or value == "":
+                continue
+            if isinstance(value, str):
+                value = self.redactor.text(value)
+            elif isinstance(value, list | tuple):
+                value = [self.redactor.text(v) if isinstance(v, str) else v for v in value]
+            cleaned[key] = value
+        return cleaned
+
+    def _json(self, value: Any) -> str:
+        """A JSON value as the conventions' JSON string, its strings redacted."""
+        return json.dumps(self.redactor.value(value), ensure_ascii=False)
+
+    def _invoke_agent(self) -> ReadableSpan:
+        run = self.run
+        name = agent_name(run)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.request.model": run.model_name,
+            **self.common,
+            "user.id": owner_label(run.conversation),
+            NS + "run.id": run.pk,
+            NS + "run.status": run.status,
+            NS + "run.strategy": run.strategy,
+            NS + "run.iterations": run.iterations,
+            NS + "run.duration_ms": run.duration_ms,
+            NS + "run.waited_ms": run.waited_ms,
+            NS + "run.tool_call_count": run.tool_call_count,
+            NS + "run.tool_error_count": run.tool_error_count,
+            NS + "run.format_error_count": run.format_error_count,
+            NS + "run.usage.input_tokens": run.input_tokens,
+            NS + "run.usage.output_tokens": run.output_tokens,
+            NS + "run.usage.total_tokens": run.total_tokens,
+            NS + "run.cost": float(run.cost) if run.cost is not None else None,
+            NS + "run.cost_currency": run.cost_currency,
+            NS + "run.tool_choice": run.tool_choice,
+            NS + "run.parallel_tool_calls": run.parallel_tool_calls,
+            NS + "snapshot.digest": run.snapshot.digest if run.snapshot is not None else None,
+        }
+        failed = run.status not in (RunStatus.SUCCEEDED, *NOT_ENDED)
+        if failed:
+            attributes["error.type"] = run.status
+        if self.content:
+            question = run.user_message.content
+            attributes["gen_ai.input.messages"] = self._json(
+                [{"role": "user", "parts": [{"type": "text", "content": question}]}]
+            )
+            if run.output:
+                attributes["gen_ai.output.messages"] = self._json([{
+                    "role": "assistant", "parts": [{"type": "text", "content": run.output}],
+                    "finish_reason": "stop",
+                }])  # fmt: skip
+            if run.snapshot is not None and run.snapshot.content.get("system_prompt"):
+                prompt = run.snapshot.content["system_prompt"]
+                attributes["gen_ai.system_instructions"] = self._json(
+                    [{"type": "text", "content": prompt}]
+                )
+        status = Status(StatusCode.ERROR, self.redactor.text(run.error or run.status)) \
+            if failed else Status(StatusCode.UNSET)  # fmt: skip
+        return self._span(
+            f"invoke_agent {name}", context=self.root, parent=None, kind=SpanKind.INTERNAL,
+            start=run.started_at, end=None if run.status in NOT_ENDED else run.finished_at,
+            attributes=attributes, status=status, events=self._feedback_events(),
+        )  # fmt: skip
+
+    def _feedback_events(self) -> list[Event]:
+        try:
+            feedback = self.run.feedback  # type: ignore[attr-defined]
+        except ObjectDoesNotExist:
+            return []
+        attributes = feedback_attributes(feedback, capture_content=self.content)
+        return [Event(EVALUATION_EVENT, attributes, ns(feedback.updated_at))]
+
+    def _chat(self, step: AgentStep) -> ReadableSpan:
+        run = self.run
+        metadata = (step.raw or {}).get("response_metadata") or {}
+        response_model = metadata.get("model_name") or metadata.get("model") or ""
+        reason = str(metadata.get("finish_reason") or metadata.get("stop_reason") or "")
+        reason = FINISH_REASONS.get(reason, reason)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": run.model_name,
+            "gen_ai.response.model": response_model,
+            "gen_ai.response.finish_reasons": [reason] if reason else None,
+            "gen_ai.request.stream": True,
+            **self.common,
+            NS + "run.id": run.pk,
+            "gen_ai.usage.input_tokens": step.input_tokens,
+            "gen_ai.usage.output_tokens": step.output_tokens,
+            "gen_ai.response.time_to_first_chunk": (
+                step.first_token_ms / 1000 if step.first_token_ms is not None else None
+            ),
+            NS + "step.ordinal": step.ordinal,
+            NS + "step.iteration": step.iteration,
+            NS + "step.status": step.status,
+        }
+        status = self._step_status(step, attributes)
+        if self.content:
+            self._chat_content(step, attributes, reason)
+        kind = SpanKind.INTERNAL if run.provider == "demo" else SpanKind.CLIENT
+        return self._span(
+            f"chat {run.model_name}", context=self._context(step.ordinal), parent=self.root,
+            kind=kind, start=step.started_at, end=step.finished_at, attributes=attributes,
+            status=status,
+        )  # fmt: skip
+
+    def _chat_content(self, step: AgentStep, attributes: dict[str, Any], reason: str) -> None:
+        """Add a turn's messages: what it was given since the turn before (the question
+        for the first turn, the tool results after) and what it answered."""
+        attributes["gen_ai.input.messages"] = self._json(self._turn_input(step))
+        parts: list[dict[str, Any]] = []
+        if step.reasoning:
+            parts.append({"type": "reasoning", "content": step.reasoning})
+        if step.text:
+            parts.append({"type": "text", "content": step.text})
+        # The calls as the steps stored them, so a text strategy's parsed calls show too;
+        # a held call's as the model asked (a person's edit is on its approval event).
+        for call in self.calls_of.get(step.iteration, []):
+            held = call.held
+            arguments = held.arguments if held is not None else call.arguments
+            parts.append({"type": "tool_call", "id": call.tool_call_id, "name": call.tool_name,
+                          "arguments": arguments})  # fmt: skip
+        message = {"role": "assistant", "parts": parts,
+                   "finish_reason": reason or ("error" if step.is_error else "stop")}  # fmt: skip
+        attributes["gen_ai.output.messages"] = self._json([message])
+
+    def _turn_input(self, step: AgentStep) -> list[dict[str, Any]]:
+        if step.ordinal == self.first_turn:
+            content = self.run.user_message.content
+            return [{"role": "user", "parts": [{"type": "text", "content": content}]}]
+        # One tool message per result, as each ToolMessage was (Phoenix reads one each).
+        return [{"role": "tool", "parts": [{
+            "type": "tool_call_response", "id": call.tool_call_id,
+            "response": call.observation if call.observation is not None else call.result
+            or call.error,
+        }]} for call in self.calls_of.get(step.iteration - 1, [])]  # fmt: skip
+
+    def _step_status(self, step: AgentStep, attributes: dict[str, Any]) -> Status:
+        """Set ``error.type`` for a step that failed; return its span status. A call a
+        policy or a person refused did not fail (it never ran): not an error."""
+        if step.status in (StepStatus.SUCCESS, StepStatus.RUNNING, StepStatus.PENDING):
+            return Status(StatusCode.UNSET)
+        if step.error_type in REFUSAL_TYPES:
+            attributes[NS + "tool.refusal"] = step.error_type
+            return Status(StatusCode.UNSET)
+        # A step the run's end closed has no type of its own: the run's ending names it.
+        attributes["error.type"] = step.error_type or self.run.status or OTHER_ERROR
+        return Status(StatusCode.ERROR, self.redactor.text(step.error or step.status))
+
+    def _tool(self, step: AgentStep, turn: SpanContext | None) -> ReadableSpan:
+        approval = step.held
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": step.tool_name,
+            "gen_ai.tool.call.id": step.tool_call_id,
+            "gen_ai.tool.type": "function",
+            "gen_ai.conversation.id": str(self.run.conversation_id),
+            NS + "run.id": self.run.pk,
+            NS + "step.ordinal": step.ordinal,
+            NS + "step.iteration": step.iteration,
+            NS + "step.status": step.status,
+            NS + "step.format_error": step.is_format_error or None,
+        }
+        if turn is not None:
+            attributes[NS + "step.model_turn_span_id"] = format(turn.span_id, "016x")
+        status = self._step_status(step, attributes)
+        if self.content:
+            attributes["gen_ai.tool.call.arguments"] = self._json(step.arguments)
+            if step.status == StepStatus.SUCCESS:
+                attributes["gen_ai.tool.call.result"] = self._json(_parsed(step.result))
+        events = []
+        start = step.started_at
+        if approval is not None:
+            events.append(self._approval_event(approval))
+            start = min(start, approval.requested_at)  # the span covers the wait
+        elif step.error_type == DENIED_BY_POLICY:
+            events.append(Event(APPROVAL_EVENT, {NS + "approval.policy": "deny",
+                                                 NS + "approval.outcome": "denied",
+                                                 NS + "approval.decided_by": "policy"},
+                                ns(step.started_at)))  # fmt: skip
+        links = [Link(turn, {NS + "link": "model_turn"})] if turn is not None else []
+        return self._span(
+            f"execute_tool {step.tool_name}", context=self._context(step.ordinal),
+            parent=self.root, kind=SpanKind.INTERNAL, start=start, end=step.finished_at,
+            attributes=attributes, status=status, events=events, links=links,
+        )  # fmt: skip
+
+    def _approval_event(self, approval: Approval) -> Event:
+        at = approval.decided_at or approval.requested_at
+        attributes: dict[str, Any] = {
+            NS + "approval.policy": "ask",
+            NS + "approval.outcome": approval.outcome,
+            NS + "approval.decided_by": approval.decided_by_name,
+            NS + "approval.decided_at": _iso(approval.decided_at),
+            NS + "approval.requested_at": _iso(approval.requested_at),
+            NS + "approval.expires_at": _iso(approval.expires_at),
+            NS + "approval.reason": approval.reason,
+            NS + "approval.always_allowed": approval.always_allowed,
+            NS + "approval.edited": approval.edited_arguments is not None,
+            NS + "approval.wait_ms": _ms(approval.requested_at, approval.decided_at),
+        }
+        if self.content and approval.edited_arguments is not None:
+            attributes[NS + "approval.edited_arguments"] = self._json(approval.edited_arguments)
+        return Event(APPROVAL_EVENT, attributes, ns(at))
+
+
+def _parsed(result: str) -> Any:
+    """A tool's result as JSON when it is JSON (the conventions expect an object)."""
+    try:
+        return json.loads(result)
+    except ValueError:
+        return result
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ms(start: datetime, end: datetime | None) -> int | None:
+    if end is None:
+        return None
+    return max(0, int((end - start).total_seconds() * 1000))
+
+
+def span_run_ids(spans: Iterable[ReadableSpan]) -> list[int]:
+    """Return the run ids the spans belong to (``agent_chat.run.id`` of their root
+    spans), in order, each once: what a failed export names in its log line."""
+    ids: dict[int, None] = {}
+    for span in spans:
+        value = (span.attributes or {}).get(NS + "run.id")
+        if isinstance(value, int):
+            ids.setdefault(value)
+    return list(ids)

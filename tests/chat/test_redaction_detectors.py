@@ -1,0 +1,274 @@
+"""The redaction policy's detectors: what each catches and what it must leave alone, the
+operator's patterns, JSON values, and the settings refused at start-up."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from chat.traces.detectors import BUILT_IN, luhn_ok
+from chat.traces.redaction import Redactor, active, redactor_from
+from tests.timing import WAIT_S
+
+ALL = Redactor(BUILT_IN)
+
+
+def only(name: str) -> Redactor:
+    return Redactor([name])
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+# (detector, the text around the secret, the secret)
+CAUGHT = [
+    ("email", "write to {}.", "alice.smith+tag@example.co.uk"),
+    ("email", "联系我{}谢谢", "alice@example.com"),
+    ("email", "<{}>", "bob_o'neil@mail-host.example.org"),
+    ("phone", "call {} now", "+1 (415) 555-2671"),
+    ("phone", "tel:{}", "+441632960983"),
+    ("phone", "{}", "+86 138 0013 8000"),
+    ("phone", "{}", "0044 20 7946 0958"),
+    ("phone", "US {}.", "(415) 555-2671"),
+    ("phone", "{} or", "415-555-2671"),
+    ("phone", "{}", "415.555.2671"),
+    ("phone", "London {}", "020 7946 0958"),
+    ("phone", "mobile {}", "07700 900123"),
+    ("phone", "手机 {}", "13800138000"),
+    ("phone", "北京 {}", "010-12345678"),
+    ("phone", "Paris {}", "01 23 45 67 89"),
+    ("phone", "room 12 {} call", "415 555 2671"),
+    ("card", "visa {} exp 12/28", "4111 1111 1111 1111"),
+    ("card", "{}", "4111-1111-1111-1111"),
+    ("card", "mc {}.", "5555555555554444"),
+    ("card", "amex {} cvv 1234", "3782 822463 10005"),
+    ("api_key", "OPENAI_API_KEY {}", "sk-proj-abcDEF1234567890abcdef1234"),
+    ("api_key", "legacy {}", "sk-abcdefghij1234567890ABCDEFGHIJ"),
+    ("api_key", "{}", "sk-ant-api03-AbCdEf0123456789-_xyzXYZ"),
+    ("api_key", "{}", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("api_key", "{}", "github_pat_11ABCDEFG0123456789_abcdefghijklmn"),
+    ("api_key", "aws {} key", "AKIAIOSFODNN7EXAMPLE"),
+    ("api_key", "{}", "xoxb-123456789012-abcdefghij"),
+    ("api_key", "{}", "AIzaSyA1234567890abcdefghijklmnopqrstu"),
+    ("api_key", "{}", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+    ("api_key", "{}", "hf_abcdefghijklmnopqrstuvwxyz012345"),
+    ("api_key", "jwt {}", JWT),
+    ("bearer", "Authorization: Bearer {}", "abc.def-123456789"),
+    ("bearer", "authorization: Basic {}", "dXNlcjpwYXNzd29yZA=="),
+    ("bearer", "curl -H 'Bearer {}'", "0123456789abcdef"),
+    ("secret", "api_key={}", "abcd1234efgh"),
+    ("secret", 'token: "{}"', "xyz98765432"),
+    ("secret", '{{"password": "{}"}}', "hunter2hunter2"),
+    ("secret", "DB_PASSWORD={}", "correct-horse"),
+    ("secret", "client_secret: {}", "averyveryverylongsecretvalue"),
+]
+
+
+@pytest.mark.parametrize(("detector", "around", "secret"), CAUGHT)
+def test_each_detector_replaces_what_it_catches_with_its_named_mark(detector, around, secret):
+    text = around.format(secret)
+    redacted = only(detector).text(text)
+
+    assert secret not in redacted
+    assert f"[REDACTED:{detector}]" in redacted
+    assert ALL.text(text).count("[REDACTED:") == 1  # no other detector takes it too
+
+
+def test_a_header_and_an_assignment_keep_their_names_so_a_reader_sees_what_went():
+    assert ALL.text("Authorization: Bearer abc.def-123456789") == (
+        "Authorization: Bearer [REDACTED:bearer]"
+    )
+    assert ALL.text("api_key=abcd1234efgh;") == "api_key=[REDACTED:secret];"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-12-03", "03/12/2026", "12.03.2026", "2026/12/03", "3 Dec 2026",
+        "2026-12-03T17:46:16.123Z", "2026-12-03 17:46:16", "2026-12-03T17:46:16+08:00",
+        "17:46:16", "17:46", "at 09:30-10:45",
+        "$1,234.56", "1 234 567,89 €", "€ 1.234.567,89", "12 345 678 901", "1.234.567.890",
+        "¥ 12,345,678", "59.90 EUR", "3.14159265358979",
+        "CA1234", "BA 117", "UA 2471", "flight LH400 at gate 23",
+        "123e4567-e89b-12d3-a456-426614174000", "12345678-1234-1234-1234-123456789012",
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "da39a3ee5e6b4b0d3255bfef95601890afd80709", "call_abc123DEF456ghi789",
+        "order #12345678901", "id 1733247976123", "epoch 1733247976", "ip 192.168.100.200",
+        "10.100.200.300", "ISBN 978-3-16-148410-0", "v1.2.3.4", "+20 °C", "page 1-2-3",
+        "a 16-digit id 1234567890123456 that fails Luhn",
+        "https://example.com/orders/4155552671", "sk-learn-is-a-python-library-name",
+        "the task-based approach", "ask-me-anything-please-now", "secret: something",
+        "the password: is never shared", "bearer bonds and bearer instruments",
+        "max tokens: 4096", "token_count=123456789", "see @alice on chat", "user@localhost",
+        "C:\\Users\\alice\\AppData", "北京, 晴转多云: 21°C, humidity 40%, wind 3 m/s",
+        "[REDACTED:email]",
+    ],
+)  # fmt: skip
+def test_dates_times_prices_ids_and_digests_survive(text):
+    assert ALL.text(text) == text
+
+
+def test_the_luhn_check_is_the_standard_one():
+    assert luhn_ok("4111111111111111")
+    assert luhn_ok("378282246310005")
+    assert not luhn_ok("4111111111111112")
+
+
+def test_a_card_number_that_fails_luhn_or_starts_like_no_card_is_left():
+    assert ALL.text("4111 1111 1111 1112") == "4111 1111 1111 1112"
+    assert ALL.text("1111 1111 1111 1117") == "1111 1111 1111 1117"  # Luhn, but no card
+
+
+def test_only_the_detectors_named_run():
+    text = "alice@example.com 4111 1111 1111 1111"
+    assert only("email").text(text) == "[REDACTED:email] 4111 1111 1111 1111"
+    assert only("card").text(text) == "alice@example.com [REDACTED:card]"
+    assert Redactor().text(text) == text
+
+
+def test_operator_patterns_are_marked_custom_after_the_built_ins():
+    redactor = redactor_from(["email"], [r"ACME-[0-9]{6}", r"(?i)project\s+falcon"])
+
+    text = "ACME-123456 and Project  Falcon, mail a@example.com"
+    assert redactor.text(text) == "[REDACTED:custom] and [REDACTED:custom], mail [REDACTED:email]"
+
+
+def test_none_switches_the_built_ins_off_and_leaves_operator_patterns():
+    redactor = redactor_from(["none"], [r"ACME-[0-9]{6}"])
+
+    assert redactor.text("a@example.com ACME-123456") == "a@example.com [REDACTED:custom]"
+    assert not redactor_from(["none"], []).enabled
+
+
+@pytest.mark.parametrize(
+    ("names", "patterns", "message"),
+    [
+        (["email", "phones"], [], "TRACE_REDACT names 'phones'"),
+        (["none", "email"], [], "TRACE_REDACT names 'none'"),
+        ([], ["ok", "[a-"], "pattern 2 ('[a-') does not compile"),
+        ([], ["a*"], "pattern 1 ('a*') matches the empty string"),
+        ([], [""], "pattern 1 must be a non-empty string"),
+    ],
+)
+def test_a_bad_detector_name_or_pattern_is_refused_naming_it(names, patterns, message):
+    with pytest.raises(ImproperlyConfigured, match=re.escape(message)):
+        redactor_from(names, patterns)
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"TRACE_REDACT": "email,cards"}, "TRACE_REDACT names 'cards'"),
+        ({"TRACE_REDACT_PATTERNS": '["(unclosed"]'}, "pattern 1 ('(unclosed') does not compile"),
+        ({"TRACE_REDACT_PATTERNS": "ACME-[0-9]+"}, "TRACE_REDACT_PATTERNS must be a JSON array"),
+        ({"TRACE_REDACT_PATTERNS": '{"a": 1}'}, "TRACE_REDACT_PATTERNS must be a JSON array"),
+    ],
+)
+def test_start_up_stops_on_a_bad_policy_in_the_environment(variables, message):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **variables}
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        capture_output=True, text=True, env=env, timeout=WAIT_S,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr
+    assert message in done.stderr
+
+
+def test_the_environment_sets_the_policy(monkeypatch):
+    env = {
+        **os.environ, "DJANGO_SETTINGS_MODULE": "project.settings",
+        "TRACE_REDACT": "email, card", "TRACE_REDACT_PATTERNS": '["ACME-[0-9]{6}"]',
+    }  # fmt: skip
+    code = (
+        "import django; django.setup(); from chat.traces.redaction import active; "
+        "print(active().text('a@b.example 4111111111111111 +44 20 7946 0958 ACME-123456'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=WAIT_S)  # fmt: skip
+    assert done.stdout.strip() == (
+        "[REDACTED:email] [REDACTED:card] +44 20 7946 0958 [REDACTED:custom]"
+    )
+
+
+def test_active_follows_the_settings_and_defaults_to_every_built_in(settings):
+    assert active().detectors == BUILT_IN
+    settings.TRACE_REDACT = ["none"]
+    settings.TRACE_REDACT_PATTERNS = []
+    assert not active().enabled
+
+
+def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
+    value = {
+        "to": "a@example.com",
+        "a@example.com": "key kept",
+        "api_key": "short",
+        "nested": {"password": 123456, "list": ["4111 1111 1111 1111", 3, 2.5, True, None]},
+        "card": 4111111111111111,
+        "count": 4111111111111112,
+        "token": {"kind": "opaque"},
+        "empty_password": {"password": ""},
+        "headers": {"Authorization": "Basic dXNlcjpwYXNz", "OPENAI_API_KEY": "k"},
+        "token_count": 123,
+    }
+
+    assert ALL.value(value) == {
+        "to": "[REDACTED:email]",
+        "a@example.com": "key kept",
+        "api_key": "[REDACTED:secret]",
+        "nested": {
+            "password": "[REDACTED:secret]", "list": ["[REDACTED:card]", 3, 2.5, True, None]
+        },
+        "card": "[REDACTED:card]",
+        "count": 4111111111111112,
+        "token": {"kind": "opaque"},
+        "empty_password": {"password": ""},
+        "headers": {"Authorization": "[REDACTED:secret]", "OPENAI_API_KEY": "[REDACTED:secret]"},
+        "token_count": 123,
+    }  # fmt: skip
+    assert value["to"] == "a@example.com"  # the input is not changed
+
+
+def test_a_json_string_that_is_not_an_object_is_redacted_as_text():
+    assert ALL.value("call 415-555-2671") == "call [REDACTED:phone]"
+    assert ALL.value(None) is None
+
+
+def test_text_passes_what_is_not_a_string_through():
+    assert ALL.text(None) is None
+    assert ALL.text(4111111111111111) == 4111111111111111  # value() is for JSON numbers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1" * 200_000 + ":",
+        ("1 " * 100_000) + ":",
+        ("11 " * 70_000) + ":",
+        "+1 " * 70_000,
+        "a" * 200_000 + "@",
+        "token=" + "x" * 200_000,
+        "Bearer " * 30_000,
+        "-".join(["1234"] * 50_000),
+    ],
+)
+def test_long_hostile_text_takes_linear_time(text):
+    # Quadratic backtracking on 200,000 characters would take minutes; this runs in well
+    # under a second. Asserted by finishing: pytest's own time-out is the guard.
+    ALL.text(text)
+
+
+def test_the_policy_imports_before_django_is_set_up():
+    # project/settings.py imports it to refuse a bad policy: it must not need the apps.
+    code = (
+        "import sys; import chat.traces.redaction, chat.traces.detectors; "
+        "assert not any(m.startswith(('django.db', 'django.apps', 'chat.models')) "
+        "for m in sys.modules), sorted(m for m in sys.modules if m.startswith('django'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=WAIT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
