@@ -43,7 +43,12 @@ class Benchmark:
 BENCHMARKS = (
     # The parsers' check is already small; it fails on growth faster than linear.
     Benchmark("parsers", "parsers.py", (), ()),
-    Benchmark("export", "export.py", (), ("--sizes", "1000", "--methods", "ours,naive")),
+    Benchmark(
+        "export",
+        "export.py",
+        (),
+        ("--sizes", "1000", "--methods", "ours,ours-jsonl,ours-otlp-json,naive"),
+    ),
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
     Benchmark("load", "load.py", (), ("--tiny",)),
     # The profiler of the server (bench/profiling/) must not rot either.

@@ -1,4 +1,5 @@
-"""Benchmark the trace CSV export against django-import-export and a naive export.
+"""Benchmark the trace exports (CSV, JSONL, OTLP JSON) against django-import-export and a
+naive export.
 
 Run from the repository root (see bench/README.md)::
 
@@ -11,13 +12,18 @@ export's peak memory cannot leak into the next (the launcher itself never import
 a child starts with its parent's peak as its own ``ru_maxrss``). A child reports its wall time, its
 baseline RSS (after ``django.setup()`` and imports) and its peak RSS (``ru_maxrss``). The
 parent checks the row count of every file with ``csv.reader`` and prints a table with
-ratios against ours, and whether our peak RSS stayed flat between the two largest sizes.
+ratios against ours, and whether each of our formats' peak RSS stayed flat between the two
+largest sizes.
 
 Methods:
 
 - ``ours``: ``write_csv(trace_rows(runs), file)``, the path of ``export_traces`` and the admin,
   with the default redaction policy (every built-in detector, docs/redaction.md).
 - ``ours-unredacted``: the same with the policy off (``Redactor()``), to price redaction.
+- ``ours-jsonl``, ``ours-otlp-json``: our JSONL and OTLP JSON files, written piece by piece
+  from the table every download uses (``chat.traces.formats``); checked by their line
+  count (one per run for JSONL) instead of CSV rows. OTLP JSON is skipped while
+  ``chat/traces/otlp.py`` is not there.
 - ``import-export``: a django-import-export ``ModelResource`` on AgentStep (model fields via
   ``Meta.fields``, run fields via ``dehydrate_*``), ``resource.export(queryset)`` into a
   tablib Dataset, written with the admin's CSV format. Needs requirements-bench.txt.
@@ -45,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from methods import METHODS, export
+from methods import FILE_FORMATS, METHODS, export
 from tracedata import STEPS_PER_RUN, fill
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,8 +107,14 @@ def child(method: str, size: int, database: Path, output: Path) -> None:
     setup_django(database)
     from django.db import connection
 
-    import chat.export  # noqa: F401 (imported before the baseline, like the other methods)
+    # Each method's modules are imported before the baseline, so it measures the export.
+    import chat.export
     from chat.models import AgentRun
+
+    if method in FILE_FORMATS:
+        import chat.traces.formats
+    if method == "ours-otlp-json":
+        import chat.traces.otlp  # noqa: F401  (the OpenTelemetry SDK)
 
     if method == "import-export":
         import import_export.resources  # noqa: F401
@@ -174,6 +186,30 @@ def count_rows(path: Path) -> int:
         return sum(1 for _ in csv.reader(source)) - 1
 
 
+def count_lines(path: Path) -> int:
+    """Return the number of lines of the JSON Lines file at ``path``, each checked as JSON."""
+    with path.open(encoding="utf-8") as source:
+        return sum(1 for line in source if json.loads(line) is not None)
+
+
+def check_file(method: str, size: int, output: Path, reported: int) -> str:
+    """Return why ``method``'s file of ``size`` steps is wrong, or ``""``.
+
+    CSV: a row per step; JSONL: a line per run; OTLP JSON: as many lines as it reported.
+    """
+    if method not in FILE_FORMATS:
+        expected, found = size, count_rows(output)
+    else:
+        found = count_lines(output)
+        expected = size // STEPS_PER_RUN if method == "ours-jsonl" else max(found, 1)
+    if found != expected or reported != expected:
+        return (
+            f"FAILED: {found:,} records in the file, {reported:,} reported, "
+            f"{expected:,} expected"
+        )
+    return ""
+
+
 def too_big(previous: Result | None, size: int, *, timeout: float, max_rss: int) -> str:
     """Return why ``size`` would break a limit, by straight-line estimate, or ``""``."""
     if previous is None or previous.seconds is None or previous.growth_mib is None:
@@ -227,17 +263,17 @@ def table(results: list[Result]) -> str:
     """Return the results as a text table, each method's ratios against ours at that size."""
     ours = {r.size: r for r in results if r.method == "ours" and not r.skipped}
     head = (
-        f"{'rows':>9}  {'method':<13} {'seconds':>8} {'rows/s':>8} {'peak MiB':>9} "
+        f"{'rows':>9}  {'method':<15} {'seconds':>8} {'rows/s':>8} {'peak MiB':>9} "
         f"{'growth MiB':>10} {'time/ours':>9} {'peak/ours':>9} {'growth/ours':>11}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         if r.skipped:
-            lines.append(f"{r.size:>9,}  {r.method:<13} {r.skipped}")
+            lines.append(f"{r.size:>9,}  {r.method:<15} {r.skipped}")
             continue
         base = ours.get(r.size)
         lines.append(
-            f"{r.size:>9,}  {r.method:<13} {r.seconds:>8.1f} {r.rows_per_second:>8,.0f} "
+            f"{r.size:>9,}  {r.method:<15} {r.seconds:>8.1f} {r.rows_per_second:>8,.0f} "
             f"{r.peak_mib:>9,.0f} {r.growth_mib:>10,.1f} "
             f"{_ratio(r.seconds, base and base.seconds):>9} "
             f"{_ratio(r.peak_mib, base and base.peak_mib):>9} "
@@ -247,21 +283,28 @@ def table(results: list[Result]) -> str:
 
 
 def verdict(results: list[Result]) -> dict[str, Any]:
-    """Return whether our peak RSS stayed within FLAT_TOLERANCE between the two largest sizes."""
-    ours = sorted(
-        (r for r in results if r.method == "ours" and not r.skipped), key=lambda r: r.size
-    )
-    if len(ours) < 2:
-        return {"flat": None, "text": "verdict: needs ours measured at two sizes"}
-    small, large = ours[-2], ours[-1]
-    change = (large.peak_mib - small.peak_mib) / small.peak_mib
-    flat = change <= FLAT_TOLERANCE
-    text = (
-        f"verdict: our peak RSS {'stayed flat' if flat else 'GREW'} from {small.size:,} to "
-        f"{large.size:,} rows: {small.peak_mib:,.0f} -> {large.peak_mib:,.0f} MiB "
-        f"({change:+.1%}, tolerance {FLAT_TOLERANCE:.0%}) for {large.size / small.size:g}x the rows"
-    )
-    return {"flat": flat, "change": change, "text": text}
+    """Return whether each of our formats' peak RSS stayed within FLAT_TOLERANCE between
+    the two largest sizes it was measured at; ``flat`` is True only if all did."""
+    texts, flats = [], {}
+    for method in (m for m in METHODS if m.startswith("ours")):
+        ours = sorted(
+            (r for r in results if r.method == method and not r.skipped), key=lambda r: r.size
+        )
+        if len(ours) < 2:
+            if any(r.method == method for r in results):
+                texts.append(f"verdict ({method}): needs it measured at two sizes")
+            continue
+        small, large = ours[-2], ours[-1]
+        change = (large.peak_mib - small.peak_mib) / small.peak_mib
+        flats[method] = change <= FLAT_TOLERANCE
+        texts.append(
+            f"verdict ({method}): peak RSS {'stayed flat' if flats[method] else 'GREW'} from "
+            f"{small.size:,} to {large.size:,} rows: {small.peak_mib:,.0f} -> "
+            f"{large.peak_mib:,.0f} MiB ({change:+.1%}, tolerance {FLAT_TOLERANCE:.0%}) for "
+            f"{large.size / small.size:g}x the rows"
+        )
+    flat = all(flats.values()) if flats else None
+    return {"flat": flat, "by_method": flats, "text": "\n".join(texts) or "verdict: nothing"}
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -296,18 +339,16 @@ def measure(
             if method == "import-export" and not installed:
                 why = "skipped: not installed (pip install -r requirements-bench.txt)"
                 result = Result(method, size, skipped=why)
+            elif method == "ours-otlp-json" and not (ROOT / "chat/traces/otlp.py").exists():
+                result = Result(method, size, skipped="skipped: chat/traces/otlp.py not there")
             elif skip := too_big(previous, size, timeout=timeout, max_rss=max_rss):
                 result = Result(method, size, skipped=skip)
             if result is None:
-                output = workdir / f"{method}-{size}.csv"
+                output = workdir / f"{method}-{size}.out"
                 say(f"{method} at {size:,} rows...")
                 result = run_child(method, size, database, output, timeout=timeout, max_rss=max_rss)
                 if not result.skipped:
-                    found = count_rows(output)
-                    if found != size or result.rows != size:
-                        result.skipped = (
-                            f"FAILED: {found:,} rows in the file, {result.rows:,} reported"
-                        )
+                    result.skipped = check_file(method, size, output, result.rows or 0)
                     previous = result
                 elif previous is not None:
                     result.skipped += (

@@ -1,7 +1,9 @@
-"""The ways of exporting trace rows that bench/export.py measures.
+"""The ways of exporting runs that bench/export.py measures.
 
-Each takes a queryset of runs and a path, writes a CSV file of one row per step and
-returns the number of data rows it reports. Django must be set up before this is imported.
+Each takes a queryset of runs and a path, writes a file and returns the number of records
+it reports: data rows (one per step) for the CSV methods, lines for ours-jsonl (one per
+run) and ours-otlp-json (what :func:`chat.traces.otlp.otlp_json_lines` yields). Django
+must be set up before this is imported.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
-METHODS = ("ours", "ours-unredacted", "import-export", "naive")
+METHODS = ("ours", "ours-unredacted", "ours-jsonl", "ours-otlp-json", "import-export", "naive")
+# Our other formats, through the table every download path uses (chat.traces.formats).
+FILE_FORMATS = {"ours-jsonl": "jsonl", "ours-otlp-json": "otlp-json"}
 
 
 def _step_resource() -> Any:
@@ -131,6 +135,17 @@ def export(method: str, runs: Any, path: Path) -> int:
 
         with path.open("w", encoding="utf-8", newline="") as out:
             return write_csv(trace_rows(runs, redactor=Redactor()), out)
+    if method in FILE_FORMATS:
+        from chat.traces import redaction
+        from chat.traces.formats import FORMATS
+
+        pieces = FORMATS[FILE_FORMATS[method]].pieces(runs, redaction.active())
+        count = 0
+        with path.open("w", encoding="utf-8", newline="") as out:
+            for piece in pieces:
+                out.write(piece)
+                count += 1
+        return count
     if method == "import-export":
         from import_export.formats.base_formats import CSV
 

@@ -3,16 +3,19 @@ added or edited, and only a superuser may delete (whole runs or conversations; s
 with their run and have no admin of their own).
 
 Staff filter and search run history, open a run to read its steps in order, open the
-conversation as its user saw it, and export traces as CSV through :mod:`chat.export`:
-the selected runs (actions), everything the list shows (``export/`` with the list's
-querystring) or one run (``<pk>/export/``); ``?bom=1`` adds a byte-order mark for Excel.
-Every export checks :func:`chat.export.can_export` and answers 403 otherwise. Staff
-without ``chat.view_unredacted_trace`` read runs, steps, messages and titles redacted by
-the export policy (:mod:`chat.traces.viewing`); the exports are redacted for everyone.
+conversation as its user saw it, and download runs in each format of
+:data:`chat.traces.formats.FORMATS` (CSV, JSONL, OTLP JSON): the selected runs (an action
+per format), everything the list shows (``export/`` with the list's querystring) or one
+run (``<pk>/export/``); ``?format=jsonl`` or ``otlp-json`` picks the format (CSV without
+one), ``?bom=1`` adds a byte-order mark to the CSV for Excel. Every export checks
+:func:`chat.export.can_export` and answers 403 otherwise. Staff without
+``chat.view_unredacted_trace`` read runs, steps, messages and titles redacted by the export
+policy (:mod:`chat.traces.viewing`); the exports are redacted for everyone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -22,7 +25,7 @@ from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ERROR_FLAG, PAGE_VAR
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
 from django.urls import URLPattern, path, reverse
@@ -36,7 +39,7 @@ from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
 from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
-from chat.export import can_export, export_filename, export_response, owner_label
+from chat.export import can_export, owner_label
 from chat.markdown import render_markdown
 from chat.models import (
     AgentRun,
@@ -49,16 +52,53 @@ from chat.models import (
 from chat.presenters import RunPresenter
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
+from chat.traces.formats import (
+    CSV,
+    CSV_EXCEL,
+    DEFAULT,
+    JSONL,
+    OTLP_JSON,
+    Format,
+    UnknownFormat,
+    download_response,
+    find_format,
+)
 from chat.traces.viewing import redact_loaded, redactor_for, shown_queryset
 
 BOM_PARAM = "bom"
+FORMAT_PARAM = "format"
+DOWNLOAD_TITLES = {
+    "CSV": "One row per step (docs/csv-format.md)",
+    "CSV for Excel": "The CSV in UTF-8 with a byte-order mark, for Excel",
+    "JSONL": "One run per line with its steps, approvals and feedback (docs/jsonl-format.md)",
+    "OTLP JSON": "OpenTelemetry GenAI spans, for Phoenix, Langfuse, Jaeger or MLflow",
+}
 # A run's counts are stored when it ends; its page counts a run still going from its steps.
 CALLS_WAITING = "calls_waiting_for_approval"
 NOT_COUNTED_YET = "counted when the run ends; its page counts the calls so far"
 
 
-def _wants_bom(request: HttpRequest) -> bool:
-    return request.GET.get(BOM_PARAM) == "1"
+def _requested_format(request: HttpRequest) -> Format:
+    """Return the download format the querystring names (``format``, ``bom=1`` for the
+    CSV's Excel variant); raise :class:`UnknownFormat` for one not in the table."""
+    return find_format(
+        request.GET.get(FORMAT_PARAM, DEFAULT), bom=request.GET.get(BOM_PARAM) == "1"
+    )
+
+
+def _export_links(url: str, params: QueryDict) -> list[tuple[str, str, str]]:
+    """Return ``(label, href, title)`` of a download link per format (CSV's Excel variant
+    too) for ``url`` with ``params``; CSV keeps the URL without ``format`` it always had."""
+    links = []
+    for fmt in (CSV, CSV_EXCEL, JSONL, OTLP_JSON):
+        query = params.copy()
+        if fmt.name != DEFAULT:
+            query[FORMAT_PARAM] = fmt.name
+        if fmt.bom:
+            query[BOM_PARAM] = "1"
+        href = f"{url}?{query.urlencode()}" if query else url
+        links.append((fmt.label, href, DOWNLOAD_TITLES[fmt.label]))
+    return links
 
 
 def _tokens(value: int | None) -> str:
@@ -182,22 +222,25 @@ class ToolNameFilter(admin.SimpleListFilter):
         return queryset.filter(Exists(calls))
 
 
-@admin.action(description="Export selected runs as CSV", permissions=["export"])
-def export_selected(
-    modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
-) -> HttpResponse:
-    return export_response(queryset, request=request, filename=export_filename("agent-runs"))
+def _export_action(fmt: Format, name: str) -> Callable[..., HttpResponse]:
+    """Return the admin action that downloads the selected runs in ``fmt``."""
+
+    def action(
+        modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
+    ) -> HttpResponse:
+        return download_response(queryset, fmt, request=request, prefix="agent-runs")
+
+    action.__name__ = name
+    description = f"Export selected runs as {fmt.label}"
+    if fmt.bom:
+        description = "Export selected runs as CSV (UTF-8 with BOM, for Excel)"
+    return admin.action(description=description, permissions=["export"])(action)
 
 
-@admin.action(
-    description="Export selected runs as CSV (UTF-8 with BOM, for Excel)", permissions=["export"]
-)
-def export_selected_bom(
-    modeladmin: AgentRunAdmin, request: HttpRequest, queryset: QuerySet[AgentRun]
-) -> HttpResponse:
-    return export_response(
-        queryset, request=request, bom=True, filename=export_filename("agent-runs", bom=True)
-    )
+export_selected = _export_action(CSV, "export_selected")
+export_selected_bom = _export_action(CSV_EXCEL, "export_selected_bom")
+export_selected_jsonl = _export_action(JSONL, "export_selected_jsonl")
+export_selected_otlp_json = _export_action(OTLP_JSON, "export_selected_otlp_json")
 
 
 @admin.register(AgentRun)
@@ -222,7 +265,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
     search_help_text = "Question, answer, tool names, arguments, results and tool_call_id."
     date_hierarchy = "started_at"
     show_full_result_count = False  # one COUNT(*) fewer on a filtered list of 100,000 runs
-    actions = (export_selected, export_selected_bom)
+    actions = (export_selected, export_selected_bom, export_selected_jsonl,
+               export_selected_otlp_json)  # fmt: skip
     readonly_fields = (
         "conversation_link", "user", "question_text", "started_time", "finished_time",
         "heartbeat_time", "run_duration", "model_turns", "tool_calls", "errors", "token_counts",
@@ -476,12 +520,10 @@ class AgentRunAdmin(ReadOnlyAdmin):
         context = dict(extra_context or {})
         if can_export(request.user):
             params = request.GET.copy()
-            for name in (PAGE_VAR, ERROR_FLAG, BOM_PARAM):
+            for name in (PAGE_VAR, ERROR_FLAG, BOM_PARAM, FORMAT_PARAM):
                 params.pop(name, None)
             url = reverse("admin:chat_agentrun_export")
-            context["export_url"] = f"{url}?{params.urlencode()}"
-            params[BOM_PARAM] = "1"
-            context["export_bom_url"] = f"{url}?{params.urlencode()}"
+            context["export_links"] = _export_links(url, params)
         return super().changelist_view(request, context)
 
     def change_view(
@@ -491,40 +533,45 @@ class AgentRunAdmin(ReadOnlyAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        context = {**(extra_context or {}), "can_export": can_export(request.user)}
+        context = dict(extra_context or {})
+        if can_export(request.user):
+            url = reverse("admin:chat_agentrun_export_run", args=[object_id])
+            context["export_links"] = _export_links(url, QueryDict(mutable=True))
         return super().change_view(request, object_id, form_url, context)
 
     def export_matching_view(self, request: HttpRequest) -> HttpResponse:
-        """Export every run the list shows with this querystring's filters and search."""
+        """Export every run the list shows with this querystring's filters and search, in
+        the format ``format`` names (CSV by default; 400 for an unknown one)."""
         if not can_export(request.user):
             raise PermissionDenied
-        bom = _wants_bom(request)
-        request.GET = request.GET.copy()  # the changelist would take "bom" for a filter
+        try:
+            fmt = _requested_format(request)
+        except UnknownFormat as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+        request.GET = request.GET.copy()  # the changelist would take these for filters
         request.GET.pop(BOM_PARAM, None)
+        request.GET.pop(FORMAT_PARAM, None)
         try:
             changelist = self.get_changelist_instance(request)
         except IncorrectLookupParameters:
             return HttpResponseBadRequest("Unknown filter in the querystring.")
-        return export_response(
-            changelist.get_queryset(request),
-            request=request,
-            bom=bom,
-            filename=export_filename("agent-runs", bom=bom),
+        return download_response(
+            changelist.get_queryset(request), fmt, request=request, prefix="agent-runs"
         )
 
     def export_run_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Export one run's steps."""
+        """Export one run in the format ``format`` names (CSV by default)."""
         if not can_export(request.user):
             raise PermissionDenied
         run = self.get_object(request, unquote(object_id))
         if run is None:
             raise Http404("No such run.")
-        bom = _wants_bom(request)
-        return export_response(
-            AgentRun.objects.filter(pk=run.pk),
-            request=request,
-            bom=bom,
-            filename=export_filename(f"agent-run-{run.pk}", bom=bom),
+        try:
+            fmt = _requested_format(request)
+        except UnknownFormat as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+        return download_response(
+            AgentRun.objects.filter(pk=run.pk), fmt, request=request, prefix=f"agent-run-{run.pk}"
         )
 
     def conversation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -12,7 +12,6 @@ stored rows are not changed.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import heapq
 import json
@@ -20,15 +19,14 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ObjectDoesNotExist
-from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Approval, Conversation
 from chat.store.feedback import feedback_of
 from chat.traces.redaction import Redactor, active
+from chat.traces.streaming import aencoded_chunks, encoded_chunks, streaming_download
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -109,6 +107,7 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 # stripping one leading "'" from every cell that has one restores every value exactly.
 NEUTRALISED_PREFIXES = (*FORMULA_PREFIXES, "'")
 CHUNK_SIZE = 2000
+CONTENT_TYPE = "text/csv; charset=utf-8"
 GUEST = "(guest)"
 NO_OWNER = "(no owner)"
 
@@ -335,16 +334,7 @@ def csv_lines(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[str]:
 
 def stream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[bytes]:
     """Yield the CSV as UTF-8 bytes in chunks of about 64 KiB (for a streaming response)."""
-    buffer: list[str] = []
-    size = 0
-    encoder = codecs.getincrementalencoder("utf-8")()
-    for line in csv_lines(rows, bom=bom):
-        buffer.append(line)
-        size += len(line)
-        if size >= 65536:
-            yield encoder.encode("".join(buffer))
-            buffer, size = [], 0
-    yield encoder.encode("".join(buffer), final=True)
+    return encoded_chunks(csv_lines(rows, bom=bom))
 
 
 def write_csv(rows: Iterable[list[str]], out: Any, *, bom: bool = False) -> int:
@@ -356,28 +346,23 @@ def write_csv(rows: Iterable[list[str]], out: Any, *, bom: bool = False) -> int:
     return count
 
 
-def export_filename(prefix: str = "agent-traces", *, bom: bool = False) -> str:
+def export_filename(
+    prefix: str = "agent-traces", *, bom: bool = False, extension: str = "csv"
+) -> str:
     """Return a download file name stamped with the current UTC time.
 
     ``agent-runs-20261201T031500Z.csv``; with ``bom`` (the Excel variant, which starts with
     a byte-order mark) ``agent-runs-20261201T031500Z-excel.csv``, so the two downloads of
-    the same runs never overwrite or pass for each other.
+    the same runs never overwrite or pass for each other. ``extension`` names the
+    format's (``jsonl``, ``otlp.jsonl``).
     """
     suffix = "-excel" if bom else ""
-    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}{suffix}.csv"
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}{suffix}.{extension}"
 
 
-async def astream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> AsyncIterator[bytes]:
-    """Yield :func:`stream_csv`'s chunks asynchronously, each read in the ORM's thread.
-
-    Under ASGI, Django reads a *sync* iterator of a streaming response to the end before it
-    sends a byte (``StreamingHttpResponse.__aiter__``), which would hold the whole export
-    in memory; an async iterator is sent chunk by chunk.
-    """
-    chunks = stream_csv(rows, bom=bom)
-    read = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
-    while (chunk := await read()) is not None:
-        yield chunk
+def astream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> AsyncIterator[bytes]:
+    """Yield :func:`stream_csv`'s chunks asynchronously (see :func:`aencoded_chunks`)."""
+    return aencoded_chunks(csv_lines(rows, bom=bom))
 
 
 def export_response(
@@ -389,20 +374,16 @@ def export_response(
 ) -> StreamingHttpResponse:
     """Return a streaming CSV download of ``runs``' steps (see :func:`trace_rows`).
 
-    ``bom`` prefixes a UTF-8 byte-order mark for Excel. For a request served over ASGI
-    (Daphne) the content is an async iterator, so it streams in constant memory there too.
-    The caller checks permissions (:func:`can_export`).
+    ``bom`` prefixes a UTF-8 byte-order mark for Excel. Streams in flat memory under WSGI
+    and ASGI (:func:`chat.traces.streaming.streaming_download`). The caller checks
+    permissions (:func:`can_export`).
     """
-    rows = trace_rows(runs)
-    content = (
-        astream_csv(rows, bom=bom)
-        if isinstance(request, ASGIRequest)
-        else stream_csv(rows, bom=bom)
+    return streaming_download(
+        csv_lines(trace_rows(runs), bom=bom),
+        request=request,
+        content_type=CONTENT_TYPE,
+        filename=filename or export_filename(bom=bom),
     )
-    response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
-    name = filename or export_filename(bom=bom)
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
 
 
 def can_export(user: Any) -> bool:

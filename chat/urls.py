@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import views
+from chat import downloads, views
 
 app_name = "chat"
 urlpatterns = [
@@ -23,4 +23,9 @@ urlpatterns = [
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),
     path("c/<int:conversation_id>/delete/", views.conversation_delete, name="delete"),
+    path(
+        "c/<int:conversation_id>/download/<slug:format_name>/",
+        downloads.conversation_download,
+        name="download",
+    ),
 ]

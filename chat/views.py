@@ -390,7 +390,8 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def conversation_menu(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    """Return a conversation's menu (rename, and delete with what happens to its runs).
+    """Return a conversation's menu (rename, download its runs, and delete with what
+    happens to its runs).
 
     Loaded when the menu first opens, so the list does not carry 200 forms. 404 unless
     it is the requester's.

@@ -60,7 +60,7 @@ def test_search_rename_and_delete_from_the_list(live_app, browser_page):
         """title => [...document.querySelectorAll('.conversation-menu > summary')].some(summary =>
           summary.getAttribute('aria-labelledby').split(' ')
             .map(id => document.getElementById(id).textContent).join(' ')
-            === `Rename or delete ${title}`)""",
+            === `Rename, download or delete ${title}`)""",
         arg=first,
     )
     new_chat(page)

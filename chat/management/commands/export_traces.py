@@ -1,18 +1,21 @@
-"""``python manage.py export_traces``: write agent traces as CSV (docs/csv-format.md)."""
+"""``python manage.py export_traces``: write runs as CSV (docs/csv-format.md), JSONL
+(docs/jsonl-format.md) or OTLP JSON (docs/downloads.md)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import Any, TextIO
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from chat.export import trace_rows, write_csv
 from chat.management.pipes import silence_stdout
 from chat.models import AgentRun, RunStatus
+from chat.traces import redaction
+from chat.traces.formats import DEFAULT, FORMATS, Format, UnknownFormat, find_format
 
 
 def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
@@ -41,7 +44,10 @@ def parse_moment(value: str, *, end_of_day: bool = False) -> datetime:
 
 
 class Command(BaseCommand):
-    help = "Export agent runs as CSV, one row per step (columns: docs/csv-format.md)."
+    help = (
+        "Export agent runs as CSV (one row per step, docs/csv-format.md), JSONL (one run "
+        "per line, docs/jsonl-format.md) or OTLP JSON (OpenTelemetry spans, docs/downloads.md)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--since", help="runs started at or after (YYYY-MM-DD or ISO 8601)")
@@ -54,12 +60,24 @@ class Command(BaseCommand):
             choices=RunStatus.values,
             help="only runs with this status (repeatable)",
         )
+        parser.add_argument(
+            "--format",
+            default=DEFAULT,
+            choices=list(FORMATS),
+            help=f"file format (default: {DEFAULT})",
+        )
         parser.add_argument("--output", "-o", help="file to write (default: standard output)")
         parser.add_argument(
-            "--bom", action="store_true", help="start with a UTF-8 byte-order mark (for Excel)"
+            "--bom",
+            action="store_true",
+            help="start with a UTF-8 byte-order mark (CSV only, for Excel)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            fmt = find_format(options["format"], bom=options["bom"])
+        except UnknownFormat as exc:
+            raise CommandError(str(exc)) from None
         runs = AgentRun.objects.all()
         if options["since"]:
             runs = runs.filter(started_at__gte=parse_moment(options["since"]))
@@ -72,24 +90,34 @@ class Command(BaseCommand):
             until = parse_moment(options["until"], end_of_day=True)
             if until <= since:
                 raise CommandError("--until is not after --since: nothing could match.")
-        rows = trace_rows(runs)
+        pieces = fmt.pieces(runs, redaction.active())
         if options["output"]:
-            # newline="" so the csv module's CRLF line ends reach the file unchanged.
+            # newline="" so the CSV's CRLF line ends reach the file unchanged.
             try:
                 out = open(options["output"], "w", encoding="utf-8", newline="")  # noqa: SIM115
             except OSError as exc:
                 raise CommandError(f"Cannot write {options['output']}: {exc.strerror}") from None
             with out:
-                count = write_csv(rows, out, bom=options["bom"])
-            self.stderr.write(f"Wrote {count:,} rows to {options['output']}.")
+                count = _write(fmt, pieces, out)
+            self.stderr.write(f"Wrote {count:,} {fmt.counted} to {options['output']}.")
         else:
             try:
-                count = write_csv(rows, sys.stdout, bom=options["bom"])
+                count = _write(fmt, pieces, sys.stdout)
                 sys.stdout.flush()
             except BrokenPipeError:
                 # The reader went away (`export_traces | head`): stop quietly, as `ask`
                 # does. Close the cursors now, while the connection is still open.
-                rows.close()
+                if close := getattr(pieces, "close", None):
+                    close()
                 silence_stdout()
                 return
-            self.stderr.write(f"Wrote {count:,} rows.")
+            self.stderr.write(f"Wrote {count:,} {fmt.counted}.")
+
+
+def _write(fmt: Format, pieces: Iterator[str], out: TextIO) -> int:
+    """Write ``pieces`` to ``out``; return how many records (not header pieces) they held."""
+    count = -fmt.header_pieces
+    for piece in pieces:
+        out.write(piece)
+        count += 1
+    return max(count, 0)
