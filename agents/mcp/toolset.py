@@ -115,7 +115,10 @@ def _cause(config: McpServerConfig, exc: BaseException) -> str:
         return NOT_EXECUTABLE.format(command=where)
     if isinstance(exc, OSError):
         return NOT_STARTED.format(command=where, error=exc.strerror or exc)
-    if isinstance(exc, McpError) and "closed" in str(exc).lower():
+    # A stdio server that exited at once: the SDK's write of "initialize" to its closed
+    # stdin can fail (anyio) before its read side reports the close (a busy machine).
+    gone = isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError)
+    if gone or (isinstance(exc, McpError) and "closed" in str(exc).lower()):
         if config.transport == "stdio":
             return EXITED.format(command=where)
         return CLOSED.format(url=where)

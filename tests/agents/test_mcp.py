@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 
+import anyio
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import ToolException
@@ -23,6 +24,7 @@ from agents.mcp import (
     model_tool_names,
     open_mcp_tools,
 )
+from agents.mcp.toolset import _cause
 from agents.runtime import RunLimits, run
 from tests.agents.mcp_helpers import (
     awkward_http,
@@ -385,3 +387,12 @@ def test_the_awkward_server_runs_as_a_script():
     done = subprocess.run([sys.executable, str(AWKWARD), "--help"], capture_output=True,
                           text=True, timeout=WAIT_S)  # fmt: skip
     assert done.returncode == 0 and "--http" in done.stdout
+
+
+@pytest.mark.parametrize("closed", [anyio.BrokenResourceError, anyio.ClosedResourceError])
+def test_a_stdio_server_whose_stdin_closed_at_start_is_said_to_have_exited(closed):
+    # On a busy machine the SDK's write of "initialize" to a process that already exited
+    # fails with anyio's error before its read side reports the close.
+    config = python_config("crash", "import sys; sys.exit(3)")
+    reason = _cause(config, ExceptionGroup("opening", [closed()]))
+    assert reason.startswith("the process ") and "exited before" in reason
