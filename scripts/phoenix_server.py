@@ -28,21 +28,26 @@ Why these settings (Phoenix 20.26.1; docs/telemetry-phoenix.md has the measureme
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script by another venv's interpreter
+
+from scripts.serving import (  # noqa: E402
+    ServerDidNotStart,
+    stop_session,
+    wait_answering,
+)
+
 PHOENIX_PYTHON = ROOT / ".venv-phoenix" / "bin" / "python"
 READY_TIMEOUT_S = 180.0  # a safety net only: start-up is about 9 s on 2 cores
 SETTINGS = {
@@ -54,9 +59,6 @@ SETTINGS = {
     "PHOENIX_LOG_MIGRATIONS": "false",
 }
 
-
-class ServerFailed(RuntimeError):
-    """Phoenix ended, or never answered, before it was ready; the message says why."""
 
 
 def server_env(environ: Mapping[str, str], *, port: int, workdir: Path) -> dict[str, str]:
@@ -81,7 +83,7 @@ def server_env(environ: Mapping[str, str], *, port: int, workdir: Path) -> dict[
 def serve(port: int, workdir: Path) -> None:
     """Run Phoenix's server in this process, in the foreground, without its gRPC receiver.
 
-    Raises ``ServerFailed`` when this Phoenix has no ``GrpcServer`` to switch off (another
+    Raises ``ServerDidNotStart`` when this Phoenix has no ``GrpcServer`` to switch off (another
     version: read its ``phoenix/server/app.py`` and adapt, rather than listen on ``[::]``).
     """
     env = server_env(os.environ, port=port, workdir=workdir)
@@ -92,7 +94,7 @@ def serve(port: int, workdir: Path) -> None:
 
     grpc_server = getattr(app, "GrpcServer", None)
     if grpc_server is None:
-        raise ServerFailed("phoenix.server.app has no GrpcServer: this Phoenix is not 20.26.x")
+        raise ServerDidNotStart("phoenix.server.app has no GrpcServer: this Phoenix is not 20.26.x")
 
     class NoGrpcServer(grpc_server):  # type: ignore[misc, valid-type]
         def __init__(self, *args: object, **kwargs: object) -> None:
@@ -103,21 +105,15 @@ def serve(port: int, workdir: Path) -> None:
     main()
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def start_server(port: int, workdir: Path, log_path: Path) -> subprocess.Popen[bytes]:
     """Start ``serve`` with ``.venv-phoenix``'s interpreter, its output to ``log_path``.
 
-    Raises ``ServerFailed`` when ``.venv-phoenix`` is missing (``make install-phoenix``).
-    The process leads a session of its own, so :func:`stop` ends it whole.
+    Raises ``ServerDidNotStart`` when ``.venv-phoenix`` is missing (``make install-phoenix``).
+    The process leads a session of its own, so :func:`scripts.serving.stop_session` ends it whole.
     """
     if not PHOENIX_PYTHON.exists():
-        raise ServerFailed(f"{PHOENIX_PYTHON} is missing: run `make install-phoenix` first")
+        raise ServerDidNotStart(f"{PHOENIX_PYTHON} is missing: run `make install-phoenix` first")
     argv = [str(PHOENIX_PYTHON), str(Path(__file__).resolve()), "serve",
             "--port", str(port), "--workdir", str(workdir)]  # fmt: skip
     with log_path.open("wb") as log:
@@ -134,25 +130,15 @@ def wait_ready(
 ) -> str:
     """Wait until ``GET {base_url}/arize_phoenix_version`` answers; return the version.
 
-    Polls every 0.1 s. Raises ``ServerFailed`` with the end of the server's log if the
-    process ends first or ``timeout_s`` seconds pass.
+    Raises ``ServerDidNotStart`` with the end of the server's log if the process ends
+    first or ``timeout_s`` seconds pass.
     """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/arize_phoenix_version", timeout=5) as answer:
-                return answer.read().decode().strip()
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else ""
-            why = (
-                f"exited with status {process.returncode}"
-                if process.poll() is not None
-                else f"did not answer within {timeout_s:g} s"
-            )
-            raise ServerFailed(f"Phoenix {why}. Its log ends:\n{tail}")
-        time.sleep(0.1)
+    def version() -> str:
+        with urllib.request.urlopen(f"{base_url}/arize_phoenix_version", timeout=5) as answer:
+            return answer.read().decode().strip()
+
+    return wait_answering(process, version, what="Phoenix", log_path=log_path,
+                          timeout_s=timeout_s)  # fmt: skip
 
 
 def memory_kib(pid: int) -> tuple[int, int]:
@@ -163,19 +149,6 @@ def memory_kib(pid: int) -> tuple[int, int]:
         fields[name] = value.split()[0] if value.split() else "0"
     return int(fields.get("VmRSS", 0)), int(fields.get("VmHWM", 0))
 
-
-def stop(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
-    """End ``process`` and its session: SIGTERM, then SIGKILL after ``timeout_s`` seconds."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def run(port: int, workdir: Path | None) -> int:
@@ -204,7 +177,7 @@ def run(port: int, workdir: Path | None) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        stop(process)
+        stop_session(process)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -228,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             serve(args.port, args.workdir.resolve())
         else:
             return run(args.port, args.workdir)
-    except ServerFailed as exc:
+    except ServerDidNotStart as exc:
         print(exc, file=sys.stderr)
         return 1
     return 0

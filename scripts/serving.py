@@ -2,24 +2,32 @@
 
 ``scripts/screenshot.py``, ``bench/load.py`` and ``bench/admin_export.py`` start Daphne
 with :func:`daphne`; ``tests/browser/conftest.py`` (which restarts a server on its port)
-uses :func:`free_port` and :func:`wait_listening`.
+uses :func:`free_port` and :func:`wait_listening`; the servers in venvs of their own
+(``scripts/local_model.py``, ``scripts/phoenix_server.py``) wait with
+:func:`wait_answering` and end with :func:`stop_session`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 class ServerDidNotStart(RuntimeError):
-    """The server's process ended, or it did not listen in time."""
+    """The server could not be started, its process ended, or it did not answer in time;
+    the message says why."""
 
 
 def free_port() -> int:
@@ -47,6 +55,52 @@ def wait_listening(process: subprocess.Popen[bytes], port: int, *, timeout_s: fl
                 raise ServerDidNotStart(f"not listening on {port} after {timeout_s:g} s") from None
             time.sleep(0.05)
 
+
+
+def wait_answering(
+    process: subprocess.Popen[bytes],
+    probe: Callable[[], T],
+    *,
+    what: str,
+    log_path: Path,
+    timeout_s: float,
+) -> T:
+    """Call ``probe`` every 0.1 s until it returns, and return what it returned.
+
+    ``probe`` raising ``OSError`` (not answering yet), ``ValueError`` or ``KeyError`` (an
+    answer not ready yet) means "try again". Raises ``ServerDidNotStart`` naming ``what``,
+    with the end of the server's log, if ``process`` ends first or ``timeout_s`` pass.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return probe()
+        except (OSError, ValueError, KeyError):
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else ""
+            why = (
+                f"exited with status {process.returncode}"
+                if process.poll() is not None
+                else f"did not answer within {timeout_s:g} s"
+            )
+            raise ServerDidNotStart(f"{what} {why}. Its log ends:\n{tail}")
+        time.sleep(0.1)
+
+
+def stop_session(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """End ``process``, started with ``start_new_session=True``, and its whole session:
+    SIGTERM, then SIGKILL after ``timeout_s`` seconds."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 @contextmanager
 def daphne(

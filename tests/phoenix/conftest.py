@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from scripts import phoenix_server
+from scripts.serving import ServerDidNotStart, free_port, stop_session
 from tests.phoenix.client import PhoenixClient
 
 MEASURED: dict[str, str] = {}
@@ -43,17 +44,17 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     """Start Phoenix once for the session; fail with its log if it cannot."""
     workdir = tmp_path_factory.mktemp("phoenix")
     log = workdir / "phoenix.log"
-    port = phoenix_server.free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     try:
         process = phoenix_server.start_server(port, workdir, log)
-    except phoenix_server.ServerFailed as exc:
+    except ServerDidNotStart as exc:
         pytest.fail(str(exc))
     try:
         try:
             version = phoenix_server.wait_ready(process, base_url, log)
-        except phoenix_server.ServerFailed as exc:
+        except ServerDidNotStart as exc:
             pytest.fail(str(exc))
         rss, _ = phoenix_server.memory_kib(process.pid)
         MEASURED["version"] = version
@@ -64,7 +65,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         MEASURED["rss at the end"] = f"{rss / 1024:.0f} MiB"
         MEASURED["peak rss"] = f"{peak / 1024:.0f} MiB"
     finally:
-        phoenix_server.stop(process)
+        stop_session(process)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

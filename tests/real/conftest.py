@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from scripts import local_model
+from scripts.serving import ServerDidNotStart, free_port, stop_session
 
 PROVIDER = "llamacpp"
 # Small enough for a 135M model on 2 cores to finish each reply in a second or two; large
@@ -40,21 +41,21 @@ class LlamaServer:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """Start the local model server once for the session; fail with its log if it cannot."""
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    port = local_model.free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         process = local_model.start_server(port, log)
-    except local_model.ServerFailed as exc:
+    except ServerDidNotStart as exc:
         pytest.fail(str(exc))
     try:
         try:
             models = local_model.wait_ready(process, base_url, log)
-        except local_model.ServerFailed as exc:
+        except ServerDidNotStart as exc:
             pytest.fail(str(exc))
         assert local_model.MODEL_ALIAS in models, models
         yield LlamaServer(base_url=base_url, log=log)
     finally:
-        local_model.stop(process)
+        stop_session(process)
 
 
 @pytest.fixture(autouse=True)
