@@ -39,7 +39,15 @@
     if (!typed || !box || typed.value === typed.defaultValue) return;
     if (typed.value === box.defaultValue) return;  // what was typed is what is saved now
     box.value = typed.value;
-    box.closest("form").setAttribute("data-draft", "");
+    markDraft(box);
+  }
+
+  // A comment that differs from the one saved says so in words, not by colour alone.
+  function markDraft(box) {
+    var form = box.closest("form");
+    form.setAttribute("data-draft", "");
+    var note = form.querySelector(".feedback-draft");
+    if (note) note.textContent = "Not saved yet";
   }
 
   function restoreFocus(element) {
@@ -84,7 +92,7 @@
     var box = event.target;
     if (!box.matches || !box.matches(".feedback textarea[data-max-chars]")) return;
     count(box);
-    box.closest("form").setAttribute("data-draft", "");
+    markDraft(box);
   });
 
   // Ctrl+Enter (Cmd+Enter) saves the comment; Enter alone starts a new line.

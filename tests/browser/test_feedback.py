@@ -60,8 +60,10 @@ def test_thumbs_and_a_comment_are_given_changed_and_shown_after_a_reload(start_a
 
     page.fill(COMMENT, "Right answer, and quick.")
     assert "24 / 2000" in page.locator(".feedback-count").inner_text()
+    assert page.locator(".feedback-draft").inner_text() == "Not saved yet"  # words, not colour
     page.press(COMMENT, "Control+Enter")
     page.wait_for_selector(".feedback-note:has-text('with your comment')")
+    assert page.locator(".feedback-draft").inner_text() == ""
     page.click(DOWN)  # switched: the comment stays
     wait_rating(page, "down")
     assert page.locator(COMMENT).input_value() == "Right answer, and quick."
@@ -128,6 +130,7 @@ def test_two_tabs_agree_whichever_changes_the_feedback(start_app, browser_page):
     second.click(UP)
     wait_rating(first, "up")
     assert first.locator(COMMENT).input_value() == "still typing"
+    assert first.locator(".feedback-draft").inner_text() == "Not saved yet"
     first.click(".feedback-save")
     second.wait_for_selector(".feedback-note:has-text('with your comment')")
     assert second.locator(COMMENT).input_value() == "still typing"
