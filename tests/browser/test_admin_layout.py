@@ -219,7 +219,9 @@ def test_a_waiting_calls_page_fits_1280_px_and_its_approve_button_decides_it(
 
 
 @pytest.mark.parametrize("width", [1024, 1366])
-def test_the_run_page_tools_and_downloads_leave_its_heading_readable(start_app, browser_page, width):
+def test_the_run_page_tools_and_downloads_leave_its_heading_readable(
+    start_app, browser_page, width
+):
     app = start_app()
     seed(app.database)
     page = browser_page
@@ -231,11 +233,14 @@ def test_the_run_page_tools_and_downloads_leave_its_heading_readable(start_app, 
     page.wait_for_selector(".run-downloads")
     # Four download links beside the object tools overran the heading below 1400 px.
     overlaps = page.evaluate("""() => {
-        const boxes = sel => [...document.querySelectorAll(sel)].map(e => e.getBoundingClientRect());
-        const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        const boxes = sel => [...document.querySelectorAll(sel)].map(
+            e => e.getBoundingClientRect());
+        const hit = (a, b) => a.left < b.right && b.left < a.right
+            && a.top < b.bottom && b.top < a.bottom;
         const tools = boxes('.object-tools li');
         const fixed = [...boxes('#content h2'), ...boxes('.run-downloads a')];
-        return tools.flatMap((t, i) => [...fixed, ...tools.slice(i + 1)].filter(o => hit(t, o))).length;
+        return tools.flatMap(
+            (t, i) => [...fixed, ...tools.slice(i + 1)].filter(o => hit(t, o))).length;
     }""")
     assert overlaps == 0
     assert page.locator(".run-downloads a").all_inner_texts() == [
