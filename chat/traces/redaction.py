@@ -83,6 +83,8 @@ class Redactor:
         return redacted
 
     def _redact(self, text: str) -> str:
+        if self._secret:  # before e-mail, which would take "password@host" for an address
+            text = detectors.redact_userinfo(text)
         if self._email:
             text = detectors.redact_email(text)
         if self._credentials and detectors.may_hold_credentials(text):
@@ -90,7 +92,7 @@ class Redactor:
                 text = detectors.redact_api_keys(text)
             if (self._bearer or self._secret) and detectors.names_a_credential(text):
                 if self._bearer:
-                    text = detectors.redact_bearer(text)
+                    text = detectors.redact_cookies(detectors.redact_bearer(text))
                 if self._secret:
                     text = detectors.redact_secrets(text)
         if self._numbers:
@@ -133,7 +135,7 @@ class Redactor:
             and isinstance(item, str | int | float)
             and not isinstance(item, bool)
             and item != ""
-            and detectors.SECRET_KEY.fullmatch(key)
+            and detectors.is_secret_key(key)
         ):
             return mark("secret")
         return self._value(item)

@@ -56,7 +56,21 @@ CAUGHT = [
     ("api_key", "{}", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
     ("api_key", "{}", "hf_abcdefghijklmnopqrstuvwxyz012345"),
     ("api_key", "jwt {}", JWT),
+    ("phone", "call {}", "1-415-555-2671"),
+    ("phone", "call {} now", "1-800-555-0199"),
     ("bearer", "Authorization: Bearer {}", "abc.def-123456789"),
+    ("bearer", "Authorization: ApiKey {}", "Pl4ntedKeyValue0123"),
+    ("bearer", "Authorization: OAuth {}", "Pl4ntedOAuthTok123"),
+    ("bearer", "Authorization: Splunk {}", "1a2b3c4d-5e6f-7a8b"),
+    ("bearer", "Authorization: Negotiate {}", "YIIGhgYGKwYBBQUCoIIGejCCBnag"),
+    ("bearer", 'Authorization: Digest username="bob", response="{}"', "6629fae49393a05397450978"),
+    ("bearer", "Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/"
+     "aws4_request, SignedHeaders=host;x-amz-date, Signature={}",
+     "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c4"),
+    ("bearer", "bearer={}", "abc123def456"),
+    ("bearer", "Bearer: {}", "abc123def456"),
+    ("bearer", "Cookie: {}\nAccept: */*", "sessionid=abc123; theme=dark"),
+    ("bearer", "Set-Cookie: {}", "id=a3fWa; Expires=Thu, 21 Oct 2021 07:28:00 GMT"),
     ("bearer", "authorization: Basic {}", "dXNlcjpwYXNzd29yZA=="),
     ("bearer", "curl -H 'Bearer {}'", "0123456789abcdef"),
     ("secret", "api_key={}", "abcd1234efgh"),
@@ -64,6 +78,12 @@ CAUGHT = [
     ("secret", '{{"password": "{}"}}', "hunter2hunter2"),
     ("secret", "DB_PASSWORD={}", "correct-horse"),
     ("secret", "client_secret: {}", "averyveryverylongsecretvalue"),
+    ("secret", "AWS_SECRET_ACCESS_KEY={}", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("secret", "aws_secret_access_key = {}", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("secret", "dbPassword={}", "Pl4nted-pw0rd"),
+    ("secret", "const openaiApiKey = '{}';", "Pl4ntedKeyValue0123"),
+    ("secret", "https://user:{}@host.example/", "s3cret-pw"),
+    ("secret", "postgres://admin:{}@db:5432/app", "hunter2"),
 ]
 
 
@@ -82,6 +102,15 @@ def test_a_header_and_an_assignment_keep_their_names_so_a_reader_sees_what_went(
         "Authorization: Bearer [REDACTED:bearer]"
     )
     assert ALL.text("api_key=abcd1234efgh;") == "api_key=[REDACTED:secret];"
+
+
+def test_an_authorization_header_keeps_any_scheme_and_loses_all_its_credentials():
+    assert ALL.text('Authorization: Digest username="bob", response="6629fae4"') == (
+        "Authorization: Digest [REDACTED:bearer]"
+    )
+    assert ALL.text("Authorization: Negotiate YIIGhgYGKwYBBQUCoIIG") == (
+        "Authorization: Negotiate [REDACTED:bearer]"
+    )
 
 
 @pytest.mark.parametrize(
@@ -105,6 +134,9 @@ def test_a_header_and_an_assignment_keep_their_names_so_a_reader_sees_what_went(
         "max tokens: 4096", "token_count=123456789", "see @alice on chat", "user@localhost",
         "C:\\Users\\alice\\AppData", "北京, 晴转多云: 21°C, humidity 40%, wind 3 m/s",
         "[REDACTED:email]",
+        "10:00 - 2026-12-03", "check-in 2026-12-24 15:00 - 2026-12-26 11:00",
+        "10:00 2026-12-03 11:00 2026-12-04", "(10:00) (2026-12-03)",
+        "the cookie: chocolate chip", "https://example.com:8080/a@b", "maxTokens: 4096",
     ],
 )  # fmt: skip
 def test_dates_times_prices_ids_and_digests_survive(text):
@@ -232,6 +264,20 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
     assert value["to"] == "a@example.com"  # the input is not changed
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["dbPassword", "userPassword", "openaiApiKey", "githubToken", "sessionToken",
+     "secretAccessKey", "aws_secret_access_key", "AWS_ACCESS_KEY"],
+)  # fmt: skip
+def test_a_credential_key_after_a_camel_case_or_snake_case_prefix_hides_its_value(key):
+    assert ALL.value({key: "hunter2"}) == {key: "[REDACTED:secret]"}
+
+
+@pytest.mark.parametrize("key", ["tokenCount", "maxTokens", "keyboard", "passwordHint"])
+def test_a_key_that_only_contains_a_credential_word_keeps_its_value(key):
+    assert ALL.value({key: "hunter2"}) == {key: "hunter2"}
+
+
 def test_a_json_string_that_is_not_an_object_is_redacted_as_text():
     assert ALL.value("call 415-555-2671") == "call [REDACTED:phone]"
     assert ALL.value(None) is None
@@ -253,6 +299,12 @@ def test_text_passes_what_is_not_a_string_through():
         "token=" + "x" * 200_000,
         "Bearer " * 30_000,
         "-".join(["1234"] * 50_000),
+        "cookie: " * 30_000,
+        "Authorization: Digest " + "a=b, " * 40_000 + "!",
+        'Authorization: Digest a="' + "b" * 200_000,
+        "Authorization: " + "a " * 100_000,
+        "aB" * 100_000 + "Password",
+        "https://" + "u:" * 100_000 + "@",
     ],
 )
 def test_long_hostile_text_takes_linear_time(text):
