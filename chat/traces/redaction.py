@@ -11,11 +11,13 @@ see it in the admin (:mod:`chat.traces.viewing`). No Django import at module lev
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+import regex
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.traces import detectors
@@ -28,19 +30,34 @@ SHORTEST_MATCH = 6
 # repeat on each of its CSV rows); at most CACHE_ENTRIES of them, then the memo starts over.
 CACHE_CHARS = 4096
 CACHE_ENTRIES = 512
+# How long one operator pattern may search one value: a pattern that backtracks
+# catastrophically would otherwise hold the GIL, and every thread with it, for hours.
+PATTERN_TIMEOUT_S = 0.1
+PATTERN_TIMED_OUT = (
+    "TRACE_REDACT_PATTERNS: pattern %r took longer than %.2f s on a value of %d characters; "
+    "the value is redacted whole (this is logged once per pattern)"
+)
+# A mark already put by a detector: operator patterns run on the text between marks only.
+MARKED = re.compile(r"(\[REDACTED:[a-z_]+\])")
+
+log = logging.getLogger(__name__)
+# The patterns that have timed out in this process: each is logged the first time only.
+_timed_out: set[str] = set()
 
 
 class Redactor:
     """Replace what the policy names in text leaving the app; the rows keep the truth.
 
     ``Redactor()`` redacts nothing. ``detectors`` are names of
-    :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` compiled operator regexes, whose
-    matches become ``[REDACTED:custom]``. Built-ins run first, each behind a cheap test
-    (docs/redaction.md, "Cost").
+    :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` operator regexes compiled with the
+    ``regex`` package (for its time-out), whose matches become ``[REDACTED:custom]``.
+    Built-ins run first, each behind a cheap test (docs/redaction.md, "Cost"); the
+    operator's patterns never touch a built-in's mark, and a value one of them cannot
+    search within :data:`PATTERN_TIMEOUT_S` becomes ``[REDACTED:custom]`` whole.
     """
 
     def __init__(
-        self, detectors: Iterable[str] = (), patterns: Sequence[re.Pattern[str]] = ()
+        self, detectors: Iterable[str] = (), patterns: Sequence[regex.Pattern[str]] = ()
     ) -> None:
         names = frozenset(detectors)
         unknown = names - set(BUILT_IN)
@@ -98,8 +115,27 @@ class Redactor:
         if self._numbers:
             text = detectors.redact_numbers(text, self._numbers)
         for pattern in self.patterns:
-            text = pattern.sub(self._custom, text)
+            text = self._custom_sub(pattern, text)
+            if text == self._custom:
+                break
         return text
+
+    def _custom_sub(self, pattern: regex.Pattern[str], text: str) -> str:
+        """Mark ``pattern``'s matches between the marks already in ``text``; the whole
+        text when the search outlasts :data:`PATTERN_TIMEOUT_S`."""
+        parts = MARKED.split(text) if "[REDACTED:" in text else [text]
+        try:
+            for index in range(0, len(parts), 2):  # odd indexes are the marks
+                if parts[index]:
+                    parts[index] = pattern.sub(
+                        self._custom, parts[index], timeout=PATTERN_TIMEOUT_S
+                    )
+        except TimeoutError:
+            if pattern.pattern not in _timed_out:
+                _timed_out.add(pattern.pattern)
+                log.warning(PATTERN_TIMED_OUT, pattern.pattern, PATTERN_TIMEOUT_S, len(text))
+            return self._custom
+        return "".join(parts)
 
     def value(self, value: Any) -> Any:
         """Return a JSON value with every string in it (not keys) passed through :meth:`text`.
@@ -154,7 +190,7 @@ def _detector_names(setting: str, names: Sequence[str]) -> list[str]:
     return words
 
 
-def _compiled(setting: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
+def _compiled(setting: str, patterns: Sequence[str]) -> list[regex.Pattern[str]]:
     compiled = []
     for number, pattern in enumerate(patterns, start=1):
         if not isinstance(pattern, str) or not pattern:
@@ -162,17 +198,18 @@ def _compiled(setting: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
                 f"{setting}: pattern {number} must be a non-empty string, not {pattern!r}"
             )
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
+            # V0: the syntax and behaviour of Python's re.
+            compiled_pattern = regex.compile(pattern, regex.VERSION0)
+        except regex.error as exc:
             raise ImproperlyConfigured(
                 f"{setting}: pattern {number} ({pattern!r}) does not compile: {exc}"
             ) from None
-        if regex.search("") is not None:
+        if compiled_pattern.search("") is not None:
             raise ImproperlyConfigured(
                 f"{setting}: pattern {number} ({pattern!r}) matches the empty string, so "
                 "it would mark every gap between two characters"
             )
-        compiled.append(regex)
+        compiled.append(compiled_pattern)
     return compiled
 
 

@@ -168,6 +168,35 @@ def test_operator_patterns_are_marked_custom_after_the_built_ins():
     assert redactor.text(text) == "[REDACTED:custom] and [REDACTED:custom], mail [REDACTED:email]"
 
 
+def test_an_operator_pattern_never_re_marks_a_built_in_mark():
+    redactor = redactor_from(["email"], [r"\b[A-Z]{6,}\b", r"RED"])
+
+    assert redactor.text("mail alice@example.com about PROJECTX") == (
+        "mail [REDACTED:email] about [REDACTED:custom]"
+    )
+
+
+def test_a_backtracking_operator_pattern_redacts_the_value_whole_within_its_time_out():
+    # Run in a child with a time-out: were the search unbounded, it would freeze (re and
+    # regex hold the GIL) this process, and pytest's own time-out with it.
+    code = (
+        "import logging, sys; logging.basicConfig(stream=sys.stderr); "
+        "from chat.traces.redaction import redactor_from; "
+        "nested = redactor_from(['email'], [r'(\\w+\\s?)+$']); "
+        "hostile = redactor_from(['email'], [r'(a|a)+$']); "
+        "print(nested.text('a' * 29 + '!')); print(hostile.text('a' * 40 + '!')); "
+        "print(hostile.text('b' * 40 + '!')); print(hostile.text('a' * 41 + '!'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=WAIT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "a" * 29 + "!", "[REDACTED:custom]", "b" * 40 + "!", "[REDACTED:custom]"
+    ]  # fmt: skip
+    assert done.stderr.count("took longer than") == 1  # once per pattern
+    assert "(a|a)+$" in done.stderr
+
+
 def test_none_switches_the_built_ins_off_and_leaves_operator_patterns():
     redactor = redactor_from(["none"], [r"ACME-[0-9]{6}"])
 
