@@ -39,6 +39,8 @@ PATTERN_TIMED_OUT = (
 )
 # A mark already put by a detector: operator patterns run on the text between marks only.
 MARKED = re.compile(r"(\[REDACTED:[a-z_]+\])")
+# A key redacted to one already in the object gets " (2)", " (3)"... so no value is lost.
+DUPLICATE_KEY = "{} ({})"
 
 log = logging.getLogger(__name__)
 # The patterns that have timed out in this process: each is logged the first time only.
@@ -138,9 +140,12 @@ class Redactor:
         return "".join(parts)
 
     def value(self, value: Any) -> Any:
-        """Return a JSON value with every string in it (not keys) passed through :meth:`text`.
+        """Return a JSON value with every string in it, keys included, passed through
+        :meth:`text`.
 
-        Dicts, lists and tuples are rebuilt (a tuple as a list, as JSON has it); numbers,
+        Two keys of one object that redact to the same text are both kept, the later ones
+        as ``"<key> (2)"``, ``"<key> (3)"``... in their order. Dicts, lists and tuples are
+        rebuilt (a tuple as a list, as JSON has it); numbers,
         booleans and None are kept, except an integer the policy would catch written as
         text (a card number, a phone number), which becomes its mark, a string. With the
         ``secret`` detector, a value whose key names a credential (``password``,
@@ -155,7 +160,7 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self._item(key, item) for key, item in value.items()}
+            return self._object(value)
         if isinstance(value, list | tuple):
             return [self._value(item) for item in value]
         if isinstance(value, int) and not isinstance(value, bool):
@@ -163,6 +168,18 @@ class Redactor:
             redacted = self.text(shown)
             return value if redacted == shown else redacted
         return value
+
+    def _object(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            shown = self.text(key) if isinstance(key, str) else key
+            if shown in out:
+                count = 2
+                while DUPLICATE_KEY.format(shown, count) in out:
+                    count += 1
+                shown = DUPLICATE_KEY.format(shown, count)
+            out[shown] = self._item(key, item)
+        return out
 
     def _item(self, key: Any, item: Any) -> Any:
         if (

@@ -262,10 +262,10 @@ def test_active_follows_the_settings_and_defaults_to_every_built_in(settings):
     assert not active().enabled
 
 
-def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
+def test_json_values_redact_keys_strings_numbers_and_credentials():
     value = {
         "to": "a@example.com",
-        "a@example.com": "key kept",
+        "a@example.com": "key redacted too",
         "api_key": "short",
         "nested": {"password": 123456, "list": ["4111 1111 1111 1111", 3, 2.5, True, None]},
         "card": 4111111111111111,
@@ -278,7 +278,7 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
 
     assert ALL.value(value) == {
         "to": "[REDACTED:email]",
-        "a@example.com": "key kept",
+        "[REDACTED:email]": "key redacted too",
         "api_key": "[REDACTED:secret]",
         "nested": {
             "password": "[REDACTED:secret]", "list": ["[REDACTED:card]", 3, 2.5, True, None]
@@ -291,6 +291,15 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
         "token_count": 123,
     }  # fmt: skip
     assert value["to"] == "a@example.com"  # the input is not changed
+
+
+def test_keys_that_redact_to_the_same_mark_are_all_kept_numbered():
+    value = {"a@example.com": 1, "b@example.com": 2, "[REDACTED:email] (2)": 3, "c@d.example": 4}
+
+    assert ALL.value(value) == {
+        "[REDACTED:email]": 1, "[REDACTED:email] (2)": 2, "[REDACTED:email] (2) (2)": 3,
+        "[REDACTED:email] (3)": 4,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
