@@ -41,6 +41,11 @@ PATTERN_TIMED_OUT = (
 MARKED = re.compile(r"(\[REDACTED:[a-z_]+\])")
 # A key redacted to one already in the object gets " (2)", " (3)"... so no value is lost.
 DUPLICATE_KEY = "{} ({})"
+# re's flags and the regex package's: re.ASCII is 256, regex.ASCII 128.
+RE_FLAGS = (
+    (re.IGNORECASE, regex.IGNORECASE), (re.MULTILINE, regex.MULTILINE),
+    (re.DOTALL, regex.DOTALL), (re.VERBOSE, regex.VERBOSE), (re.ASCII, regex.ASCII),
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 # The patterns that have timed out in this process: each is logged the first time only.
@@ -52,21 +57,24 @@ class Redactor:
 
     ``Redactor()`` redacts nothing. ``detectors`` are names of
     :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` operator regexes compiled with the
-    ``regex`` package (for its time-out), whose matches become ``[REDACTED:custom]``.
+    ``regex`` package (for its time-out; a compiled ``re`` pattern is compiled again with
+    it), whose matches become ``[REDACTED:custom]``.
     Built-ins run first, each behind a cheap test (docs/redaction.md, "Cost"); the
     operator's patterns never touch a built-in's mark, and a value one of them cannot
     search within :data:`PATTERN_TIMEOUT_S` becomes ``[REDACTED:custom]`` whole.
     """
 
     def __init__(
-        self, detectors: Iterable[str] = (), patterns: Sequence[regex.Pattern[str]] = ()
+        self,
+        detectors: Iterable[str] = (),
+        patterns: Sequence[regex.Pattern[str] | re.Pattern[str]] = (),
     ) -> None:
         names = frozenset(detectors)
         unknown = names - set(BUILT_IN)
         if unknown:
             raise ValueError(f"unknown detectors: {', '.join(sorted(unknown))}")
         self.detectors = tuple(name for name in BUILT_IN if name in names)
-        self.patterns = tuple(patterns)
+        self.patterns = tuple(_with_time_out(pattern) for pattern in patterns)
         self._email = "email" in names
         self._api_key = "api_key" in names
         self._bearer = "bearer" in names
@@ -192,6 +200,16 @@ class Redactor:
         ):
             return mark("secret")
         return self._value(item)
+
+
+def _with_time_out(pattern: regex.Pattern[str] | re.Pattern[str]) -> regex.Pattern[str]:
+    if not isinstance(pattern, re.Pattern):
+        return pattern
+    flags = 0
+    for re_flag, regex_flag in RE_FLAGS:
+        if pattern.flags & re_flag:
+            flags |= regex_flag
+    return regex.compile(pattern.pattern, flags | regex.VERSION0)
 
 
 def _detector_names(setting: str, names: Sequence[str]) -> list[str]:

@@ -362,3 +362,10 @@ def test_the_policy_imports_before_django_is_set_up():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=WAIT_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_pattern_compiled_with_re_is_searched_with_the_time_out_and_its_flags():
+    redactor = Redactor([], [re.compile("project falcon", re.IGNORECASE), re.compile(r"(a|a)+$")])
+
+    assert redactor.text("Project FALCON") == "[REDACTED:custom]"
+    assert redactor.text("a" * 40 + "!") == "[REDACTED:custom]"  # timed out: whole
