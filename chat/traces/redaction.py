@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -58,10 +59,10 @@ class Redactor:
     ``Redactor()`` redacts nothing. ``detectors`` are names of
     :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` operator regexes compiled with the
     ``regex`` package (for its time-out; a compiled ``re`` pattern is compiled again with
-    it), whose matches become ``[REDACTED:custom]``.
-    Built-ins run first, each behind a cheap test (docs/redaction.md, "Cost"); the
-    operator's patterns never touch a built-in's mark, and a value one of them cannot
-    search within :data:`PATTERN_TIMEOUT_S` becomes ``[REDACTED:custom]`` whole.
+    it), whose matches become ``[REDACTED:custom]``. Built-ins run first, each behind a
+    cheap test (docs/redaction.md, "Cost"); the operator's patterns never touch a mark,
+    and a value one of them cannot search within :data:`PATTERN_TIMEOUT_S` becomes
+    ``[REDACTED:custom]`` whole.
     """
 
     def __init__(
@@ -134,12 +135,14 @@ class Redactor:
         """Mark ``pattern``'s matches between the marks already in ``text``; the whole
         text when the search outlasts :data:`PATTERN_TIMEOUT_S`."""
         parts = MARKED.split(text) if "[REDACTED:" in text else [text]
+        deadline = time.monotonic() + PATTERN_TIMEOUT_S  # for the value, not each part
         try:
             for index in range(0, len(parts), 2):  # odd indexes are the marks
                 if parts[index]:
-                    parts[index] = pattern.sub(
-                        self._custom, parts[index], timeout=PATTERN_TIMEOUT_S
-                    )
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError
+                    parts[index] = pattern.sub(self._custom, parts[index], timeout=left)
         except TimeoutError:
             if pattern.pattern not in _timed_out:
                 _timed_out.add(pattern.pattern)
@@ -153,9 +156,9 @@ class Redactor:
 
         Two keys of one object that redact to the same text are both kept, the later ones
         as ``"<key> (2)"``, ``"<key> (3)"``... in their order. Dicts, lists and tuples are
-        rebuilt (a tuple as a list, as JSON has it); numbers,
-        booleans and None are kept, except an integer the policy would catch written as
-        text (a card number, a phone number), which becomes its mark, a string. With the
+        rebuilt (a tuple as a list, as JSON has it); numbers, booleans and None are kept,
+        except an integer the policy would catch written as text (a card number, a phone
+        number), which becomes its mark, a string. With the
         ``secret`` detector, a value whose key names a credential (``password``,
         ``api_key``, ``token``...) becomes ``[REDACTED:secret]`` whatever it holds, when
         it is a string or a number; a nested object under such a key is walked.
