@@ -23,6 +23,7 @@ from chat.admin_base import PRE, ReadOnlyAdmin, when
 from chat.models import AgentRun, Feedback, FeedbackRating
 from chat.store.feedback import feedback_of
 from chat.templatetags.chat_tags import reveal_hidden
+from chat.traces.viewing import shown_queryset
 
 NONE = "none"
 COMMENT_PREVIEW_CHARS = 60
@@ -105,6 +106,11 @@ class FeedbackAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Feedback]:
+        """Return the feedback with its run, the comments redacted for staff who may not
+        read the stored text (list and page alike; search runs on the stored text)."""
+        return shown_queryset(request.user, super().get_queryset(request))
 
     @admin.display(description="last changed", ordering="updated_at")
     def updated(self, feedback: Feedback) -> str:

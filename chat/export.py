@@ -97,8 +97,8 @@ UNREDACTED_COLUMNS = frozenset({
     "approval_requested_at", "approval_decided_at", "approval_always_allowed", "agent",
     "agent_snapshot", "feedback_rating", "feedback_at",
 })  # fmt: skip
-# Written from JSON: redacted as values before encoding (Redactor.value: keys kept, and a
-# key naming a credential hides its value), so the cell is still the JSON it was.
+# Written from JSON: redacted as values before encoding (Redactor.value: keys and strings,
+# and a key naming a credential hides its value), so the cell is still valid JSON.
 JSON_COLUMNS = frozenset(
     {"arguments", "approval_original_arguments", "approval_edited_arguments", "artifact"}
 )

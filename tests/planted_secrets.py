@@ -60,9 +60,12 @@ TEXT = (
     "Authorization: Bearer Pl4ntedBearerT0ken.abc-123\npassword=Pl4nted-Passw0rd! "
     "order ACME-424242 on 2026-12-03 at 17:46, 59.90 EUR."
 )
-# In JSON values: a credential under a key that names one, and a card as a JSON number.
+# In JSON values: a credential under a key that names one, a card as a JSON number, and
+# secrets written as keys (an address book keyed by e-mail, a key as a dict's key).
 KEYED_SECRET = "Pl4ntedKeyedValue"
 CARD_NUMBER = 5555555555554444
+EMAIL_KEY = "key.holder@example.com"
+API_KEY_KEY = "sk-proj-Pl4ntedKeyAsAKey0123456789ab"
 USERNAME = "planted.owner@example.com"
 DECIDER = "planted.decider@example.com"
 
@@ -77,14 +80,15 @@ class Planted:
 
 def planted_json() -> dict:
     """Return a JSON value holding every planted secret: as text, under a key that names
-    a credential, nested in a list, and a card number as a JSON number."""
-    return {"note": TEXT, "api_key": KEYED_SECRET, "card": CARD_NUMBER, "more": [TEXT, 1]}
+    a credential, nested in a list, a card number as a JSON number, and as keys."""
+    return {"note": TEXT, "api_key": KEYED_SECRET, "card": CARD_NUMBER, "more": [TEXT, 1],
+            EMAIL_KEY: "owner", API_KEY_KEY: 1}  # fmt: skip
 
 
 def all_secrets() -> list[str]:
     """Return every planted string that must not leave (JSON forms included)."""
     found = [secret for secrets in SECRETS.values() for secret in secrets]
-    return [*found, KEYED_SECRET, str(CARD_NUMBER), USERNAME, DECIDER]
+    return [*found, KEYED_SECRET, str(CARD_NUMBER), EMAIL_KEY, API_KEY_KEY, USERNAME, DECIDER]
 
 
 def plant_secrets() -> Planted:

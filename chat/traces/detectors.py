@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 MARK = "[REDACTED:{}]"
 CUSTOM = "custom"
@@ -50,27 +51,46 @@ API_KEY = re.compile(
 )
 API_KEY_TRIGGER = re.compile(r"sk-|sk_|rk_|gh[pousr]_|github_pat_|AKIA|ASIA|xox|AIza|hf_|eyJ")
 
-# Credentials in an HTTP header (any scheme) or after the word Bearer.
+# Credentials in an HTTP header, after any scheme (RFC 9110 section 11: a token68 or a
+# comma-separated list of auth-params, as Digest and AWS Signature Version 4 write them),
+# or after the word Bearer. Each part is delimited by a character the one before cannot
+# hold, so a scan costs linear time.
+AUTH_PARAM = r'[A-Za-z0-9_-]+[ \t]*=[ \t]*(?:\\?"[^"\r\n]{0,4096}"|[A-Za-z0-9._~+/=:;-]+)'
 BEARER = re.compile(
-    r"(?i)(?P<head>authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:(?:bearer|basic|token|bot)[ \t]+)?"
-    r"|(?<![A-Za-z0-9])bearer[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})"
+    r"(?i)(?P<head>(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?:[A-Za-z][A-Za-z0-9_-]*[ \t]+)?"
+    r"|(?<![A-Za-z0-9])bearer(?:[\"']?[ \t]*[:=][ \t]*[\"']?|[ \t]+))"
+    rf"(?P<value>{AUTH_PARAM}(?:[ \t]*,[ \t]*{AUTH_PARAM})*|[A-Za-z0-9._~+/=-]{{8,}})"
 )
+# A Cookie or Set-Cookie header's value (it holds a name=value pair: "cookie: chocolate"
+# is prose), to the end of its line or quoted string.
+COOKIE = re.compile(
+    r"(?i)(?P<head>(?<![A-Za-z0-9-])(?:set-)?cookie[ \t]*:[ \t]*)"
+    r"(?P<value>[^\r\n\"'=]{0,256}=[^\r\n\"']*)"
+)
+# The password of a URL's userinfo (RFC 3986 section 3.2.1): scheme://user:password@host.
+USERINFO = re.compile(r"(?P<head>://[^/\s:@]{1,256}:)(?P<value>[^/\s@]{1,256})(?=@)")
 
 # `name = value`, `name: value`, `"name": "value"` for names that hold a credential.
 SECRET_NAMES = (
     r"(?:x-)?api[_-]?key|access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token"
-    r"|client[_-]?secret|secret[_-]?key|private[_-]?key|secret|token|password|passwd|pwd"
+    r"|client[_-]?secret|(?:secret[_-]?)?access[_-]?key|secret[_-]?key|private[_-]?key|secret"
+    r"|token|password|passwd|pwd"
 )
+# A name starts a word, or a camelCase part after a prefix (dbPassword, openaiApiKey).
 SECRET = re.compile(
-    rf"(?i)(?<![A-Za-z0-9])(?P<head>(?:{SECRET_NAMES})[\"']?[ \t]*[:=][ \t]*[\"']?)"
+    r"(?i)(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])))"
+    rf"(?P<head>(?:{SECRET_NAMES})[\"']?[ \t]*[:=][ \t]*[\"']?)"
     r"(?P<value>[^\s\"'<>\[\],;&]{8,})"
 )
 # A JSON object's key that names a credential, after any prefix (OPENAI_API_KEY,
-# db_password; not token_count): its value goes whatever it looks like.
+# db_password, dbPassword once CAMEL_BOUNDARY parts it; not token_count): its value goes
+# whatever it looks like.
 SECRET_KEY = re.compile(
     rf"(?i)(?:[A-Za-z0-9]+[_-])*(?:{SECRET_NAMES}|authorization|proxy-authorization|cookie)"
 )
-WORDS_TRIGGER = re.compile(r"key|token|secret|passw|pwd|bearer|authoriz")
+CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+WORDS_TRIGGER = re.compile(r"key|token|secret|passw|pwd|bearer|authoriz|cookie")
 # One scan for what the api_key, bearer and secret detectors start from: a key's prefix or
 # one of their words in any case. It starts with a class of characters these hold (the
 # engine skips the others at C speed), the rest is checked around it; most text has none.
@@ -80,7 +100,7 @@ CREDENTIAL_TRIGGER = re.compile(
     r"|(?<=eyJ)|(?<=A)(?:KIA|SIA|Iza)"
     r"|(?<=[kK][eE][yY])|(?<=[tT][oO][kK])(?=[eE][nN])|(?<=[sS][eE][cC])(?=[rR][eE][tT])"
     r"|(?<=[pP][aA][sS][sS][wW])|(?<=[pP][wW])(?=[dD])|(?<=[bB])(?=[eE][aA][rR][eE][rR])"
-    r"|(?<=[aA][uU][tT][hH][oO][rR][iI][zZ]))"
+    r"|(?<=[aA][uU][tT][hH][oO][rR][iI][zZ])|(?<=[cC][oO][oO][kK])(?=[iI][eE]))"
 )
 SYMBOL_OR_DIGIT = re.compile(r"[0-9_\-./+=~!@#$%^&*]")
 
@@ -137,6 +157,8 @@ def _is_phone(groups: list[str], sizes: list[int], digits: str) -> bool:
         )
     if len(groups) == 5 and sizes == [2] * 5 and digits[0] == "0":
         return True  # 01 23 45 67 89
+    if sizes == [1, 3, 3, 4] and digits[0] == "1" and digits[1] not in "01":
+        return True  # 1-415-555-2671: the North American country code, written national
     if len(digits) not in (10, 11) or not 2 <= sizes[0] <= 5 or min(sizes[1:]) < 3:
         return False
     # 12 345 678 901 and 1.234.567.890 are amounts written in thousands.
@@ -214,6 +236,8 @@ def redact_numbers(text: str, wanted: frozenset[str]) -> str:
     for found in NUMBER_RUN.finditer(text):
         begin = found.start()
         bare = begin == 0 or text[begin - 1] not in NOT_BEFORE or text[begin] == "+"
+        if bare and begin > 1 and text[begin - 1] == ":" and text[begin - 2].isdigit():
+            bare = False  # the minutes of a time (10:00), not the "00" of a country code
         for left, right, kind in number_spans(found.group(), bare_start=bare):
             if kind in wanted:
                 out.append(text[last : begin + left])
@@ -232,7 +256,7 @@ def _api_key(found: re.Match[str]) -> str:
 
 def _bearer(found: re.Match[str]) -> str:
     value = found.group("value")
-    bare = not found.group("head").lower().startswith("authorization")
+    bare = "authoriz" not in found.group("head").lower()
     if bare and not SYMBOL_OR_DIGIT.search(value):
         return found.group()  # "bearer instruments": a word, not a token
     return found.group("head") + mark("bearer")
@@ -271,6 +295,33 @@ def redact_bearer(text: str) -> str:
     """Return ``text`` with the credentials of Authorization headers and of
     ``Bearer <token>`` replaced, the header's name and scheme kept."""
     return BEARER.sub(_bearer, text)
+
+
+def redact_cookies(text: str) -> str:
+    """Return ``text`` with the values of ``Cookie:`` and ``Set-Cookie:`` headers replaced
+    (to the end of the line or quoted string), the header's name kept."""
+    return COOKIE.sub(_header_value, text) if "ookie" in text.lower() else text
+
+
+def _header_value(found: re.Match[str]) -> str:
+    return found.group("head") + mark("bearer")
+
+
+def redact_userinfo(text: str) -> str:
+    """Return ``text`` with the password of every ``scheme://user:password@host`` replaced,
+    the user and host kept."""
+    return USERINFO.sub(_userinfo, text) if "://" in text else text
+
+
+def _userinfo(found: re.Match[str]) -> str:
+    return found.group("head") + mark("secret")
+
+
+@lru_cache(maxsize=4096)
+def is_secret_key(key: str) -> bool:
+    """Return True when a JSON object's ``key`` names a credential (:data:`SECRET_KEY`,
+    camelCase parted: ``dbPassword`` as ``db_Password``)."""
+    return SECRET_KEY.fullmatch(CAMEL_BOUNDARY.sub("_", key)) is not None
 
 
 def redact_secrets(text: str) -> str:

@@ -11,11 +11,14 @@ see it in the admin (:mod:`chat.traces.viewing`). No Django import at module lev
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+import regex
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.traces import detectors
@@ -28,26 +31,51 @@ SHORTEST_MATCH = 6
 # repeat on each of its CSV rows); at most CACHE_ENTRIES of them, then the memo starts over.
 CACHE_CHARS = 4096
 CACHE_ENTRIES = 512
+# How long one operator pattern may search one value: a pattern that backtracks
+# catastrophically would otherwise hold the GIL, and every thread with it, for hours.
+PATTERN_TIMEOUT_S = 0.1
+PATTERN_TIMED_OUT = (
+    "TRACE_REDACT_PATTERNS: pattern %r took longer than %.2f s on a value of %d characters; "
+    "the value is redacted whole (this is logged once per pattern)"
+)
+# A mark already put by a detector: operator patterns run on the text between marks only.
+MARKED = re.compile(r"(\[REDACTED:[a-z_]+\])")
+# A key redacted to one already in the object gets " (2)", " (3)"... so no value is lost.
+DUPLICATE_KEY = "{} ({})"
+# re's flags and the regex package's: re.ASCII is 256, regex.ASCII 128.
+RE_FLAGS = (
+    (re.IGNORECASE, regex.IGNORECASE), (re.MULTILINE, regex.MULTILINE),
+    (re.DOTALL, regex.DOTALL), (re.VERBOSE, regex.VERBOSE), (re.ASCII, regex.ASCII),
+)  # fmt: skip
+
+log = logging.getLogger(__name__)
+# The patterns that have timed out in this process: each is logged the first time only.
+_timed_out: set[str] = set()
 
 
 class Redactor:
     """Replace what the policy names in text leaving the app; the rows keep the truth.
 
     ``Redactor()`` redacts nothing. ``detectors`` are names of
-    :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` compiled operator regexes, whose
-    matches become ``[REDACTED:custom]``. Built-ins run first, each behind a cheap test
-    (docs/redaction.md, "Cost").
+    :data:`chat.traces.detectors.BUILT_IN`; ``patterns`` operator regexes compiled with the
+    ``regex`` package (for its time-out; a compiled ``re`` pattern is compiled again with
+    it), whose matches become ``[REDACTED:custom]``. Built-ins run first, each behind a
+    cheap test (docs/redaction.md, "Cost"); the operator's patterns never touch a mark,
+    and a value one of them cannot search within :data:`PATTERN_TIMEOUT_S` becomes
+    ``[REDACTED:custom]`` whole.
     """
 
     def __init__(
-        self, detectors: Iterable[str] = (), patterns: Sequence[re.Pattern[str]] = ()
+        self,
+        detectors: Iterable[str] = (),
+        patterns: Sequence[regex.Pattern[str] | re.Pattern[str]] = (),
     ) -> None:
         names = frozenset(detectors)
         unknown = names - set(BUILT_IN)
         if unknown:
             raise ValueError(f"unknown detectors: {', '.join(sorted(unknown))}")
         self.detectors = tuple(name for name in BUILT_IN if name in names)
-        self.patterns = tuple(patterns)
+        self.patterns = tuple(_with_time_out(pattern) for pattern in patterns)
         self._email = "email" in names
         self._api_key = "api_key" in names
         self._bearer = "bearer" in names
@@ -83,6 +111,8 @@ class Redactor:
         return redacted
 
     def _redact(self, text: str) -> str:
+        if self._secret:  # before e-mail, which would take "password@host" for an address
+            text = detectors.redact_userinfo(text)
         if self._email:
             text = detectors.redact_email(text)
         if self._credentials and detectors.may_hold_credentials(text):
@@ -90,21 +120,45 @@ class Redactor:
                 text = detectors.redact_api_keys(text)
             if (self._bearer or self._secret) and detectors.names_a_credential(text):
                 if self._bearer:
-                    text = detectors.redact_bearer(text)
+                    text = detectors.redact_cookies(detectors.redact_bearer(text))
                 if self._secret:
                     text = detectors.redact_secrets(text)
         if self._numbers:
             text = detectors.redact_numbers(text, self._numbers)
         for pattern in self.patterns:
-            text = pattern.sub(self._custom, text)
+            text = self._custom_sub(pattern, text)
+            if text == self._custom:
+                break
         return text
 
-    def value(self, value: Any) -> Any:
-        """Return a JSON value with every string in it (not keys) passed through :meth:`text`.
+    def _custom_sub(self, pattern: regex.Pattern[str], text: str) -> str:
+        """Mark ``pattern``'s matches between the marks already in ``text``; the whole
+        text when the search outlasts :data:`PATTERN_TIMEOUT_S`."""
+        parts = MARKED.split(text) if "[REDACTED:" in text else [text]
+        deadline = time.monotonic() + PATTERN_TIMEOUT_S  # for the value, not each part
+        try:
+            for index in range(0, len(parts), 2):  # odd indexes are the marks
+                if parts[index]:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError
+                    parts[index] = pattern.sub(self._custom, parts[index], timeout=left)
+        except TimeoutError:
+            if pattern.pattern not in _timed_out:
+                _timed_out.add(pattern.pattern)
+                log.warning(PATTERN_TIMED_OUT, pattern.pattern, PATTERN_TIMEOUT_S, len(text))
+            return self._custom
+        return "".join(parts)
 
-        Dicts, lists and tuples are rebuilt (a tuple as a list, as JSON has it); numbers,
-        booleans and None are kept, except an integer the policy would catch written as
-        text (a card number, a phone number), which becomes its mark, a string. With the
+    def value(self, value: Any) -> Any:
+        """Return a JSON value with every string in it, keys included, passed through
+        :meth:`text`.
+
+        Two keys of one object that redact to the same text are both kept, the later ones
+        as ``"<key> (2)"``, ``"<key> (3)"``... in their order. Dicts, lists and tuples are
+        rebuilt (a tuple as a list, as JSON has it); numbers, booleans and None are kept,
+        except an integer the policy would catch written as text (a card number, a phone
+        number), which becomes its mark, a string. With the
         ``secret`` detector, a value whose key names a credential (``password``,
         ``api_key``, ``token``...) becomes ``[REDACTED:secret]`` whatever it holds, when
         it is a string or a number; a nested object under such a key is walked.
@@ -117,7 +171,7 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {key: self._item(key, item) for key, item in value.items()}
+            return self._object(value)
         if isinstance(value, list | tuple):
             return [self._value(item) for item in value]
         if isinstance(value, int) and not isinstance(value, bool):
@@ -126,6 +180,18 @@ class Redactor:
             return value if redacted == shown else redacted
         return value
 
+    def _object(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            shown = self.text(key) if isinstance(key, str) else key
+            if shown in out:
+                count = 2
+                while DUPLICATE_KEY.format(shown, count) in out:
+                    count += 1
+                shown = DUPLICATE_KEY.format(shown, count)
+            out[shown] = self._item(key, item)
+        return out
+
     def _item(self, key: Any, item: Any) -> Any:
         if (
             self._secret
@@ -133,10 +199,20 @@ class Redactor:
             and isinstance(item, str | int | float)
             and not isinstance(item, bool)
             and item != ""
-            and detectors.SECRET_KEY.fullmatch(key)
+            and detectors.is_secret_key(key)
         ):
             return mark("secret")
         return self._value(item)
+
+
+def _with_time_out(pattern: regex.Pattern[str] | re.Pattern[str]) -> regex.Pattern[str]:
+    if not isinstance(pattern, re.Pattern):
+        return pattern
+    flags = 0
+    for re_flag, regex_flag in RE_FLAGS:
+        if pattern.flags & re_flag:
+            flags |= regex_flag
+    return regex.compile(pattern.pattern, flags | regex.VERSION0)
 
 
 def _detector_names(setting: str, names: Sequence[str]) -> list[str]:
@@ -152,7 +228,7 @@ def _detector_names(setting: str, names: Sequence[str]) -> list[str]:
     return words
 
 
-def _compiled(setting: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
+def _compiled(setting: str, patterns: Sequence[str]) -> list[regex.Pattern[str]]:
     compiled = []
     for number, pattern in enumerate(patterns, start=1):
         if not isinstance(pattern, str) or not pattern:
@@ -160,17 +236,18 @@ def _compiled(setting: str, patterns: Sequence[str]) -> list[re.Pattern[str]]:
                 f"{setting}: pattern {number} must be a non-empty string, not {pattern!r}"
             )
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
+            # V0: the syntax and behaviour of Python's re.
+            compiled_pattern = regex.compile(pattern, regex.VERSION0)
+        except regex.error as exc:
             raise ImproperlyConfigured(
                 f"{setting}: pattern {number} ({pattern!r}) does not compile: {exc}"
             ) from None
-        if regex.search("") is not None:
+        if compiled_pattern.search("") is not None:
             raise ImproperlyConfigured(
                 f"{setting}: pattern {number} ({pattern!r}) matches the empty string, so "
                 "it would mark every gap between two characters"
             )
-        compiled.append(regex)
+        compiled.append(compiled_pattern)
     return compiled
 
 

@@ -44,6 +44,12 @@ FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
 NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
 
 
+class RedactedJson(str):
+    """A JSON attribute value encoded from :meth:`Redactor.value`, keys and strings
+    redacted already, which ``_Builder._clean`` does not pass through the redactor again
+    (one policy for every path: the JSON is redacted as values, as in the CSV and JSONL)."""
+
+
 def default_resource() -> Resource:
     """Return the SDK's resource from the environment (``OTEL_SERVICE_NAME``,
     ``OTEL_RESOURCE_ATTRIBUTES``), named ``agent-chat`` when the environment names no
@@ -177,16 +183,18 @@ class _Builder:
         for key, value in attributes.items():
             if value is None or value == "":
                 continue
-            if isinstance(value, str):
+            if isinstance(value, RedactedJson):
+                value = str(value)
+            elif isinstance(value, str):
                 value = self.redactor.text(value)
             elif isinstance(value, list | tuple):
                 value = [self.redactor.text(v) if isinstance(v, str) else v for v in value]
             cleaned[key] = value
         return cleaned
 
-    def _json(self, value: Any) -> str:
-        """A JSON value as the conventions' JSON string, its strings redacted."""
-        return json.dumps(self.redactor.value(value), ensure_ascii=False)
+    def _json(self, value: Any) -> RedactedJson:
+        """A JSON value as the conventions' JSON string, its keys and strings redacted."""
+        return RedactedJson(json.dumps(self.redactor.value(value), ensure_ascii=False))
 
     def _invoke_agent(self) -> ReadableSpan:
         run = self.run

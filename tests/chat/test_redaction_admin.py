@@ -8,13 +8,13 @@ import html
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from chat.models import AgentRun, AgentStep, Approval, Conversation
+from chat.models import AgentRun, AgentStep, Approval, Conversation, Feedback
 from chat.traces.viewing import redact_loaded, redactor_for
 from tests.planted_secrets import DECIDER, TEXT, USERNAME, leaked
 
 pytestmark = pytest.mark.django_db
 
-VIEW = ("view_agentrun", "view_conversation", "view_approval")
+VIEW = ("view_agentrun", "view_conversation", "view_approval", "view_feedback")
 
 
 def staff(username: str, *codenames: str) -> User:
@@ -25,6 +25,7 @@ def staff(username: str, *codenames: str) -> User:
 
 def pages(run: AgentRun) -> list[str]:
     approval = Approval.objects.get(run=run)
+    feedback = Feedback.objects.get(run=run)
     return [
         "/admin/chat/agentrun/",
         f"/admin/chat/agentrun/{run.pk}/change/",
@@ -33,6 +34,8 @@ def pages(run: AgentRun) -> list[str]:
         f"/admin/chat/conversation/{run.conversation_id}/change/",
         "/admin/chat/approval/",
         f"/admin/chat/approval/{approval.pk}/change/",
+        "/admin/chat/feedback/",
+        f"/admin/chat/feedback/{feedback.pk}/change/",
     ]
 
 

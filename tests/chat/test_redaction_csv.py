@@ -51,12 +51,14 @@ def test_every_text_column_is_redacted_and_machine_columns_are_as_stored(planted
     assert call["step_started_at"].endswith("Z")
 
 
-def test_json_cells_stay_json_with_keys_kept_and_credentials_hidden(planted_run):
+def test_json_cells_stay_json_with_keys_redacted_and_credentials_hidden(planted_run):
     call = rows_of(export_text())[1]
 
     for name in sorted(JSON_COLUMNS):
         value = json.loads(call[name])
-        assert set(value) == {"note", "api_key", "card", "more"}, name
+        assert set(value) == {
+            "note", "api_key", "card", "more", "[REDACTED:email]", "[REDACTED:api_key]"
+        }, name  # fmt: skip
         assert value["api_key"] == "[REDACTED:secret]"
         assert value["card"] == "[REDACTED:card]"
         assert "[REDACTED:bearer]" in value["more"][0]

@@ -56,7 +56,21 @@ CAUGHT = [
     ("api_key", "{}", "sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
     ("api_key", "{}", "hf_abcdefghijklmnopqrstuvwxyz012345"),
     ("api_key", "jwt {}", JWT),
+    ("phone", "call {}", "1-415-555-2671"),
+    ("phone", "call {} now", "1-800-555-0199"),
     ("bearer", "Authorization: Bearer {}", "abc.def-123456789"),
+    ("bearer", "Authorization: ApiKey {}", "Pl4ntedKeyValue0123"),
+    ("bearer", "Authorization: OAuth {}", "Pl4ntedOAuthTok123"),
+    ("bearer", "Authorization: Splunk {}", "1a2b3c4d-5e6f-7a8b"),
+    ("bearer", "Authorization: Negotiate {}", "YIIGhgYGKwYBBQUCoIIGejCCBnag"),
+    ("bearer", 'Authorization: Digest username="bob", response="{}"', "6629fae49393a05397450978"),
+    ("bearer", "Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/"
+     "aws4_request, SignedHeaders=host;x-amz-date, Signature={}",
+     "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c4"),
+    ("bearer", "bearer={}", "abc123def456"),
+    ("bearer", "Bearer: {}", "abc123def456"),
+    ("bearer", "Cookie: {}\nAccept: */*", "sessionid=abc123; theme=dark"),
+    ("bearer", "Set-Cookie: {}", "id=a3fWa; Expires=Thu, 21 Oct 2021 07:28:00 GMT"),
     ("bearer", "authorization: Basic {}", "dXNlcjpwYXNzd29yZA=="),
     ("bearer", "curl -H 'Bearer {}'", "0123456789abcdef"),
     ("secret", "api_key={}", "abcd1234efgh"),
@@ -64,6 +78,12 @@ CAUGHT = [
     ("secret", '{{"password": "{}"}}', "hunter2hunter2"),
     ("secret", "DB_PASSWORD={}", "correct-horse"),
     ("secret", "client_secret: {}", "averyveryverylongsecretvalue"),
+    ("secret", "AWS_SECRET_ACCESS_KEY={}", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("secret", "aws_secret_access_key = {}", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ("secret", "dbPassword={}", "Pl4nted-pw0rd"),
+    ("secret", "const openaiApiKey = '{}';", "Pl4ntedKeyValue0123"),
+    ("secret", "https://user:{}@host.example/", "s3cret-pw"),
+    ("secret", "postgres://admin:{}@db:5432/app", "hunter2"),
 ]
 
 
@@ -82,6 +102,15 @@ def test_a_header_and_an_assignment_keep_their_names_so_a_reader_sees_what_went(
         "Authorization: Bearer [REDACTED:bearer]"
     )
     assert ALL.text("api_key=abcd1234efgh;") == "api_key=[REDACTED:secret];"
+
+
+def test_an_authorization_header_keeps_any_scheme_and_loses_all_its_credentials():
+    assert ALL.text('Authorization: Digest username="bob", response="6629fae4"') == (
+        "Authorization: Digest [REDACTED:bearer]"
+    )
+    assert ALL.text("Authorization: Negotiate YIIGhgYGKwYBBQUCoIIG") == (
+        "Authorization: Negotiate [REDACTED:bearer]"
+    )
 
 
 @pytest.mark.parametrize(
@@ -105,6 +134,9 @@ def test_a_header_and_an_assignment_keep_their_names_so_a_reader_sees_what_went(
         "max tokens: 4096", "token_count=123456789", "see @alice on chat", "user@localhost",
         "C:\\Users\\alice\\AppData", "北京, 晴转多云: 21°C, humidity 40%, wind 3 m/s",
         "[REDACTED:email]",
+        "10:00 - 2026-12-03", "check-in 2026-12-24 15:00 - 2026-12-26 11:00",
+        "10:00 2026-12-03 11:00 2026-12-04", "(10:00) (2026-12-03)",
+        "the cookie: chocolate chip", "https://example.com:8080/a@b", "maxTokens: 4096",
     ],
 )  # fmt: skip
 def test_dates_times_prices_ids_and_digests_survive(text):
@@ -134,6 +166,35 @@ def test_operator_patterns_are_marked_custom_after_the_built_ins():
 
     text = "ACME-123456 and Project  Falcon, mail a@example.com"
     assert redactor.text(text) == "[REDACTED:custom] and [REDACTED:custom], mail [REDACTED:email]"
+
+
+def test_an_operator_pattern_never_re_marks_a_built_in_mark():
+    redactor = redactor_from(["email"], [r"\b[A-Z]{6,}\b", r"RED"])
+
+    assert redactor.text("mail alice@example.com about PROJECTX") == (
+        "mail [REDACTED:email] about [REDACTED:custom]"
+    )
+
+
+def test_a_backtracking_operator_pattern_redacts_the_value_whole_within_its_time_out():
+    # Run in a child with a time-out: were the search unbounded, it would freeze (re and
+    # regex hold the GIL) this process, and pytest's own time-out with it.
+    code = (
+        "import logging, sys; logging.basicConfig(stream=sys.stderr); "
+        "from chat.traces.redaction import redactor_from; "
+        "nested = redactor_from(['email'], [r'(\\w+\\s?)+$']); "
+        "hostile = redactor_from(['email'], [r'(a|a)+$']); "
+        "print(nested.text('a' * 29 + '!')); print(hostile.text('a' * 40 + '!')); "
+        "print(hostile.text('b' * 40 + '!')); print(hostile.text('a' * 41 + '!'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=WAIT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "a" * 29 + "!", "[REDACTED:custom]", "b" * 40 + "!", "[REDACTED:custom]"
+    ]  # fmt: skip
+    assert done.stderr.count("took longer than") == 1  # once per pattern
+    assert "(a|a)+$" in done.stderr
 
 
 def test_none_switches_the_built_ins_off_and_leaves_operator_patterns():
@@ -201,10 +262,10 @@ def test_active_follows_the_settings_and_defaults_to_every_built_in(settings):
     assert not active().enabled
 
 
-def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
+def test_json_values_redact_keys_strings_numbers_and_credentials():
     value = {
         "to": "a@example.com",
-        "a@example.com": "key kept",
+        "a@example.com": "key redacted too",
         "api_key": "short",
         "nested": {"password": 123456, "list": ["4111 1111 1111 1111", 3, 2.5, True, None]},
         "card": 4111111111111111,
@@ -217,7 +278,7 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
 
     assert ALL.value(value) == {
         "to": "[REDACTED:email]",
-        "a@example.com": "key kept",
+        "[REDACTED:email]": "key redacted too",
         "api_key": "[REDACTED:secret]",
         "nested": {
             "password": "[REDACTED:secret]", "list": ["[REDACTED:card]", 3, 2.5, True, None]
@@ -230,6 +291,29 @@ def test_json_values_keep_keys_and_redact_strings_numbers_and_credentials():
         "token_count": 123,
     }  # fmt: skip
     assert value["to"] == "a@example.com"  # the input is not changed
+
+
+def test_keys_that_redact_to_the_same_mark_are_all_kept_numbered():
+    value = {"a@example.com": 1, "b@example.com": 2, "[REDACTED:email] (2)": 3, "c@d.example": 4}
+
+    assert ALL.value(value) == {
+        "[REDACTED:email]": 1, "[REDACTED:email] (2)": 2, "[REDACTED:email] (2) (2)": 3,
+        "[REDACTED:email] (3)": 4,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["dbPassword", "userPassword", "openaiApiKey", "githubToken", "sessionToken",
+     "secretAccessKey", "aws_secret_access_key", "AWS_ACCESS_KEY"],
+)  # fmt: skip
+def test_a_credential_key_after_a_camel_case_or_snake_case_prefix_hides_its_value(key):
+    assert ALL.value({key: "hunter2"}) == {key: "[REDACTED:secret]"}
+
+
+@pytest.mark.parametrize("key", ["tokenCount", "maxTokens", "keyboard", "passwordHint"])
+def test_a_key_that_only_contains_a_credential_word_keeps_its_value(key):
+    assert ALL.value({key: "hunter2"}) == {key: "hunter2"}
 
 
 def test_a_json_string_that_is_not_an_object_is_redacted_as_text():
@@ -253,6 +337,12 @@ def test_text_passes_what_is_not_a_string_through():
         "token=" + "x" * 200_000,
         "Bearer " * 30_000,
         "-".join(["1234"] * 50_000),
+        "cookie: " * 30_000,
+        "Authorization: Digest " + "a=b, " * 40_000 + "!",
+        'Authorization: Digest a="' + "b" * 200_000,
+        "Authorization: " + "a " * 100_000,
+        "aB" * 100_000 + "Password",
+        "https://" + "u:" * 100_000 + "@",
     ],
 )
 def test_long_hostile_text_takes_linear_time(text):
@@ -272,3 +362,10 @@ def test_the_policy_imports_before_django_is_set_up():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=WAIT_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_pattern_compiled_with_re_is_searched_with_the_time_out_and_its_flags():
+    redactor = Redactor([], [re.compile("project falcon", re.IGNORECASE), re.compile(r"(a|a)+$")])
+
+    assert redactor.text("Project FALCON") == "[REDACTED:custom]"
+    assert redactor.text("a" * 40 + "!") == "[REDACTED:custom]"  # timed out: whole

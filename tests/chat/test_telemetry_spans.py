@@ -3,6 +3,7 @@ straight from :func:`chat.traces.spans.run_spans` (no collector)."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -13,6 +14,7 @@ from chat.models import AgentRun
 from chat.traces.loading import loaded_runs
 from chat.traces.redaction import active
 from chat.traces.spans import default_resource, run_spans, server_attributes
+from tests.planted_secrets import planted_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,3 +165,14 @@ def test_content_follows_the_conventions_message_shapes(scripted_model):
     assert given == [{"role": "tool", "parts": [
         {"type": "tool_call_response", "id": "c1", "response": run.steps.get(
             kind="tool_call").observation}]}]  # fmt: skip
+
+
+def test_a_tool_calls_arguments_leave_redacted_as_the_jsonl_has_them_keys_included(planted_run):
+    # One policy: the span's JSON is Redactor.value of the stored arguments, the same
+    # value the JSONL and CSV write, not a second text pass over the encoded JSON.
+    spans = spans_of(planted_run.run, content=True)
+    (tool,) = [span for span in spans if span.name.startswith("execute_tool")]
+
+    arguments = json.loads(tool.attributes["gen_ai.tool.call.arguments"])
+    assert arguments == active().value(planted_json())
+    assert "[REDACTED:email]" in arguments and "[REDACTED:api_key]" in arguments
