@@ -336,7 +336,9 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
     export = live.LiveExport(OTLPSpanExporter(endpoint=f"{collector.url}/v1/traces"),
                              queue_size=1)  # fmt: skip
     previous = live.install(export)
-    export._thread = threading.Thread(target=lambda: None)  # as if its thread were busy
+    busy = threading.Event()
+    export._thread = threading.Thread(target=busy.wait, args=(WAIT_S,), daemon=True)
+    export._thread.start()  # as if its thread were busy
     export.queue.put(("run", 0))  # and the queue full
     try:
         with caplog.at_level(logging.WARNING, logger="chat.traces.live"):
@@ -345,6 +347,8 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
         assert any("queue full" in r.getMessage() and str(run.pk) in r.getMessage()
                    for r in caplog.records)  # fmt: skip
     finally:
+        busy.set()
+        export._thread.join(WAIT_S)
         export.shutdown(WAIT_S)
         live.install(previous)
 
