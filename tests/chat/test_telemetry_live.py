@@ -265,6 +265,29 @@ def test_feedback_given_after_the_run_was_sent_follows_as_an_evaluation_event(
     assert records[-1].span_id == span_id_of(run.pk).to_bytes(8, "big")
 
 
+def test_feedback_taken_back_is_sent_as_a_withdrawal_the_latest_record(exporting, collector):
+    run = ask()
+    sent(collector, exporting, run)
+    store.feedback_give(conversation_id=run.conversation_id, run_id=run.pk, by=None,
+                        at=timezone.now(), rating="up")  # fmt: skip
+    assert exporting.flush(WAIT_S)
+    store.feedback_remove(conversation_id=run.conversation_id, run_id=run.pk)
+    assert not Feedback.objects.filter(run=run).exists()
+    assert exporting.flush(WAIT_S)
+
+    given, withdrawn = collector.log_records()
+    assert attributes(given)["gen_ai.evaluation.score.label"] == "up"
+    assert withdrawn.event_name == "gen_ai.evaluation.result"
+    assert withdrawn.span_id == span_id_of(run.pk).to_bytes(8, "big")
+    assert withdrawn.time_unix_nano >= given.time_unix_nano
+    assert attributes(withdrawn) == {
+        "gen_ai.evaluation.name": "user_feedback",
+        "agent_chat.feedback.withdrawn": True,
+        "agent_chat.feedback.given_by": "(guest)",
+        "agent_chat.run.id": run.pk,
+    }
+
+
 def test_a_run_sent_after_its_feedback_carries_it_on_its_span(exporting, collector):
     run = ask()
     assert exporting.flush(WAIT_S)
