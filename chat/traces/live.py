@@ -276,8 +276,14 @@ class LiveExport:
                 done = False
         # The SDK's force_flush ignores its timeout (each export waits for the exporter's
         # own, retries included): it runs in a thread of its own, waited for until the deadline.
+        # One at a time: a flush still stuck on the collector is waited for, not joined by
+        # another, and a new one then covers what was queued since it began.
         with self._lock:
-            if self._flushing is None or self._flushing.is_set():
+            previous = self._flushing
+        if previous is not None and not previous.wait(max(0.0, deadline - time.monotonic())):
+            return False
+        with self._lock:
+            if self._flushing is previous:
                 self._flushing = in_thread("flush", self._flush_processors)
             flushing = self._flushing
         return flushing.wait(max(0.0, deadline - time.monotonic())) and done
