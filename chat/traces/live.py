@@ -197,7 +197,7 @@ class LiveExport:
             # Django's end-of-request hygiene: a connection past CONN_MAX_AGE or broken goes.
             close_old_connections()
         except Exception:
-            logger.exception(FAILED, "runs", run_ids)
+            logger.exception(THREAD_FAILED)
         self.build_cpu_s += time.thread_time() - began
         for item in items:
             if isinstance(item, threading.Event):  # a flush marker: all before it done
