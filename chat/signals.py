@@ -1,5 +1,5 @@
 """Signal receivers: a visitor who logs in keeps the chats they had as a guest; feedback
-given or changed is sent to live telemetry; a row redacted for display is never saved
+given, changed or withdrawn is sent to live telemetry; a row redacted for display is never saved
 (:mod:`chat.traces.viewing`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 from django.http import HttpRequest
 
@@ -39,3 +39,10 @@ def feedback_to_telemetry(sender: Any, instance: Feedback, **kwargs: Any) -> Non
     """Send feedback given or changed as the ``gen_ai.evaluation.result`` event of its
     run's span (:func:`chat.traces.live.feedback_saved`; nothing when live export is off)."""
     telemetry.feedback_saved(instance.pk)
+
+
+@receiver(post_delete, sender=Feedback, dispatch_uid="chat.feedback_withdrawn_to_telemetry")
+def feedback_withdrawn_to_telemetry(sender: Any, instance: Feedback, **kwargs: Any) -> None:
+    """Send feedback taken back as a ``gen_ai.evaluation.result`` event saying so
+    (:func:`chat.traces.live.feedback_withdrawn`; nothing when live export is off)."""
+    telemetry.feedback_withdrawn(instance.run_id, instance.given_by_name)

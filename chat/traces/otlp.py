@@ -57,13 +57,16 @@ def otlp_json_to_request(line: str) -> ExportTraceServiceRequest:
     """Return the ``ExportTraceServiceRequest`` a line of OTLP/JSON holds (the inverse
     of :func:`request_json`; hex ids, as the OTLP specification's JSON encoding has them).
 
-    Raises :class:`OtlpJsonError` for a line that is not JSON, an id that is not hex,
-    or fields the protobuf message does not have, saying which.
+    Raises :class:`OtlpJsonError` for a line that is not JSON (or nested too deep to
+    read), an id that is not hex, or fields the protobuf message does not have or of
+    the wrong shape, saying which.
     """
     try:
         data = json.loads(line)
     except ValueError as exc:
         raise OtlpJsonError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise OtlpJsonError("not an ExportTraceServiceRequest: nested too deep") from None
     if not isinstance(data, dict):
         raise OtlpJsonError("not a JSON object (an ExportTraceServiceRequest is one)")
     _convert_ids(data, _hex_to_base64)
@@ -72,17 +75,28 @@ def otlp_json_to_request(line: str) -> ExportTraceServiceRequest:
         json_format.ParseDict(data, request)
     except json_format.ParseError as exc:
         raise OtlpJsonError(f"not an ExportTraceServiceRequest: {exc}") from None
+    except RecursionError:
+        raise OtlpJsonError("not an ExportTraceServiceRequest: nested too deep") from None
     return request
 
 
 def _convert_ids(data: dict[str, Any], convert: Callable[[str], str]) -> None:
-    """Rewrite every span's and link's id fields in place with ``convert``."""
-    for resource_spans in data.get("resourceSpans") or []:
-        for scope_spans in resource_spans.get("scopeSpans") or []:
-            for span in scope_spans.get("spans") or []:
+    """Rewrite every span's and link's id fields in place with ``convert``; raise
+    :class:`OtlpJsonError` where the nesting is not lists of objects."""
+    for resource_spans in _objects(data, "resourceSpans"):
+        for scope_spans in _objects(resource_spans, "scopeSpans"):
+            for span in _objects(scope_spans, "spans"):
                 _convert_fields(span, convert)
-                for link in span.get("links") or []:
+                for link in _objects(span, "links"):
                     _convert_fields(link, convert)
+
+
+def _objects(item: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """The list of objects ``item[field]`` holds ([] when absent)."""
+    value = item.get(field) or []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise OtlpJsonError(f"not an ExportTraceServiceRequest: {field} is not a list of objects")
+    return value
 
 
 def _convert_fields(item: dict[str, Any], convert: Callable[[str], str]) -> None:

@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
@@ -97,8 +99,20 @@ def feedback_attributes(feedback: Any, *, capture_content: bool) -> dict[str, An
     return attributes
 
 
+def withdrawal_attributes(*, given_by: str) -> dict[str, Any]:
+    """Return the ``gen_ai.evaluation.result`` event's attributes for feedback that was
+    withdrawn: ``user_feedback``, no score, ``agent_chat.feedback.withdrawn`` true (the
+    conventions have no way to say so; the latest record is the verdict)."""
+    return {
+        "gen_ai.evaluation.name": FEEDBACK_EVALUATION,
+        NS + "feedback.withdrawn": True,
+        NS + "feedback.given_by": given_by,
+    }
+
+
 def run_spans(
-    run: AgentRun, *, redactor: Redactor, capture_content: bool, resource: Resource
+    run: AgentRun, *, redactor: Redactor, capture_content: bool, resource: Resource,
+    limits: SpanLimits | None = None,
 ) -> list[ReadableSpan]:
     """Return run ``run`` as spans: its ``invoke_agent`` span first, then one span per
     step in ordinal order.
@@ -109,8 +123,13 @@ def run_spans(
     names included, goes through ``redactor``. A run not ended yet (running or waiting)
     ends its spans at the latest instant its rows know, with ``agent_chat.run.status``
     saying so; live export sends only ended runs.
+
+    ``limits`` (default: the SDK's ``SpanLimits`` from the environment,
+    ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``, ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` and the
+    rest) bound every span's attributes, events and links as the SDK bounds its own
+    spans: a longer value is truncated, what exceeds a count is dropped and counted.
     """
-    builder = _Builder(run, redactor, capture_content, resource)
+    builder = _Builder(run, redactor, capture_content, resource, limits or SpanLimits())
     return builder.spans()
 
 
@@ -118,9 +137,11 @@ class _Builder:
     """The state one run's spans share: the run, its redactor, and its root context."""
 
     def __init__(
-        self, run: AgentRun, redactor: Redactor, capture_content: bool, resource: Resource
+        self, run: AgentRun, redactor: Redactor, capture_content: bool, resource: Resource,
+        limits: SpanLimits,
     ) -> None:
         self.run = run
+        self.limits = limits
         self.redactor = redactor
         self.content = capture_content
         self.resource = resource
@@ -160,12 +181,27 @@ class _Builder:
         status: Status, events: Sequence[Event] = (), links: Sequence[Link] = (),
     ) -> ReadableSpan:  # fmt: skip
         end_ns = ns(max(end, start)) if end is not None else ns(self._last_instant(start))
+        limits = self.limits
+        bounded_events = [
+            Event(e.name, BoundedAttributes(limits.max_event_attributes,
+                                            self._clean(dict(e.attributes or {})),
+                                            max_value_len=limits.max_attribute_length),
+                  e.timestamp)
+            for e in events
+        ]  # fmt: skip
+        bounded_links = [
+            Link(link.context, BoundedAttributes(limits.max_link_attributes, link.attributes,
+                                                 max_value_len=limits.max_attribute_length))
+            for link in links
+        ]  # fmt: skip
         return ReadableSpan(
             name=self.redactor.text(name), context=context, parent=parent,
-            resource=self.resource, attributes=self._clean(attributes),
-            events=[Event(e.name, self._clean(dict(e.attributes or {})), e.timestamp)
-                    for e in events],
-            links=links, kind=kind, instrumentation_scope=SCOPE, status=status,
+            resource=self.resource,
+            attributes=BoundedAttributes(limits.max_span_attributes, self._clean(attributes),
+                                         max_value_len=limits.max_span_attribute_length),
+            events=BoundedList.from_seq(limits.max_events, bounded_events),
+            links=BoundedList.from_seq(limits.max_links, bounded_links),
+            kind=kind, instrumentation_scope=SCOPE, status=status,
             start_time=ns(start), end_time=end_ns,
         )  # fmt: skip
 

@@ -265,6 +265,29 @@ def test_feedback_given_after_the_run_was_sent_follows_as_an_evaluation_event(
     assert records[-1].span_id == span_id_of(run.pk).to_bytes(8, "big")
 
 
+def test_feedback_taken_back_is_sent_as_a_withdrawal_the_latest_record(exporting, collector):
+    run = ask()
+    sent(collector, exporting, run)
+    store.feedback_give(conversation_id=run.conversation_id, run_id=run.pk, by=None,
+                        at=timezone.now(), rating="up")  # fmt: skip
+    assert exporting.flush(WAIT_S)
+    store.feedback_remove(conversation_id=run.conversation_id, run_id=run.pk)
+    assert not Feedback.objects.filter(run=run).exists()
+    assert exporting.flush(WAIT_S)
+
+    given, withdrawn = collector.log_records()
+    assert attributes(given)["gen_ai.evaluation.score.label"] == "up"
+    assert withdrawn.event_name == "gen_ai.evaluation.result"
+    assert withdrawn.span_id == span_id_of(run.pk).to_bytes(8, "big")
+    assert withdrawn.time_unix_nano >= given.time_unix_nano
+    assert attributes(withdrawn) == {
+        "gen_ai.evaluation.name": "user_feedback",
+        "agent_chat.feedback.withdrawn": True,
+        "agent_chat.feedback.given_by": "(guest)",
+        "agent_chat.run.id": run.pk,
+    }
+
+
 def test_a_run_sent_after_its_feedback_carries_it_on_its_span(exporting, collector):
     run = ask()
     assert exporting.flush(WAIT_S)
@@ -336,7 +359,9 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
     export = live.LiveExport(OTLPSpanExporter(endpoint=f"{collector.url}/v1/traces"),
                              queue_size=1)  # fmt: skip
     previous = live.install(export)
-    export._thread = threading.Thread(target=lambda: None)  # as if its thread were busy
+    busy = threading.Event()
+    export._thread = threading.Thread(target=busy.wait, args=(WAIT_S,), daemon=True)
+    export._thread.start()  # as if its thread were busy
     export.queue.put(("run", 0))  # and the queue full
     try:
         with caplog.at_level(logging.WARNING, logger="chat.traces.live"):
@@ -345,6 +370,8 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
         assert any("queue full" in r.getMessage() and str(run.pk) in r.getMessage()
                    for r in caplog.records)  # fmt: skip
     finally:
+        busy.set()
+        export._thread.join(WAIT_S)
         export.shutdown(WAIT_S)
         live.install(previous)
 

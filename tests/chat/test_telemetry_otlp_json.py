@@ -165,3 +165,40 @@ def test_send_traces_without_an_endpoint_says_how_to_name_one(tmp_path, monkeypa
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
     with pytest.raises(CommandError, match="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         call_command("send_traces", str(tmp_path / "none.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ('{"resourceSpans": "abc"}\n', "resourceSpans is not a list of objects"),
+        ('{"resourceSpans": [1]}\n', "resourceSpans is not a list of objects"),
+        ('{"resourceSpans": [{"scopeSpans": [{"spans": ["x"]}]}]}\n',
+         "spans is not a list of objects"),
+        ("[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
+        ('{"resourceSpans": [{"resource": 5}]}\n', "not an ExportTraceServiceRequest"),
+    ],
+    ids=["a-string", "numbers", "span-not-an-object", "deep-nesting", "resource-a-number"],
+)
+def test_send_traces_says_which_line_has_the_wrong_shape_and_sends_nothing(
+    tmp_path, collector, content, error
+):
+    path = tmp_path / "bad.otlp.jsonl"
+    path.write_text(content)
+    with pytest.raises(CommandError, match=error):
+        call_command("send_traces", str(path), endpoint=f"{collector.url}/v1/traces")
+    assert collector.traces == []
+
+
+def test_send_traces_refuses_a_file_that_is_not_text(tmp_path, collector):
+    path = tmp_path / "bad.otlp.jsonl"
+    path.write_bytes(b"\xff\xfe\x00\x81garbage\n")
+    with pytest.raises(CommandError, match="line 1: not UTF-8 text"):
+        call_command("send_traces", str(path), endpoint=f"{collector.url}/v1/traces")
+    assert collector.traces == []
+
+
+def test_send_traces_refuses_an_endpoint_that_is_not_an_http_url(tmp_path):
+    path = tmp_path / "ok.otlp.jsonl"
+    path.write_text('{"resourceSpans": []}\n')
+    with pytest.raises(CommandError, match="not an http:// or https:// URL"):
+        call_command("send_traces", str(path), endpoint="localhost:4318/v1/traces")

@@ -10,10 +10,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from opentelemetry.trace import StatusCode
 
-from chat.models import AgentRun
+from chat.models import AgentRun, AgentStep
+from chat.traces import live
 from chat.traces.loading import loaded_runs
 from chat.traces.redaction import active
 from chat.traces.spans import default_resource, run_spans, server_attributes
+from tests.chat.exported_runs import stored_run
 from tests.planted_secrets import planted_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -176,3 +178,41 @@ def test_a_tool_calls_arguments_leave_redacted_as_the_jsonl_has_them_keys_includ
     arguments = json.loads(tool.attributes["gen_ai.tool.call.arguments"])
     assert arguments == active().value(planted_json())
     assert "[REDACTED:email]" in arguments and "[REDACTED:api_key]" in arguments
+
+
+def big_tool_result_spans(limits=None):
+    run = stored_run()
+    AgentStep.objects.filter(run=run, kind="tool_call").update(result="x" * 2_000_000,
+                                                                status="success")  # fmt: skip
+    (loaded,) = loaded_runs(AgentRun.objects.filter(pk=run.pk))
+    return run_spans(loaded, redactor=active(), capture_content=True,
+                     resource=default_resource(), limits=limits)  # fmt: skip
+
+
+def longest_value(spans) -> int:
+    values = [v for s in spans for v in (s.attributes or {}).values()]
+    values += [v for s in spans for e in s.events for v in (e.attributes or {}).values()]
+    return max(len(v) for v in values if isinstance(v, str))
+
+
+def test_the_standard_attribute_limits_apply_to_every_span(monkeypatch):
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "5")
+    spans = big_tool_result_spans()
+    assert longest_value(spans) == 1000
+    assert all(len(s.attributes) <= 5 for s in spans)
+    assert any(s.dropped_attributes for s in spans)  # counted, as the SDK counts them
+
+
+def test_a_file_without_limits_in_the_environment_keeps_a_long_result_whole(monkeypatch):
+    monkeypatch.delenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    monkeypatch.delenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    assert longest_value(big_tool_result_spans()) > 2_000_000
+
+
+def test_live_spans_cut_long_values_when_the_environment_sets_no_limit(monkeypatch):
+    monkeypatch.delenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    monkeypatch.delenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    assert longest_value(big_tool_result_spans(live.span_limits())) == 16_384
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "100000")
+    assert longest_value(big_tool_result_spans(live.span_limits())) == 100_000

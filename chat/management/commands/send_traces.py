@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,8 @@ class Command(BaseCommand):
         url = options["endpoint"] or traces_endpoint()
         if not url:
             raise CommandError(NO_ENDPOINT)
+        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise CommandError(f"{url} is not an http:// or https:// URL. Nothing was sent.")
         # Every line is checked before the first is sent: a bad file sends nothing.
         count = sum(1 for _ in self._requests(path))
         headers = {**traces_headers(), "Content-Type": "application/x-protobuf"}
@@ -81,11 +84,18 @@ class Command(BaseCommand):
             lines = path.open(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror}") from None
+        number = 0
         with lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield otlp_json_to_request(line).SerializeToString()
-                except OtlpJsonError as exc:
-                    raise CommandError(f"{path}, line {number}: {exc}") from None
+            try:
+                for number, line in enumerate(lines, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        yield otlp_json_to_request(line).SerializeToString()
+                    except OtlpJsonError as exc:
+                        raise CommandError(f"{path}, line {number}: {exc}") from None
+            except UnicodeDecodeError:
+                raise CommandError(
+                    f"{path}, line {number + 1}: not UTF-8 text (an OTLP/JSON file is). "
+                    "Nothing was sent."
+                ) from None
