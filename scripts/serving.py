@@ -56,7 +56,6 @@ def wait_listening(process: subprocess.Popen[bytes], port: int, *, timeout_s: fl
             time.sleep(0.05)
 
 
-
 def wait_answering(
     process: subprocess.Popen[bytes],
     probe: Callable[[], T],
@@ -101,6 +100,7 @@ def stop_session(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> N
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
 
 @contextmanager
 def daphne(

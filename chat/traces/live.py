@@ -99,8 +99,9 @@ class LiveExport:
         self.resource = resource or default_resource()
         self.limits = limits or span_limits()
         self.reporting = Reporting(span_exporter)
-        self.processor = BatchSpanProcessor(self.reporting, max_queue_size=SPAN_QUEUE_SIZE,
-                                            max_export_batch_size=SPAN_PIECE)
+        self.processor = BatchSpanProcessor(
+            self.reporting, max_queue_size=SPAN_QUEUE_SIZE, max_export_batch_size=SPAN_PIECE
+        )
         self.log_provider: Any = None
         self.event_logger: Any = None
         if log_exporter is not None:
@@ -422,4 +423,3 @@ def _submit(kind: str, pk: int, *more: Any) -> None:
             export.submit_withdrawal(pk, *more)
     except Exception:  # telemetry never fails the run that already committed
         logger.exception(FAILED, kind, pk)
-

@@ -117,4 +117,3 @@ def _hex_to_base64(value: str) -> str:
     if len(raw) not in (8, 16):
         raise OtlpJsonError(f"an id is not 8 or 16 bytes: {value!r}")
     return base64.b64encode(raw).decode("ascii")
-

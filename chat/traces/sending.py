@@ -121,7 +121,11 @@ class Reporting:
 
 
 def emit_evaluation(
-    event_logger: Any, run_id: int, at_ns: int, attributes: dict[str, Any], *,
+    event_logger: Any,
+    run_id: int,
+    at_ns: int,
+    attributes: dict[str, Any],
+    *,
     redactor: Redactor,
 ) -> None:
     """Emit ``attributes`` as a ``gen_ai.evaluation.result`` event (an OTLP log record)

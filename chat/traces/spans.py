@@ -111,7 +111,11 @@ def withdrawal_attributes(*, given_by: str) -> dict[str, Any]:
 
 
 def run_spans(
-    run: AgentRun, *, redactor: Redactor, capture_content: bool, resource: Resource,
+    run: AgentRun,
+    *,
+    redactor: Redactor,
+    capture_content: bool,
+    resource: Resource,
     limits: SpanLimits | None = None,
 ) -> list[ReadableSpan]:
     """Return run ``run`` as spans: its ``invoke_agent`` span first, then one span per
@@ -137,7 +141,11 @@ class _Builder:
     """The state one run's spans share: the run, its redactor, and its root context."""
 
     def __init__(
-        self, run: AgentRun, redactor: Redactor, capture_content: bool, resource: Resource,
+        self,
+        run: AgentRun,
+        redactor: Redactor,
+        capture_content: bool,
+        resource: Resource,
         limits: SpanLimits,
     ) -> None:
         self.run = run

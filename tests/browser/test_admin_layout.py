@@ -83,8 +83,15 @@ def test_the_run_list_fits_1366_px_with_every_column_in_view(start_app, browser_
     assert page.locator("#result_list tbody tr").count() == 4
     assert widths["page"] <= widths["viewport"], widths
     assert widths["results"] <= widths["resultsBox"], widths
-    for column in ("cost_shown", "tokens", "run_duration", "errors", "model_turns", "status_shown",
-                   "feedback_shown"):
+    for column in (
+        "cost_shown",
+        "tokens",
+        "run_duration",
+        "errors",
+        "model_turns",
+        "status_shown",
+        "feedback_shown",
+    ):
         box = page.locator(f"#result_list th.column-{column}").bounding_box()
         assert box is not None and box["width"] > 0, column
         assert box["x"] + box["width"] <= widths["right"] + 1, column
@@ -244,4 +251,8 @@ def test_the_run_page_tools_and_downloads_leave_its_heading_readable(
     }""")
     assert overlaps == 0
     assert page.locator(".run-downloads a").all_inner_texts() == [
-        "CSV", "CSV for Excel", "JSONL", "OTLP JSON"]
+        "CSV",
+        "CSV for Excel",
+        "JSONL",
+        "OTLP JSON",
+    ]

@@ -64,9 +64,12 @@ CAUGHT = [
     ("bearer", "Authorization: Splunk {}", "1a2b3c4d-5e6f-7a8b"),
     ("bearer", "Authorization: Negotiate {}", "YIIGhgYGKwYBBQUCoIIGejCCBnag"),
     ("bearer", 'Authorization: Digest username="bob", response="{}"', "6629fae49393a05397450978"),
-    ("bearer", "Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/"
-     "aws4_request, SignedHeaders=host;x-amz-date, Signature={}",
-     "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c4"),
+    (
+        "bearer",
+        "Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/"
+        "aws4_request, SignedHeaders=host;x-amz-date, Signature={}",
+        "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c4",
+    ),
     ("bearer", "bearer={}", "abc123def456"),
     ("bearer", "Bearer: {}", "abc123def456"),
     ("bearer", "Cookie: {}\nAccept: */*", "sessionid=abc123; theme=dark"),

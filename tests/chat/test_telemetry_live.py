@@ -240,9 +240,7 @@ def test_an_interrupted_run_is_sent_when_the_sweep_ends_it(settings, exporting, 
     assert attributes(tool)["error.type"] == "interrupted"
 
 
-def test_feedback_given_after_the_run_was_sent_follows_as_an_evaluation_event(
-    exporting, collector
-):
+def test_feedback_given_after_the_run_was_sent_follows_as_an_evaluation_event(exporting, collector):
     run = ask()
     sent(collector, exporting, run)
     now = timezone.now()
@@ -382,8 +380,10 @@ def test_a_full_queue_drops_the_run_with_a_log_line_and_the_run_succeeds(setting
         ({}, False),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
         ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"},
-         False),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"},
+            False,
+        ),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "  "}, False),
     ],
 )
@@ -400,8 +400,15 @@ def test_the_standard_environment_switches_live_export(monkeypatch, environment,
 
 @pytest.mark.parametrize(
     ("value", "on"),
-    [("true", True), ("SPAN_ONLY", True), ("span_and_event", True), ("false", False),
-     ("NO_CONTENT", False), ("EVENT_ONLY", False), ("", False)],
+    [
+        ("true", True),
+        ("SPAN_ONLY", True),
+        ("span_and_event", True),
+        ("false", False),
+        ("NO_CONTENT", False),
+        ("EVENT_ONLY", False),
+        ("", False),
+    ],
 )
 def test_content_capture_reads_the_genai_instrumentations_values(monkeypatch, value, on):
     from project.env import env_content_capture

@@ -114,10 +114,11 @@ def test_every_string_that_leaves_passes_the_redactor():
     [
         ("not json", "not JSON"),
         ("[1, 2]", "not a JSON object"),
-        ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
-         "not hex"),
-        ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "abcd"}]}]}]}',
-         "not 8 or 16 bytes"),
+        ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "not hex"),
+        (
+            '{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "abcd"}]}]}]}',
+            "not 8 or 16 bytes",
+        ),
         ('{"resourceSpans": [{"colour": "red"}]}', "not an ExportTraceServiceRequest"),
     ],
 )
@@ -172,8 +173,10 @@ def test_send_traces_without_an_endpoint_says_how_to_name_one(tmp_path, monkeypa
     [
         ('{"resourceSpans": "abc"}\n', "resourceSpans is not a list of objects"),
         ('{"resourceSpans": [1]}\n', "resourceSpans is not a list of objects"),
-        ('{"resourceSpans": [{"scopeSpans": [{"spans": ["x"]}]}]}\n',
-         "spans is not a list of objects"),
+        (
+            '{"resourceSpans": [{"scopeSpans": [{"spans": ["x"]}]}]}\n',
+            "spans is not a list of objects",
+        ),
         ("[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
         ('{"resourceSpans": [{"resource": 5}]}\n', "not an ExportTraceServiceRequest"),
     ],
