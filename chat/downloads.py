@@ -7,7 +7,6 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.views.decorators.http import require_GET
 
 from chat import store
-from chat.models import AgentRun
 from chat.traces.formats import FORMATS, UnknownFormat, download_response, find_format
 
 
@@ -34,5 +33,6 @@ def conversation_download(
         fmt = find_format(format_name, bom=request.GET.get("bom") == "1")
     except UnknownFormat as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    runs = AgentRun.objects.filter(conversation_id=conversation.pk)
-    return download_response(runs, fmt, request=request, prefix=f"conversation-{conversation.pk}")
+    return download_response(
+        conversation.runs.all(), fmt, request=request, prefix=f"conversation-{conversation.pk}"
+    )

@@ -17,8 +17,8 @@ concern, all of it importable from here:
 - :mod:`chat.store.usage`: a run's token counts and cost when it ends, and its
   conversation's sums;
 - :mod:`chat.store.feedback`: the owner's thumbs up or down and comment on an answer;
-- :mod:`chat.store.rows`: what the others share: loading runs for rendering, counting
-  a run's tool calls, values every database can store.
+- :mod:`chat.store.rows`: what the others share: loading runs for rendering and, a chunk
+  at a time, for exports; counting a run's tool calls; values every database can store.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from chat.store.conversations import (
 )
 from chat.store.feedback import (
     FeedbackRefused,
+    feedback_get,
     feedback_give,
     feedback_of,
     feedback_offered,
@@ -72,7 +73,7 @@ from chat.store.pages import (
     run_with_steps_of,
     runs_window,
 )
-from chat.store.rows import database_answers
+from chat.store.rows import database_answers, runs_in_chunks, runs_with_ids
 from chat.store.runs import (
     ConversationGone,
     ModelProvenance,
@@ -132,6 +133,7 @@ __all__ = [
     "conversations_for_owner",
     "conversations_listed",
     "database_answers",
+    "feedback_get",
     "feedback_give",
     "feedback_of",
     "feedback_offered",
@@ -156,10 +158,12 @@ __all__ = [
     "run_with_steps",
     "run_with_steps_of",
     "runs_delete",
+    "runs_in_chunks",
     "runs_interrupt_stale",
     "runs_ready",
     "runs_to_catch_up",
     "runs_window",
+    "runs_with_ids",
     "snapshot_mcp_tool_names",
     "step_finish",
     "step_for_card",

@@ -52,6 +52,11 @@ def feedback_of(run: AgentRun) -> Feedback | None:
         return None
 
 
+def feedback_get(*, feedback_id: int) -> Feedback | None:
+    """Return feedback row ``feedback_id``, or None when it was taken back since."""
+    return Feedback.objects.filter(pk=feedback_id).first()
+
+
 def feedback_offered(run: AgentRun) -> bool:
     """Return True when ``run`` takes feedback: ended, with an answer or a partial reply.
 

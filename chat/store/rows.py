@@ -1,8 +1,10 @@
-"""What the store's modules share: runs loaded for rendering, a run's counted steps, and
-values every database can store."""
+"""What the store's modules share: runs loaded for rendering and for exports, a run's
+counted steps, and values every database can store."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from django.db import connection
@@ -26,6 +28,31 @@ def runs_loaded(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
         # and each tool call's approval, if it was held (a join, not a query per step).
         Prefetch("steps", queryset=AgentStep.objects.select_related("approval").order_by("ordinal"))
     )
+
+
+RUNS_PER_CHUNK = 100
+
+
+def runs_in_chunks(runs: QuerySet[AgentRun], *, chunk: int = RUNS_PER_CHUNK) -> Iterator[AgentRun]:
+    """Yield ``runs`` in id order, each loaded whole for an export.
+
+    What :func:`runs_loaded` loads (conversation, user message, feedback, the steps in
+    order with their approvals), plus the conversation's owner and the run's snapshot
+    (one query per chunk for the distinct snapshots, which runs share). Ids are read
+    through a server-side cursor and runs ``chunk`` at a time, so memory holds one chunk
+    whatever the size of ``runs``.
+    """
+    ids = runs.order_by("pk").values_list("pk", flat=True).iterator(chunk_size=2000)
+    while batch := list(islice(ids, chunk)):
+        loaded = runs_loaded(AgentRun.objects.filter(pk__in=batch))
+        yield from (
+            loaded.select_related("conversation__owner").prefetch_related("snapshot").order_by("pk")
+        )
+
+
+def runs_with_ids(*, run_ids: Iterable[int]) -> QuerySet[AgentRun]:
+    """Return the runs whose ids are ``run_ids`` (unevaluated, for :func:`runs_in_chunks`)."""
+    return AgentRun.objects.filter(pk__in=list(run_ids))
 
 
 def format_error_q() -> Q:

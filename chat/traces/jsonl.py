@@ -3,7 +3,7 @@
 The shape is versioned (:data:`SCHEMA`, the ``schema`` key of every line), described in
 docs/jsonl-format.md and checked by the JSON Schema docs/jsonl-schema.json. Additions keep
 the version; removing a field or changing its meaning makes a new one. Runs come from
-:func:`chat.traces.loading.loaded_runs`, a chunk at a time, so memory stays flat.
+:func:`chat.store.runs_in_chunks`, a chunk at a time, so memory stays flat.
 
 Every string a person, a model or a tool wrote passes the redactor: ``redactor.text`` on
 text (questions, answers, results, observations, model text, reasoning, errors, tool
@@ -26,10 +26,10 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
 
 from agents.tool_output import json_safe
+from chat import store
 from chat.export import owner_label
 from chat.models import AgentRun, AgentStep, Approval
 from chat.store.feedback import feedback_of
-from chat.traces.loading import loaded_runs
 from chat.traces.redaction import Redactor
 
 SCHEMA = "agent-chat.run/1"
@@ -121,7 +121,7 @@ def _cost(run: AgentRun) -> dict[str, str] | None:
 
 
 def run_record(run: AgentRun, *, redactor: Redactor) -> dict[str, Any]:
-    """Return one run, loaded by :func:`loaded_runs`, as a line of the JSONL schema."""
+    """Return one run (loaded by :func:`chat.store.runs_in_chunks`) as a JSONL record."""
     return {
         "schema": SCHEMA,
         "run_id": run.pk,
@@ -171,7 +171,7 @@ def jsonl_lines(runs: QuerySet[AgentRun], *, redactor: Redactor) -> Iterator[str
     """Yield one JSON line (ending in ``"\\n"``) per run of ``runs``, in id order.
 
     Each line is :func:`run_record`'s object; an empty queryset yields nothing (an empty
-    file). Memory holds one chunk of runs (:func:`loaded_runs`) whatever the total.
+    file). Memory holds one chunk of runs (:func:`chat.store.runs_in_chunks`) whatever the total.
     """
-    for run in loaded_runs(runs):
+    for run in store.runs_in_chunks(runs):
         yield _line(run_record(run, redactor=redactor))

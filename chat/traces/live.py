@@ -6,7 +6,7 @@ Off (no ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
 ``OTEL_SDK_DISABLED=true``: ``settings.TELEMETRY_LIVE``), a run's end costs one settings
 read: no query, no thread, no OpenTelemetry import. On, the store hands each ended run's
 id over when its transaction commits; a bounded queue feeds one daemon thread that
-loads the runs waiting (:func:`chat.traces.loading.loaded_runs`, up to
+loads the runs waiting (:func:`chat.store.runs_in_chunks`, up to
 :data:`RUNS_PER_LOAD` in one read), builds their spans
 (:func:`chat.traces.spans.run_spans`) and gives them to the SDK's
 ``BatchSpanProcessor``, whose own thread sends them with the SDK's ``OTLPSpanExporter``
@@ -206,13 +206,12 @@ class LiveExport:
         return None not in items
 
     def _send_runs(self, run_ids: list[int]) -> None:
-        from chat.models import AgentRun
-        from chat.traces.loading import loaded_runs
+        from chat import store
         from chat.traces.redaction import active
         from chat.traces.spans import NOT_ENDED, run_spans
 
         redactor = active()
-        for run in loaded_runs(AgentRun.objects.filter(pk__in=run_ids)):
+        for run in store.runs_in_chunks(store.runs_with_ids(run_ids=run_ids)):
             if run.status in NOT_ENDED:
                 continue  # resumed meanwhile: its next end sends it whole
             spans = run_spans(run, redactor=redactor, capture_content=self.capture_content,
@@ -244,12 +243,12 @@ class LiveExport:
         return True
 
     def _send_feedback(self, feedback_id: int) -> None:
-        from chat.models import Feedback
+        from chat import store
         from chat.traces.ids import ns
         from chat.traces.redaction import active
         from chat.traces.spans import feedback_attributes
 
-        feedback = Feedback.objects.filter(pk=feedback_id).first()
+        feedback = store.feedback_get(feedback_id=feedback_id)
         if feedback is None:
             return
         attributes = feedback_attributes(feedback, capture_content=self.capture_content)

@@ -20,8 +20,8 @@ from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from chat import store
 from chat.models import AgentRun
-from chat.traces.loading import loaded_runs
 from chat.traces.redaction import Redactor
 from chat.traces.spans import default_resource, run_spans
 
@@ -36,12 +36,12 @@ def otlp_json_lines(runs: QuerySet[AgentRun], *, redactor: Redactor) -> Iterator
     """Yield each run of ``runs`` (in id order) as one line of OTLP/JSON, ending in
     ``"\\n"``.
 
-    Runs are read a chunk at a time (:func:`chat.traces.loading.loaded_runs`), so memory
+    Runs are read a chunk at a time (:func:`chat.store.runs_in_chunks`), so memory
     holds one chunk and one run's spans whatever the size of ``runs``. The resource is
     the SDK's from the environment (``OTEL_SERVICE_NAME``, default ``agent-chat``).
     """
     resource = default_resource()
-    for run in loaded_runs(runs):
+    for run in store.runs_in_chunks(runs):
         spans = run_spans(run, redactor=redactor, capture_content=True, resource=resource)
         yield request_json(encode_spans(spans)) + "\n"
 

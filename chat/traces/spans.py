@@ -121,7 +121,7 @@ def run_spans(
     """Return run ``run`` as spans: its ``invoke_agent`` span first, then one span per
     step in ordinal order.
 
-    ``run`` is loaded as :func:`chat.traces.loading.loaded_runs` yields it (no query
+    ``run`` is loaded as :func:`chat.store.runs_in_chunks` yields it (no query
     here). Content (messages, tool arguments and results, reasoning, a comment, an
     edited argument) is included only with ``capture_content``; every string value,
     names included, goes through ``redactor``. A run not ended yet (running or waiting)

@@ -12,9 +12,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
+from chat import store
 from chat.models import AgentRun, Feedback
 from chat.traces.ids import span_id_of, trace_id_of
-from chat.traces.loading import loaded_runs
 from chat.traces.otlp import OtlpJsonError, otlp_json_lines, otlp_json_to_request
 from chat.traces.redaction import Redactor, active
 from chat.traces.spans import default_resource, run_spans
@@ -51,7 +51,7 @@ def test_each_run_is_one_line_of_otlp_json_with_hex_ids_and_integer_enums():
 def test_a_line_reads_back_into_the_request_the_sdk_encoded():
     run = ask()
     (line,) = otlp_json_lines(AgentRun.objects.all(), redactor=active())
-    (loaded,) = loaded_runs(AgentRun.objects.filter(pk=run.pk))
+    (loaded,) = store.runs_in_chunks(AgentRun.objects.filter(pk=run.pk))
     spans = run_spans(loaded, redactor=active(), capture_content=True,
                       resource=default_resource())  # fmt: skip
     expected = encode_spans(spans)

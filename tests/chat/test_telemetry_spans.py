@@ -10,9 +10,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from opentelemetry.trace import StatusCode
 
+from chat import store
 from chat.models import AgentRun, AgentStep
 from chat.traces import live
-from chat.traces.loading import loaded_runs
 from chat.traces.redaction import active
 from chat.traces.spans import default_resource, run_spans, server_attributes
 from tests.chat.exported_runs import stored_run
@@ -24,7 +24,7 @@ QUESTION = "What's the weather in Hangzhou, and what is 17*23?"
 
 
 def spans_of(run: AgentRun, *, content: bool = False):
-    (loaded,) = loaded_runs(AgentRun.objects.filter(pk=run.pk))
+    (loaded,) = store.runs_in_chunks(AgentRun.objects.filter(pk=run.pk))
     return run_spans(loaded, redactor=active(), capture_content=content,
                      resource=default_resource())  # fmt: skip
 
@@ -184,7 +184,7 @@ def big_tool_result_spans(limits=None):
     run = stored_run()
     AgentStep.objects.filter(run=run, kind="tool_call").update(result="x" * 2_000_000,
                                                                 status="success")  # fmt: skip
-    (loaded,) = loaded_runs(AgentRun.objects.filter(pk=run.pk))
+    (loaded,) = store.runs_in_chunks(AgentRun.objects.filter(pk=run.pk))
     return run_spans(loaded, redactor=active(), capture_content=True,
                      resource=default_resource(), limits=limits)  # fmt: skip
 
