@@ -15,18 +15,16 @@ from __future__ import annotations
 import csv
 import heapq
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
-from django.http import HttpRequest, StreamingHttpResponse
 
 from chat.models import AgentRun, AgentSnapshot, AgentStep, Approval, Conversation
 from chat.store.feedback import feedback_of
 from chat.traces.redaction import Redactor, active
-from chat.traces.streaming import aencoded_chunks, encoded_chunks, streaming_download
 
 COLUMNS: tuple[str, ...] = (
     "run_id",
@@ -268,7 +266,7 @@ def trace_rows(
     Rows are ordered by run id, then step ordinal; a run without steps (it failed before
     the model was asked) still gets one row with empty step cells. Memory stays constant:
     two cursors are read in chunks of :data:`CHUNK_SIZE` and merged. Cells are plain text,
-    not yet neutralised (:func:`write_csv` and :func:`stream_csv` do that).
+    not yet neutralised (:func:`csv_lines` does that).
     """
     run_ids = runs.order_by().values("pk")
     steps = (
@@ -332,11 +330,6 @@ def csv_lines(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[str]:
         yield writer.writerow([neutralise(cell) for cell in row])
 
 
-def stream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> Iterator[bytes]:
-    """Yield the CSV as UTF-8 bytes in chunks of about 64 KiB (for a streaming response)."""
-    return encoded_chunks(csv_lines(rows, bom=bom))
-
-
 def write_csv(rows: Iterable[list[str]], out: Any, *, bom: bool = False) -> int:
     """Write the CSV to the text stream ``out``; return the number of data rows."""
     count = -1
@@ -358,32 +351,6 @@ def export_filename(
     """
     suffix = "-excel" if bom else ""
     return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}{suffix}.{extension}"
-
-
-def astream_csv(rows: Iterable[list[str]], *, bom: bool = False) -> AsyncIterator[bytes]:
-    """Yield :func:`stream_csv`'s chunks asynchronously (see :func:`aencoded_chunks`)."""
-    return aencoded_chunks(csv_lines(rows, bom=bom))
-
-
-def export_response(
-    runs: QuerySet[AgentRun],
-    *,
-    request: HttpRequest | None = None,
-    bom: bool = False,
-    filename: str | None = None,
-) -> StreamingHttpResponse:
-    """Return a streaming CSV download of ``runs``' steps (see :func:`trace_rows`).
-
-    ``bom`` prefixes a UTF-8 byte-order mark for Excel. Streams in flat memory under WSGI
-    and ASGI (:func:`chat.traces.streaming.streaming_download`). The caller checks
-    permissions (:func:`can_export`).
-    """
-    return streaming_download(
-        csv_lines(trace_rows(runs), bom=bom),
-        request=request,
-        content_type=CONTENT_TYPE,
-        filename=filename or export_filename(bom=bom),
-    )
 
 
 def can_export(user: Any) -> bool:

@@ -15,8 +15,10 @@ from django.http import StreamingHttpResponse
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from chat.export import COLUMNS, csv_lines, export_response, neutralise, stream_csv, trace_rows
+from chat.export import COLUMNS, csv_lines, neutralise, trace_rows
 from chat.models import AgentRun, AgentStep, Approval, Conversation, Message
+from chat.traces.formats import CSV
+from chat.traces.streaming import encoded_chunks, streaming_download
 
 pytestmark = pytest.mark.django_db
 
@@ -108,10 +110,18 @@ def test_cells_a_spreadsheet_would_run_as_formulas_are_neutralised(prefix):
     assert neutralise("") == ""
 
 
+def csv_download(runs, *, request, filename):
+    """The CSV's streaming download, as every download path sends it."""
+    return streaming_download(
+        csv_lines(trace_rows(runs)), request=request, content_type=CSV.content_type,
+        filename=filename,
+    )  # fmt: skip
+
+
 def test_the_bom_option_starts_the_file_with_a_utf8_byte_order_mark():
     make_run()
-    with_bom = b"".join(stream_csv(trace_rows(AgentRun.objects.all()), bom=True))
-    without = b"".join(stream_csv(trace_rows(AgentRun.objects.all())))
+    with_bom = b"".join(encoded_chunks(csv_lines(trace_rows(AgentRun.objects.all()), bom=True)))
+    without = b"".join(encoded_chunks(csv_lines(trace_rows(AgentRun.objects.all()))))
     assert with_bom.startswith(b'\xef\xbb\xbf"run_id",')
     assert without.startswith(b'"run_id",')
     assert with_bom.decode("utf-8-sig") == without.decode("utf-8")
@@ -125,7 +135,7 @@ def test_lines_end_with_crlf_as_rfc_4180_says():
 def test_the_http_export_streams():
     for _ in range(3):
         make_run(steps=40, result="x" * 1000)
-    response = export_response(AgentRun.objects.all(), filename="t.csv")
+    response = csv_download(AgentRun.objects.all(), request=None, filename="t.csv")
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["Content-Disposition"] == 'attachment; filename="t.csv"'
@@ -278,7 +288,7 @@ async def test_over_asgi_the_export_is_an_async_stream_read_chunk_by_chunk():
     for _ in range(3):
         await sync_to_async(make_run)(steps=40, result="x" * 1000)
     request = AsyncRequestFactory().get("/admin/chat/agentrun/export/")
-    response = export_response(AgentRun.objects.all(), request=request)
+    response = csv_download(AgentRun.objects.all(), request=request, filename="t.csv")
 
     assert response.is_async  # Django would read a sync iterator whole before sending
     chunks = [chunk async for chunk in response.streaming_content]
