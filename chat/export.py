@@ -130,11 +130,16 @@ def neutralise(cell: str) -> str:
     return cell
 
 
-def _iso(value: datetime | None) -> str:
-    """Return a datetime as ISO 8601 in UTC (``2026-11-29T20:43:05.120Z``), or ``""``."""
+def iso_utc(value: datetime | None) -> str | None:
+    """Return a datetime as ISO 8601 in UTC with milliseconds (``2026-11-29T20:43:05.120Z``),
+    or None; every export writes its times so (CSV, JSONL, span attributes)."""
     if value is None:
-        return ""
+        return None
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _iso(value: datetime | None) -> str:
+    return iso_utc(value) or ""
 
 
 def _text(value: Any) -> str:

@@ -18,6 +18,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from chat import export
 from chat.models import AgentRun
 from chat.traces import redaction
+from chat.traces.jsonl import CONTENT_TYPE as JSONL_TYPE
 from chat.traces.jsonl import jsonl_lines
 from chat.traces.redaction import Redactor
 from chat.traces.streaming import streaming_download
@@ -65,14 +66,12 @@ CSV_EXCEL = Format(
     lambda runs, redactor: _csv(runs, redactor, bom=True), "rows", header_pieces=1, bom=True,
 )  # fmt: skip
 JSONL = Format(
-    "jsonl", "JSONL", "application/jsonl; charset=utf-8", "jsonl",
+    "jsonl", "JSONL", JSONL_TYPE, "jsonl",
     lambda runs, redactor: jsonl_lines(runs, redactor=redactor), "runs",
 )  # fmt: skip
 # OTLP JSON as the OpenTelemetry file exporter writes it: one ExportTraceServiceRequest
 # per line, JSON Lines, which Phoenix, Langfuse, Jaeger and MLflow import.
-OTLP_JSON = Format(
-    "otlp-json", "OTLP JSON", "application/jsonl; charset=utf-8", "otlp.jsonl", _otlp, "lines"
-)
+OTLP_JSON = Format("otlp-json", "OTLP JSON", JSONL_TYPE, "otlp.jsonl", _otlp, "lines")
 
 FORMATS: dict[str, Format] = {f.name: f for f in (CSV, JSONL, OTLP_JSON)}
 DEFAULT = CSV.name

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -27,20 +26,14 @@ from django.db.models import QuerySet
 
 from agents.tool_output import json_safe
 from chat import store
+from chat.export import iso_utc as _iso
 from chat.export import owner_label
 from chat.models import AgentRun, AgentStep, Approval
 from chat.store.feedback import feedback_of
 from chat.traces.redaction import Redactor
 
 SCHEMA = "agent-chat.run/1"
-CONTENT_TYPE = "application/jsonl; charset=utf-8"
-
-
-def _iso(value: datetime | None) -> str | None:
-    """Return a datetime as ISO 8601 in UTC with milliseconds (``…T20:43:05.120Z``)."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+CONTENT_TYPE = "application/jsonl; charset=utf-8"  # JSONL and OTLP JSON files alike
 
 
 def _usage(row: AgentRun | AgentStep) -> dict[str, int | None]:

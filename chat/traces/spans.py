@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
@@ -27,6 +27,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from agents.approvals import DENIED_BY_POLICY, REFUSAL_TYPES
+from agents.timing import whole_ms
+from chat.export import iso_utc as _iso
 from chat.export import owner_label
 from chat.models import AgentRun, AgentStep, Approval, RunStatus, StepStatus
 from chat.traces.ids import SAMPLED, ns, run_context, span_id_of, trace_id_of
@@ -442,16 +444,10 @@ def _parsed(result: str) -> Any:
         return result
 
 
-def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _ms(start: datetime, end: datetime | None) -> int | None:
     if end is None:
         return None
-    return max(0, int((end - start).total_seconds() * 1000))
+    return max(0, whole_ms(end - start))
 
 
 def span_run_ids(spans: Iterable[ReadableSpan]) -> list[int]:
