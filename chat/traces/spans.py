@@ -46,6 +46,14 @@ SCORES = {"up": 1.0, "down": 0.0}
 # OpenAI's finish reasons as the conventions' output message schema names them.
 FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
 NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
+# A run's columns on its span as stored, ``agent_chat.run.<column>``; its token totals are
+# ``agent_chat.run.usage.<column>`` (the conventions' usage is on the chat spans only).
+RUN_COLUMNS = (
+    "status", "strategy", "iterations", "duration_ms", "waited_ms", "tool_call_count",
+    "tool_error_count", "format_error_count", "cost_currency", "tool_choice",
+    "parallel_tool_calls",
+)  # fmt: skip
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
 
 
 class RedactedJson(str):
@@ -252,21 +260,9 @@ class _Builder:
             **self.common,
             "user.id": owner_label(run.conversation),
             NS + "run.id": run.pk,
-            NS + "run.status": run.status,
-            NS + "run.strategy": run.strategy,
-            NS + "run.iterations": run.iterations,
-            NS + "run.duration_ms": run.duration_ms,
-            NS + "run.waited_ms": run.waited_ms,
-            NS + "run.tool_call_count": run.tool_call_count,
-            NS + "run.tool_error_count": run.tool_error_count,
-            NS + "run.format_error_count": run.format_error_count,
-            NS + "run.usage.input_tokens": run.input_tokens,
-            NS + "run.usage.output_tokens": run.output_tokens,
-            NS + "run.usage.total_tokens": run.total_tokens,
+            **{NS + "run." + column: getattr(run, column) for column in RUN_COLUMNS},
+            **{NS + "run.usage." + column: getattr(run, column) for column in TOKEN_COLUMNS},
             NS + "run.cost": float(run.cost) if run.cost is not None else None,
-            NS + "run.cost_currency": run.cost_currency,
-            NS + "run.tool_choice": run.tool_choice,
-            NS + "run.parallel_tool_calls": run.parallel_tool_calls,
             NS + "snapshot.digest": run.snapshot.digest if run.snapshot is not None else None,
         }
         failed = run.status not in (RunStatus.SUCCEEDED, *NOT_ENDED)
