@@ -246,7 +246,7 @@ class LiveExport:
         from chat import store
         from chat.traces.ids import ns
         from chat.traces.redaction import active
-        from chat.traces.spans import feedback_attributes
+        from chat.traces.span_events import feedback_attributes
 
         feedback = store.feedback_get(feedback_id=feedback_id)
         if feedback is None:
@@ -257,7 +257,7 @@ class LiveExport:
 
     def _send_withdrawal(self, run_id: int, at_ns: int, given_by: str) -> None:
         from chat.traces.redaction import active
-        from chat.traces.spans import withdrawal_attributes
+        from chat.traces.span_events import withdrawal_attributes
 
         attributes = withdrawal_attributes(given_by=given_by)
         emit_evaluation(self.event_logger, run_id, at_ns, attributes, redactor=active())

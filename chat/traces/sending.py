@@ -135,7 +135,7 @@ def emit_evaluation(
     from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 
     from chat.traces.ids import run_context
-    from chat.traces.spans import EVALUATION_EVENT, NS
+    from chat.traces.span_events import EVALUATION_EVENT, NS
 
     attributes = {key: redactor.text(value) if isinstance(value, str) else value
                   for key, value in attributes.items() if value is not None}  # fmt: skip

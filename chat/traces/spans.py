@@ -27,22 +27,22 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from agents.approvals import DENIED_BY_POLICY, REFUSAL_TYPES
-from agents.timing import whole_ms
-from chat.export import iso_utc as _iso
 from chat.export import owner_label
 from chat.models import AgentRun, AgentStep, Approval, RunStatus, StepStatus
 from chat.traces.ids import SAMPLED, ns, run_context, span_id_of, trace_id_of
 from chat.traces.redaction import Redactor
+from chat.traces.span_events import (
+    EVALUATION_EVENT,
+    NS,
+    approval_event,
+    denied_by_policy_event,
+    feedback_attributes,
+)
 
-NS = "agent_chat."
 SCOPE = InstrumentationScope("agent_chat.traces")
 DEFAULT_SERVICE_NAME = "agent-chat"
 DEFAULT_AGENT_NAME = "agent"
 OTHER_ERROR = "_OTHER"  # the conventions' error.type when nothing names it better
-APPROVAL_EVENT = NS + "approval"
-EVALUATION_EVENT = "gen_ai.evaluation.result"
-FEEDBACK_EVALUATION = "user_feedback"
-SCORES = {"up": 1.0, "down": 0.0}
 # OpenAI's finish reasons as the conventions' output message schema names them.
 FINISH_REASONS = {"tool_calls": "tool_call", "function_call": "tool_call"}
 NOT_ENDED = (RunStatus.RUNNING, RunStatus.WAITING)
@@ -91,33 +91,6 @@ def server_attributes(endpoint: str) -> dict[str, Any]:
     if sep and port.isdigit() and not host.endswith(":"):  # an IPv6 host has colons
         return {"server.address": host.strip("[]"), "server.port": int(port)}
     return {"server.address": endpoint.strip("[]")}
-
-
-def feedback_attributes(feedback: Any, *, capture_content: bool) -> dict[str, Any]:
-    """Return the ``gen_ai.evaluation.result`` event's attributes for a Feedback row:
-    ``user_feedback``, label ``up``/``down``, score 1/0, the comment as explanation
-    only with ``capture_content``."""
-    attributes: dict[str, Any] = {
-        "gen_ai.evaluation.name": FEEDBACK_EVALUATION,
-        "gen_ai.evaluation.score.label": feedback.rating,
-        "gen_ai.evaluation.score.value": SCORES.get(feedback.rating, 0.0),
-        NS + "feedback.given_by": feedback.given_by_name,
-        NS + "feedback.created_at": _iso(feedback.created_at),
-    }
-    if capture_content and feedback.comment:
-        attributes["gen_ai.evaluation.explanation"] = feedback.comment
-    return attributes
-
-
-def withdrawal_attributes(*, given_by: str) -> dict[str, Any]:
-    """Return the ``gen_ai.evaluation.result`` event's attributes for feedback that was
-    withdrawn: ``user_feedback``, no score, ``agent_chat.feedback.withdrawn`` true (the
-    conventions have no way to say so; the latest record is the verdict)."""
-    return {
-        "gen_ai.evaluation.name": FEEDBACK_EVALUATION,
-        NS + "feedback.withdrawn": True,
-        NS + "feedback.given_by": given_by,
-    }
 
 
 def run_spans(
@@ -402,10 +375,7 @@ class _Builder:
             events.append(self._approval_event(approval))
             start = min(start, approval.requested_at)  # the span covers the wait
         elif step.error_type == DENIED_BY_POLICY:
-            events.append(Event(APPROVAL_EVENT, {NS + "approval.policy": "deny",
-                                                 NS + "approval.outcome": "denied",
-                                                 NS + "approval.decided_by": "policy"},
-                                ns(step.started_at)))  # fmt: skip
+            events.append(denied_by_policy_event(ns(step.started_at)))
         links = [Link(turn, {NS + "link": "model_turn"})] if turn is not None else []
         return self._span(
             f"execute_tool {step.tool_name}", context=self._context(step.ordinal),
@@ -414,22 +384,9 @@ class _Builder:
         )  # fmt: skip
 
     def _approval_event(self, approval: Approval) -> Event:
-        at = approval.decided_at or approval.requested_at
-        attributes: dict[str, Any] = {
-            NS + "approval.policy": "ask",
-            NS + "approval.outcome": approval.outcome,
-            NS + "approval.decided_by": approval.decided_by_name,
-            NS + "approval.decided_at": _iso(approval.decided_at),
-            NS + "approval.requested_at": _iso(approval.requested_at),
-            NS + "approval.expires_at": _iso(approval.expires_at),
-            NS + "approval.reason": approval.reason,
-            NS + "approval.always_allowed": approval.always_allowed,
-            NS + "approval.edited": approval.edited_arguments is not None,
-            NS + "approval.wait_ms": _ms(approval.requested_at, approval.decided_at),
-        }
-        if self.content and approval.edited_arguments is not None:
-            attributes[NS + "approval.edited_arguments"] = self._json(approval.edited_arguments)
-        return Event(APPROVAL_EVENT, attributes, ns(at))
+        edited = approval.edited_arguments
+        edited_json = self._json(edited) if self.content and edited is not None else None
+        return approval_event(approval, edited_json=edited_json)
 
 
 def _parsed(result: str) -> Any:
@@ -438,12 +395,6 @@ def _parsed(result: str) -> Any:
         return json.loads(result)
     except ValueError:
         return result
-
-
-def _ms(start: datetime, end: datetime | None) -> int | None:
-    if end is None:
-        return None
-    return max(0, whole_ms(end - start))
 
 
 def span_run_ids(spans: Iterable[ReadableSpan]) -> list[int]:
