@@ -298,7 +298,9 @@ class _Builder:
         status = self._step_status(step, attributes)
         if self.content:
             self._chat_content(step, attributes, reason)
-        kind = SpanKind.INTERNAL if run.provider == "demo" else SpanKind.CLIENT
+        # A scripted stand-in (the offline demo) answers in-process: no client call.
+        entry = run.provider_entry
+        kind = SpanKind.INTERNAL if entry is not None and entry.scripted else SpanKind.CLIENT
         return self._span(
             f"chat {run.model_name}", context=self._context(step.ordinal), parent=self.root,
             kind=kind, start=step.started_at, end=step.finished_at, attributes=attributes,

@@ -8,7 +8,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from chat import store
 from chat.models import AgentRun, AgentStep
@@ -216,3 +216,14 @@ def test_live_spans_cut_long_values_when_the_environment_sets_no_limit(monkeypat
     assert longest_value(big_tool_result_spans(live.span_limits())) == 16_384
     monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "100000")
     assert longest_value(big_tool_result_spans(live.span_limits())) == 100_000
+
+
+def test_a_model_turn_is_a_client_call_unless_a_scripted_stand_in_answered_it():
+    call_command("ask", "What is 17*23?", stdout=StringIO())
+    run = AgentRun.objects.get()
+    (demo_turn,) = [s for s in spans_of(run) if s.name.startswith("chat ")][:1]
+    assert demo_turn.kind == SpanKind.INTERNAL  # the offline demo answers in-process
+
+    AgentRun.objects.filter(pk=run.pk).update(provider="openai")
+    (served_turn,) = [s for s in spans_of(run) if s.name.startswith("chat ")][:1]
+    assert served_turn.kind == SpanKind.CLIENT
