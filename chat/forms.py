@@ -50,6 +50,10 @@ COMMENT_UNSTORABLE = (
     "The comment contains characters that cannot be stored ({what}). It was not saved."
 )
 NOTHING_GIVEN = "Feedback needs a 'rating' or a 'comment'. No feedback was saved."
+COMMENT_WITHOUT_FEEDBACK = (
+    "Taking feedback back ('rating': 'none') removes its comment too: send the comment "
+    "with a thumbs up or down. Nothing was changed."
+)
 
 
 def tool_choice_choices(tool_names: Sequence[str]) -> list[tuple[str, str]]:
@@ -394,6 +398,9 @@ class FeedbackForm(forms.Form):
             data["rating"] = None
         if data.get("rating") is None and data.get("comment") is None and not self.errors:
             raise forms.ValidationError(NOTHING_GIVEN)
+        if data.get("rating") == RATING_NONE and data.get("comment"):
+            # The comment would be dropped unsaid with the row it belongs to.
+            raise forms.ValidationError(COMMENT_WITHOUT_FEEDBACK)
         return data
 
     def refusal(self) -> str:

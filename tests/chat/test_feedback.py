@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from chat import feedback, fragments, store
-from chat.forms import BAD_RATING, NOTHING_GIVEN, FeedbackForm
+from chat.forms import BAD_RATING, COMMENT_WITHOUT_FEEDBACK, NOTHING_GIVEN, FeedbackForm
 from chat.models import AgentRun, Conversation, Feedback, RunStatus, StepKind, StepStatus
 from chat.store.feedback import NOT_A_RUN, NOTHING_TO_RATE, RATE_FIRST, STILL_GOING
 from tests.chat.test_fragments import no_queries
@@ -172,8 +172,9 @@ def test_a_comment_needs_a_rating_first_and_is_refused_without_one(chat, alice):
         ({"comment": "nul \x00 inside"}, "cannot be stored (a NUL character)"),
         ({"comment": "lone \ud800 surrogate"}, "cannot be stored (an unpaired surrogate)"),
         ({}, NOTHING_GIVEN),
+        ({"rating": "none", "comment": "keep this"}, COMMENT_WITHOUT_FEEDBACK),
     ],
-    ids=["bad-rating", "too-long", "nul", "surrogate", "nothing"],
+    ids=["bad-rating", "too-long", "nul", "surrogate", "nothing", "comment-taken-back"],
 )  # fmt: skip
 def test_the_form_refuses_with_a_clear_message(data, refusal):
     form = FeedbackForm(data)
