@@ -47,7 +47,7 @@ BENCHMARKS = (
         "export",
         "export.py",
         (),
-        ("--sizes", "1000", "--methods", "ours,ours-jsonl,ours-otlp-json,naive"),
+        ("--sizes", "1000", "--methods", "ours,ours-unredacted,ours-jsonl,ours-otlp-json,naive"),
     ),
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
     Benchmark("load", "load.py", (), ("--tiny",)),
