@@ -114,6 +114,16 @@ class Conversation(models.Model):
     # Set when its owner deletes it from their list: the page, the list and the socket no
     # longer show it, but its runs are evidence and stay for audit until purge_runs.
     hidden_at = models.DateTimeField(null=True, blank=True, verbose_name="deleted by its owner at")
+    # The branch the page shows: the newest question of it (a leaf of the message tree, see
+    # Message.parent). Null: the newest question of the conversation.
+    current_message = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+    )  # fmt: skip
+    # A fork: the question (of another conversation) this one continues after; its path up
+    # to there is this conversation's history before its first question.
+    forked_from = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-updated_at", "-id"]
@@ -144,7 +154,13 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
-    """One chat message; an assistant message points at the run that wrote it."""
+    """One chat message; an assistant message points at the run that wrote it.
+
+    A conversation's user messages form a tree (ChatGPT's ``parent`` / ``current_node``
+    shape): each question's ``parent`` is the question before it on its branch, null for
+    the first (or, for a fork's first, the question of the source conversation it
+    continues after). Retry, regenerate and edit add a sibling; nothing is deleted.
+    """
 
     class Role(models.TextChoices):
         USER = "user", "User"
@@ -157,6 +173,9 @@ class Message(models.Model):
     content = models.TextField()
     run = models.ForeignKey(
         "AgentRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -187,6 +206,14 @@ class AgentSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.content.get('agent', {}).get('name', '?')} {self.digest[:12]}"
+
+
+class BranchKind(models.TextChoices):
+    """Why a run is another take of an earlier one (``AgentRun.branched_from``)."""
+
+    RETRY = "retry", "Retry of a failed run"
+    REGENERATE = "regenerate", "Regenerated answer"
+    EDIT = "edit", "Edited question"
 
 
 class AgentRun(models.Model):
@@ -249,6 +276,12 @@ class AgentRun(models.Model):
     # None when the tokens or the price were unknown then.
     cost = models.DecimalField(max_digits=20, decimal_places=10, null=True, blank=True)
     cost_currency = models.CharField(max_length=3, blank=True, default="")
+    # Another take of an earlier run of the same place in the conversation (retry,
+    # regenerate, edit-and-rerun): the earlier run stays, as evidence and as a branch.
+    branched_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches"
+    )
+    branch_kind = models.CharField(max_length=16, choices=BranchKind.choices, blank=True)
 
     # Set by chat.store.usage when a run ends: its conversation's summed usage, which the
     # page's header is sent again (chat.fragments.run_ended). Not a column.
@@ -628,6 +661,27 @@ class Approval(models.Model):
     def is_pending(self) -> bool:
         """Return True while nobody (and no expiry or stop) has decided."""
         return self.outcome == ApprovalOutcome.PENDING
+
+
+class QueuedMessage(models.Model):
+    """A message sent while its conversation's run was going, waiting in the database.
+
+    The run owner sends the oldest when the run ends (chat.owner), in whichever process,
+    with or without a page open; until then its owner sees it and may remove it. It is
+    not evidence yet: removing it deletes the row, and sending it turns it into a Message.
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="queued_messages"
+    )
+    content = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"queued: {self.content[:60]}"
 
 
 class FeedbackRating(models.TextChoices):
