@@ -1,6 +1,7 @@
-// Small behaviours htmx does not cover: Enter to send, Esc to stop, reset after send,
-// keep the newest step in view, show the socket's state (and why the server closed it),
-// fill in an example question.
+// Small behaviours htmx does not cover: Enter to send, Esc to stop, the composer's button
+// (Send, or Stop while a run goes), its character count, reset after send, keep the newest
+// step in view, show the socket's state (and why the server closed it), fill in an
+// example question.
 (function () {
   "use strict";
 
@@ -16,6 +17,12 @@
   // must not lose its text).
   var pending = null;
   var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
+  // Stop pressed on the composer's button: it says "Stopping…" until the run ends.
+  var stopping = false;
+  var stopSent = false;  // the frame just sent was that Stop (not a message)
+  // The count shows from this share of CHAT_MAX_MESSAGE_CHARS on.
+  var COUNT_FROM = 0.8;
+  var wasOver = false;
 
   // A run of this conversation is going (its status line says so).
   function busy() {
@@ -29,17 +36,93 @@
     el.classList.toggle("visible", !!text);
   }
 
+  function sendButton() { return document.getElementById("send"); }
+
+  // The composer's text as the server counts it: stripped, in characters (code points).
+  function textLength() {
+    return Array.from(input().value.trim()).length;
+  }
+
+  function maxChars() {
+    return Number(input().getAttribute("data-max-chars")) || 0;
+  }
+
+  function overLimit() {
+    var max = maxChars();
+    return !!max && textLength() > max;
+  }
+
+  // The count under the text from COUNT_FROM of the limit on; over it, the reason (the
+  // server's own words, chat.validation.TOO_LONG_REASON) and Send disabled. The text is
+  // never cut: the textarea has no maxlength.
+  function updateCount() {
+    var field = input();
+    var count = document.getElementById("composer-count");
+    if (!field || !count) return;
+    var max = maxChars();
+    var length = textLength();
+    var over = !!max && length > max;
+    if (!max || length < COUNT_FROM * max) {
+      count.hidden = true;
+      count.textContent = "";
+    } else if (over) {
+      count.hidden = false;
+      count.textContent = field.getAttribute("data-too-long")
+        .replace("{length:,}", length.toLocaleString("en-US"))
+        .replace("{limit:,}", max.toLocaleString("en-US")) + " Shorten it to send; your text is kept.";
+    } else {
+      count.hidden = false;
+      count.textContent = length.toLocaleString("en-US") + " of " + max.toLocaleString("en-US") +
+        " characters";
+    }
+    count.classList.toggle("over", over);
+    if (over) field.setAttribute("aria-invalid", "true");
+    else field.removeAttribute("aria-invalid");
+    if (over !== wasOver) {
+      // Said once as the text crosses the limit, not at every key.
+      announce(over ? count.textContent : "Your message is within the limit again.");
+      wasOver = over;
+    }
+    var button = sendButton();
+    if (button && button.getAttribute("data-mode") === "send") button.disabled = over;
+  }
+
+  // A line of the live region, as static/js/a11y.js adds its own (it keeps the last few).
+  function announce(text) {
+    var box = document.getElementById("announcer");
+    if (!box) return;
+    var line = document.createElement("p");
+    line.textContent = text;
+    box.appendChild(line);
+  }
+
+  // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
+  // decision is stopped from its status line). Stop sends {"type": "cancel"}, as the
+  // status line's Stop did; "Stopping…" until the run ends.
   function updateComposer() {
     var form = composer();
     if (!form) return;
     var isBusy = busy();
+    if (!isBusy) stopping = false;
     form.classList.toggle("busy", isBusy);
-    var button = document.getElementById("send");
+    // Stop needs no text: the browser's check of the required textarea would block it.
+    form.noValidate = isBusy;
+    var button = sendButton();
     if (!button) return;
-    button.textContent = isBusy ? "Working…" : "Send";
-    // Pressing it while busy only says to wait: say so to assistive technology too.
-    if (isBusy) button.setAttribute("aria-disabled", "true");
-    else button.removeAttribute("aria-disabled");
+    if (isBusy) {
+      button.setAttribute("data-mode", "stop");
+      button.textContent = stopping ? "Stopping…" : "Stop";
+      button.disabled = stopping;
+      button.title = "Stop the agent (Esc): the model call and tool calls still going are " +
+        "cancelled; what was done is kept";
+      button.setAttribute("aria-keyshortcuts", "Escape");
+    } else {
+      button.setAttribute("data-mode", "send");
+      button.textContent = "Send";
+      button.removeAttribute("title");
+      button.removeAttribute("aria-keyshortcuts");
+    }
+    updateCount();
   }
 
   function isStop(element) {
@@ -69,6 +152,26 @@
       return;
     }
     if (feedbackForm(event.target)) return;
+    if (event.target === composer()) {
+      var sentBy = event.detail && event.detail.triggeringEvent &&
+        event.detail.triggeringEvent.submitter;
+      if (busy() && sentBy === sendButton()) {
+        // The button is Stop: the frame is a cancel, and the text stays where it is.
+        event.detail.parameters = {type: "cancel"};
+        stopping = true;
+        stopSent = true;
+        updateComposer();
+        return;
+      }
+      if (!busy() && overLimit()) {
+        var held = event.detail && event.detail.triggeringEvent;
+        if (held) held.preventDefault();
+        event.preventDefault();
+        updateCount();
+        input().focus();
+        return;
+      }
+    }
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
@@ -94,7 +197,12 @@
     var example = event.target.closest("[data-example]");
     if (!example) return;
     input().value = example.getAttribute("data-example");
+    updateCount();
     input().focus();
+  });
+
+  document.addEventListener("input", function (event) {
+    if (event.target === input()) updateCount();
   });
 
   document.addEventListener("scroll", function (event) {
@@ -254,8 +362,8 @@
     var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
-      "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
-      " .stop-form button:not([disabled])");
+      "#send[data-mode='stop']:not([disabled])," +
+      " #messages .run-status[data-status='waiting'] .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
     stop.click();
@@ -275,6 +383,7 @@
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    if (stopSent) { stopSent = false; return; }
     pending = input().value;
     stickToBottom = true;
   });
@@ -287,6 +396,7 @@
       // Clear what was sent, unless the person has typed something else since.
       if (pending !== null && input() && input().value === pending) input().value = "";
       pending = null;
+      updateCount();
     } else if (outcome === "message-refused") {
       pending = null;  // the text stays for another try
     } else if (outcome === "decision-refused") {
