@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -55,6 +56,7 @@ def test_a_long_paste_is_kept_counted_and_refused_and_a_shorter_one_is_sent(live
     assert "composer-count" in page.get_attribute("#composer-input", "aria-describedby")
     page.press("#composer-input", "Enter")  # Enter is refused the same way
     assert len(page.input_value("#composer-input")) == PASTE
+    page.screenshot(path=str(ARTIFACTS / "composer-over-the-limit.png"))
     assert_accessible(page, "the composer over the limit")
 
     # Near the limit (80% on): the count, and Send works.
@@ -105,6 +107,7 @@ def test_send_becomes_a_whole_stop_target_on_a_phone_and_send_again_after(
     assert box["x"] + box["width"] <= 390
     assert page.locator(".run-status .stop").count() == 0  # one Stop, not two
     assert "Esc" in button.get_attribute("title")
+    page.screenshot(path=str(ARTIFACTS / "composer-stop-phone.png"))
     assert_accessible(page, "the composer while a run goes")
 
     # Typed text is not what Stop sends, and it stays; the keyboard presses Stop.
@@ -144,6 +147,7 @@ def test_a_users_message_keeps_its_white_space_and_a_long_one_folds(live_app, br
         assert toggle.get_attribute("aria-expanded") == "false"
         assert text.evaluate("el => el.scrollHeight > el.clientHeight + 50"), shown
         assert "line 30:    indented" in text.text_content()  # folded, not cut
+        page.screenshot(path=str(ARTIFACTS / "message-folded.png"))
         page.reload()
         page.wait_for_selector("#connection[data-state=open]")
 
@@ -154,6 +158,7 @@ def test_a_users_message_keeps_its_white_space_and_a_long_one_folds(live_app, br
     page.keyboard.press("Enter")
     assert toggle.inner_text() == "Show less" and toggle.get_attribute("aria-expanded") == "true"
     assert text.evaluate("el => el.scrollHeight <= el.clientHeight + 1")
+    page.screenshot(path=str(ARTIFACTS / "message-unfolded.png"))
     assert_accessible(page, "a long message unfolded")
     page.keyboard.press("Space")
     assert toggle.inner_text() == "Show more" and toggle.get_attribute("aria-expanded") == "false"
