@@ -98,7 +98,8 @@
 
   // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
   // decision is stopped from its status line). Stop sends {"type": "cancel"}, as the
-  // status line's Stop did; "Stopping…" until the run ends.
+  // status line's Stop did; "Stopping…" until the run ends, aria-disabled rather than
+  // disabled so the keyboard focus stays on it.
   function updateComposer() {
     var form = composer();
     if (!form) return;
@@ -112,13 +113,16 @@
     if (isBusy) {
       button.setAttribute("data-mode", "stop");
       button.textContent = stopping ? "Stopping…" : "Stop";
-      button.disabled = stopping;
+      button.disabled = false;
+      if (stopping) button.setAttribute("aria-disabled", "true");
+      else button.removeAttribute("aria-disabled");
       button.title = "Stop the agent (Esc): the model call and tool calls still going are " +
         "cancelled; what was done is kept";
       button.setAttribute("aria-keyshortcuts", "Escape");
     } else {
       button.setAttribute("data-mode", "send");
       button.textContent = "Send";
+      button.removeAttribute("aria-disabled");
       button.removeAttribute("title");
       button.removeAttribute("aria-keyshortcuts");
     }
@@ -156,6 +160,11 @@
       var sentBy = event.detail && event.detail.triggeringEvent &&
         event.detail.triggeringEvent.submitter;
       if (busy() && sentBy === sendButton()) {
+        if (stopping) {  // sent once: the run's end turns the button back into Send
+          event.detail.triggeringEvent.preventDefault();
+          event.preventDefault();
+          return;
+        }
         // The button is Stop: the frame is a cancel, and the text stays where it is.
         event.detail.parameters = {type: "cancel"};
         stopping = true;
@@ -362,7 +371,7 @@
     var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
-      "#send[data-mode='stop']:not([disabled])," +
+      "#send[data-mode='stop']:not([aria-disabled='true'])," +
       " #messages .run-status[data-status='waiting'] .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();

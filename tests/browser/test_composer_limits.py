@@ -117,6 +117,7 @@ def test_send_becomes_a_whole_stop_target_on_a_phone_and_send_again_after(
     page.wait_for_selector(".run-status[data-status=cancelled]")
     page.wait_for_selector("#send[data-mode=send]")
     assert button.inner_text() == "Send" and not button.is_disabled()
+    assert page.evaluate("document.activeElement.id") == "send"  # the focus stayed on it
     assert page.input_value("#composer-input") == "A follow-up"
     assert {"type": "cancel"} in [{k: v for k, v in f.items() if k != "HEADERS"} for f in sent]
     assert all(frame.get("content") != "A follow-up" for frame in sent)
