@@ -63,6 +63,7 @@ def test_approve_then_deny_show_running_then_ended_in_the_deciding_tab_and_anoth
     send(first, TRAVEL_QUESTION)
     wait_status(first, 0, "waiting")
     second = first.context.new_page()
+    second.set_viewport_size({"width": 390, "height": 844})  # a phone
     second.goto(first.url)
     second.wait_for_selector(f"{HELD} [data-approval-form]")
     second.wait_for_selector("#connection[data-state=open]")
@@ -77,6 +78,8 @@ def test_approve_then_deny_show_running_then_ended_in_the_deciding_tab_and_anoth
             assert "Waiting for your decision" in status_text(page, run_index)
             assert page.inner_text("#send") == "Send"
             page.evaluate(RECORD_STATES)
+        stop = second.locator(".run-status").nth(run_index).locator(".stop")
+        assert stop.bounding_box()["height"] >= 44  # the waiting run's Stop, on the phone
         card = first.locator(".run").nth(run_index).locator(HELD)
         card.locator(f"button.{choice}").click()
         for page in (first, second):
