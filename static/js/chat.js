@@ -1,7 +1,7 @@
 // Small behaviours htmx does not cover: Enter to send, Esc to stop, the composer's button
-// (Send, or Stop while a run goes), its character count, reset after send, keep the newest
-// step in view, show the socket's state (and why the server closed it), fill in an
-// example question.
+// (Send, or Stop while a run goes), reset after send, keep the newest step in view, show
+// the socket's state (and why the server closed it), fill in an example question. The
+// character count is static/js/composer_count.js's.
 (function () {
   "use strict";
 
@@ -20,9 +20,6 @@
   // Stop pressed on the composer's button: it says "Stopping…" until the run ends.
   var stopping = false;
   var stopSent = false;  // the frame just sent was that Stop (not a message)
-  // The count shows from this share of CHAT_MAX_MESSAGE_CHARS on.
-  var COUNT_FROM = 0.8;
-  var wasOver = false;
 
   // A run of this conversation is going (its status line says so).
   function busy() {
@@ -37,64 +34,6 @@
   }
 
   function sendButton() { return document.getElementById("send"); }
-
-  // The composer's text as the server counts it: stripped, in characters (code points).
-  function textLength() {
-    return Array.from(input().value.trim()).length;
-  }
-
-  function maxChars() {
-    return Number(input().getAttribute("data-max-chars")) || 0;
-  }
-
-  function overLimit() {
-    var max = maxChars();
-    return !!max && textLength() > max;
-  }
-
-  // The count under the text from COUNT_FROM of the limit on; over it, the reason (the
-  // server's own words, chat.validation.TOO_LONG_REASON) and Send disabled. The text is
-  // never cut: the textarea has no maxlength.
-  function updateCount() {
-    var field = input();
-    var count = document.getElementById("composer-count");
-    if (!field || !count) return;
-    var max = maxChars();
-    var length = textLength();
-    var over = !!max && length > max;
-    if (!max || length < COUNT_FROM * max) {
-      count.hidden = true;
-      count.textContent = "";
-    } else if (over) {
-      count.hidden = false;
-      count.textContent = field.getAttribute("data-too-long")
-        .replace("{length:,}", length.toLocaleString("en-US"))
-        .replace("{limit:,}", max.toLocaleString("en-US")) + " Shorten it to send; your text is kept.";
-    } else {
-      count.hidden = false;
-      count.textContent = length.toLocaleString("en-US") + " of " + max.toLocaleString("en-US") +
-        " characters";
-    }
-    count.classList.toggle("over", over);
-    if (over) field.setAttribute("aria-invalid", "true");
-    else field.removeAttribute("aria-invalid");
-    if (over !== wasOver) {
-      // Said once as the text crosses the limit, not at every key.
-      announce(over ? count.textContent : "Your message is within the limit again.");
-      wasOver = over;
-    }
-    var button = sendButton();
-    if (button && button.getAttribute("data-mode") === "send") button.disabled = over;
-  }
-
-  // A line of the live region, as static/js/a11y.js adds its own (it keeps the last few).
-  function announce(text) {
-    var box = document.getElementById("announcer");
-    if (!box) return;
-    var line = document.createElement("p");
-    line.textContent = text;
-    box.appendChild(line);
-  }
 
   // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
   // decision is stopped from its status line). Stop sends {"type": "cancel"}, as the
@@ -126,7 +65,12 @@
       button.removeAttribute("title");
       button.removeAttribute("aria-keyshortcuts");
     }
-    updateCount();
+  }
+
+  // The composer's text changed without a key (an example, cleared once sent): the
+  // character count (composer_count.js) follows input events.
+  function textChanged() {
+    input().dispatchEvent(new Event("input", {bubbles: true}));
   }
 
   function isStop(element) {
@@ -172,14 +116,6 @@
         updateComposer();
         return;
       }
-      if (!busy() && overLimit()) {
-        var held = event.detail && event.detail.triggeringEvent;
-        if (held) held.preventDefault();
-        event.preventDefault();
-        updateCount();
-        input().focus();
-        return;
-      }
     }
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
@@ -206,12 +142,8 @@
     var example = event.target.closest("[data-example]");
     if (!example) return;
     input().value = example.getAttribute("data-example");
-    updateCount();
+    textChanged();
     input().focus();
-  });
-
-  document.addEventListener("input", function (event) {
-    if (event.target === input()) updateCount();
   });
 
   document.addEventListener("scroll", function (event) {
@@ -405,7 +337,7 @@
       // Clear what was sent, unless the person has typed something else since.
       if (pending !== null && input() && input().value === pending) input().value = "";
       pending = null;
-      updateCount();
+      textChanged();
     } else if (outcome === "message-refused") {
       pending = null;  // the text stays for another try
     } else if (outcome === "decision-refused") {
