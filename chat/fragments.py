@@ -136,6 +136,12 @@ def run_status(run: AgentRun) -> str:
     return _render("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
+def run_resumed(run: AgentRun) -> str:
+    """Return the status line of ``run`` going on after the decisions it waited for,
+    replacing it by id (every page's said it waits, and its composer offered Send)."""
+    return _render("chat/_run_status.html", {"run": run, "oob": True})
+
+
 def run_ended(run: AgentRun) -> str:
     """Return what a page needs once ``run`` has ended, and clear any error notice.
 

@@ -22,6 +22,7 @@ from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.owner import request_stop_sync
 from chat.timeline import timeline_of
+from chat.validation import TOO_LONG_REASON
 
 COOKIE_CHECK = "welcome"
 
@@ -100,6 +101,7 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         "model_badge": model_badge(model_key=conversation.model_key),
         "agent": find_agent(conversation.agent_key),
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
+        "too_long": TOO_LONG_REASON,
     }
     return render(request, "chat/page.html", context)
 

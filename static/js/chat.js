@@ -1,6 +1,7 @@
-// Small behaviours htmx does not cover: Enter to send, Esc to stop, reset after send,
-// keep the newest step in view, show the socket's state (and why the server closed it),
-// fill in an example question.
+// Small behaviours htmx does not cover: Enter to send, Esc to stop, the composer's button
+// (Send, or Stop while a run goes), reset after send, keep the newest step in view, show
+// the socket's state (and why the server closed it), fill in an example question. The
+// character count is static/js/composer_count.js's.
 (function () {
   "use strict";
 
@@ -16,6 +17,9 @@
   // must not lose its text).
   var pending = null;
   var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
+  // Stop pressed on the composer's button: it says "Stopping…" until the run ends.
+  var stopping = false;
+  var stopSent = false;  // the frame just sent was that Stop (not a message)
 
   // A run of this conversation is going (its status line says so).
   function busy() {
@@ -29,17 +33,44 @@
     el.classList.toggle("visible", !!text);
   }
 
+  function sendButton() { return document.getElementById("send"); }
+
+  // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
+  // decision is stopped from its status line). Stop sends {"type": "cancel"}, as the
+  // status line's Stop did; "Stopping…" until the run ends, aria-disabled rather than
+  // disabled so the keyboard focus stays on it.
   function updateComposer() {
     var form = composer();
     if (!form) return;
     var isBusy = busy();
+    if (!isBusy) stopping = false;
     form.classList.toggle("busy", isBusy);
-    var button = document.getElementById("send");
+    // Stop needs no text: the browser's check of the required textarea would block it.
+    form.noValidate = isBusy;
+    var button = sendButton();
     if (!button) return;
-    button.textContent = isBusy ? "Working…" : "Send";
-    // Pressing it while busy only says to wait: say so to assistive technology too.
-    if (isBusy) button.setAttribute("aria-disabled", "true");
-    else button.removeAttribute("aria-disabled");
+    if (isBusy) {
+      button.setAttribute("data-mode", "stop");
+      button.textContent = stopping ? "Stopping…" : "Stop";
+      button.disabled = false;
+      if (stopping) button.setAttribute("aria-disabled", "true");
+      else button.removeAttribute("aria-disabled");
+      button.title = "Stop the agent (Esc): the model call and tool calls still going are " +
+        "cancelled; what was done is kept";
+      button.setAttribute("aria-keyshortcuts", "Escape");
+    } else {
+      button.setAttribute("data-mode", "send");
+      button.textContent = "Send";
+      button.removeAttribute("aria-disabled");
+      button.removeAttribute("title");
+      button.removeAttribute("aria-keyshortcuts");
+    }
+  }
+
+  // The composer's text changed without a key (an example, cleared once sent): the
+  // character count (composer_count.js) follows input events.
+  function textChanged() {
+    input().dispatchEvent(new Event("input", {bubbles: true}));
   }
 
   function isStop(element) {
@@ -69,6 +100,23 @@
       return;
     }
     if (feedbackForm(event.target)) return;
+    if (event.target === composer()) {
+      var sentBy = event.detail && event.detail.triggeringEvent &&
+        event.detail.triggeringEvent.submitter;
+      if (busy() && sentBy === sendButton()) {
+        if (stopping) {  // sent once: the run's end turns the button back into Send
+          event.detail.triggeringEvent.preventDefault();
+          event.preventDefault();
+          return;
+        }
+        // The button is Stop: the frame is a cancel, and the text stays where it is.
+        event.detail.parameters = {type: "cancel"};
+        stopping = true;
+        stopSent = true;
+        updateComposer();
+        return;
+      }
+    }
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
@@ -94,6 +142,7 @@
     var example = event.target.closest("[data-example]");
     if (!example) return;
     input().value = example.getAttribute("data-example");
+    textChanged();
     input().focus();
   });
 
@@ -254,8 +303,8 @@
     var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
-      "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
-      " .stop-form button:not([disabled])");
+      "#send[data-mode='stop']:not([aria-disabled='true'])," +
+      " #messages .run-status[data-status='waiting'] .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
     stop.click();
@@ -275,6 +324,7 @@
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    if (stopSent) { stopSent = false; return; }
     pending = input().value;
     stickToBottom = true;
   });
@@ -287,6 +337,7 @@
       // Clear what was sent, unless the person has typed something else since.
       if (pending !== null && input() && input().value === pending) input().value = "";
       pending = null;
+      textChanged();
     } else if (outcome === "message-refused") {
       pending = null;  // the text stays for another try
     } else if (outcome === "decision-refused") {

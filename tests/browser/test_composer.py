@@ -36,7 +36,7 @@ def test_a_message_typed_during_a_run_is_kept_and_sent_after_it(
     page.press("#composer-input", "Enter")
     assert page.input_value("#composer-input") == FOLLOW_UP  # kept, not thrown away
     assert "still working" in page.inner_text("#chat-error")
-    assert page.inner_text("#send") == "Working…"
+    assert page.inner_text("#send") == "Stop"  # the button stops the run
 
     provider.release()
     finished_runs(page, 1)

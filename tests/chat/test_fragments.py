@@ -79,7 +79,9 @@ def test_a_run_renders_start_to_end_from_what_each_store_call_loaded(strategy):
     run = _start(conversation)
     with no_queries():
         started = fragments.run_started(run)
+        resumed = fragments.run_resumed(run)
     assert f'id="run-{run.pk}"' in started
+    assert 'data-status="running"' in resumed and 'hx-swap-oob="true"' in resumed
     shown = _steps(run)
     assert len(shown) == 8 and 'data-status="success"' in shown[-3]
     assert "format error" in shown[-1]
