@@ -1,0 +1,135 @@
+"""A streaming answer in headless Chromium: rendered as Markdown while it streams, in the
+style it ends in, with nothing live from the model's HTML, and no jump when it ends.
+
+The fake provider (scripts/fake_provider.py) streams a Markdown answer and holds it
+halfway until the test releases it, so the page is looked at mid-stream by construction.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.markdown import render_markdown
+from tests.browser.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+LIVE = ".turn[data-status=running] [data-markdown-from]"
+
+# What the model's HTML would do if it ever ran: set window.__pwned.
+NOTHING_LIVE = """() => ({
+    pwned: window.__pwned === undefined ? null : window.__pwned,
+    scripts: document.querySelectorAll('#messages script').length,
+    images: document.querySelectorAll('#messages img').length,
+    handlers: [...document.querySelectorAll('#messages *')].filter(
+        e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+    javascript_links: document.querySelectorAll('#messages a[href^="javascript" i]').length,
+})"""
+
+
+def start_streaming(fake_provider, start_app, page, script: str = "markdown+hold"):
+    """Open a chat on the fake provider and send a question; return the provider."""
+    provider = fake_provider(script, word_delay_ms=5)
+    app = start_app(env=provider.env)
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", "Plan a day in Suzhou")
+    page.press("#composer-input", "Enter")
+    return provider
+
+
+def test_an_answer_renders_as_markdown_while_it_streams_and_its_html_is_never_live(
+    fake_provider, start_app, browser_page
+):
+    page = browser_page
+    provider = start_streaming(fake_provider, start_app, page)
+    # Held halfway: the list, the bold, the code block and the hostile HTML have come.
+    page.wait_for_function(
+        "sel => { const e = document.querySelector(sel);"
+        " return e && e.textContent.includes('quiet after dark'); }",
+        arg=LIVE,
+    )
+    live = page.locator(LIVE)
+    assert live.locator("strong").inner_text() == "the plan"
+    assert live.locator("li").all_inner_texts() == [
+        "Morning: the Humble Administrator's Garden", "Afternoon: Pingjiang Road",
+    ]  # fmt: skip
+    assert live.locator("pre code").inner_text().strip() == "total = 17 * 23"
+    # The model's HTML shows as the text it is; the link it wrote is no link.
+    assert "<script>window.__pwned = 1</script>" in live.inner_text()
+    assert live.locator("a").count() == 0
+    assert page.evaluate(NOTHING_LIVE) == {
+        "pwned": None, "scripts": 0, "images": 0, "handlers": 0, "javascript_links": 0,
+    }  # fmt: skip
+    # The escaped source the deltas go to is kept, hidden; the reader sees the render.
+    source_id = live.get_attribute("data-markdown-from")
+    assert not page.locator(f"#{source_id}").is_visible()
+    assert "**the plan**" in page.locator(f"#{source_id}").text_content()
+    # In the answer's style already: its box, its size, its colour.
+    style = live.evaluate(
+        "e => { const s = getComputedStyle(e);"
+        " return [s.fontSize, s.color, s.borderTopWidth, s.paddingLeft]; }"
+    )
+    page.screenshot(path=str(ARTIFACTS / "browser-streaming-markdown.png"), full_page=True)
+    height = live.evaluate("e => e.getBoundingClientRect().height")
+    turn_id = page.locator(".turn[data-status=running]").get_attribute("id")
+
+    provider.release()
+    page.wait_for_selector(f"#{turn_id}[data-status=success]")
+    answer = page.locator(f"#{turn_id}-answer")
+    assert (
+        answer.evaluate(
+            "e => { const s = getComputedStyle(e);"
+            " return [s.fontSize, s.color, s.borderTopWidth, s.paddingLeft]; }"
+        )
+        == style
+    )
+    # The final render holds the whole answer: it only grows, never shrinks or jumps.
+    final_height = answer.evaluate("e => e.getBoundingClientRect().height")
+    assert final_height >= height - 2
+    assert answer.locator("strong").inner_text() == "the plan"
+    assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+
+
+# Markdown whose live render must equal the server's (chat/markdown.py), tag for tag.
+SAMPLES = [
+    "**bold**, *em*, ~~struck~~ and `code`\nwith a line break",
+    "- one\n- two\n\n3. three\n4. four",
+    "```js\nalert(1)\n```",
+    "| left | centre | right |\n|:--|:-:|--:|\n| a | b | c |",
+    '[ok](https://example.com "title") [rel](/local) <https://auto.example> '
+    "[bad](javascript:alert(1)) [data](data:text/html,<b>x</b>) [mail](mailto:a@b.c)",
+    "<script>alert(1)</script><img src=x onerror=alert(1)> ![img](https://x.example/i.png)",
+    "> quoted\n\n# Title\n\n---\n\nafter \u202eevil\u202c text",
+]
+
+
+def test_the_live_render_equals_the_servers_render(fake_provider, start_app, browser_page):
+    page = browser_page
+    provider = start_streaming(fake_provider, start_app, page)
+    page.wait_for_function(
+        "sel => { const e = document.querySelector(sel); return e && e.textContent; }",
+        arg=LIVE,
+    )
+    live = page.locator(LIVE)
+    source_id = live.get_attribute("data-markdown-from")
+    for sample in SAMPLES:
+        # As a whole-text snapshot from the server would: the source replaced, then the
+        # page told a message came in.
+        shown = page.evaluate(
+            """([id, text]) => new Promise(resolve => {
+                document.getElementById(id).textContent = text;
+                document.dispatchEvent(new CustomEvent('htmx:wsAfterMessage'));
+                requestAnimationFrame(() => requestAnimationFrame(() => resolve(
+                    document.querySelector('[data-markdown-from="' + id + '"]').innerHTML)));
+            })""",
+            [source_id, sample],
+        )
+        expected = page.evaluate(
+            "html => { const d = document.createElement('div'); d.innerHTML = html;"
+            " return d.innerHTML; }",
+            render_markdown(sample),
+        )
+        assert shown == expected, sample
+    assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+    provider.release()
