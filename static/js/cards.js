@@ -7,6 +7,12 @@
 // newest model turn's cards; older turns fold), folded once it has ended. Choices are kept
 // in localStorage, so a reload shows what the reader left. The server renders the default
 // (open for a running run), so the page reads right before this script runs.
+//
+// Folding never moves what the reader is looking at: a card they hover or have the focus
+// in stays open, and when cards fold the reader's anchor (that card, or else the first
+// thing at the top of the view when they have scrolled up from the newest text) is put
+// back where it was on screen. Following the newest text at the bottom, chat.js keeps the
+// bottom in view.
 (function () {
   "use strict";
 
@@ -67,8 +73,67 @@
     if (details.open !== open) details.open = open;
   }
 
-  // Apply the choices and defaults to one run's cards; idempotent.
+  // The reader is on it: the pointer over it or the focus in it. Read for every card
+  // before any folds (applyChanged): a fold moves the cards below it from under the
+  // pointer.
+  // Hover counts when the reader moved the pointer there: not when a card slid under a
+  // pointer left still while the page followed the newest text.
+  var pointerCard = null;
+  document.addEventListener("pointermove", function (event) {
+    pointerCard = event.target.closest ? event.target.closest(FOLDS) : null;
+  }, { passive: true });
+  function isHeld(card) {
+    return (card === pointerCard && card.matches(":hover")) || card.matches(":focus-within");
+  }
+  var heldNow = [];
+  function held(card) { return heldNow.indexOf(card) !== -1; }
+
+  function messagesBox() { return document.getElementById("messages"); }
+
+  // What the reader is looking at, as chat.js tells following the bottom (80 px from it).
+  var FOLLOWING_PX = 80;
+  var ANCHORS = ".msg, .steps > [id], .run-status, .timeline";
+
+  // Return {element, id, top} for the reader's anchor, or null when there is none to keep
+  // (following the newest text at the bottom, nothing held).
+  function readerAnchor() {
+    var box = messagesBox();
+    if (!box) return null;
+    var cardsHeld = Array.prototype.filter.call(box.querySelectorAll(FOLDS), isHeld);
+    var element = cardsHeld.length ? cardsHeld[cardsHeld.length - 1] : null;
+    if (!element) {
+      if (box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOWING_PX) return null;
+      var viewTop = box.getBoundingClientRect().top;
+      var candidates = box.querySelectorAll(ANCHORS);
+      for (var i = 0; i < candidates.length; i++) {
+        if (candidates[i].getBoundingClientRect().top >= viewTop - 1) {
+          element = candidates[i];
+          break;
+        }
+      }
+    }
+    if (!element) return null;
+    return { element: element, id: element.id, top: element.getBoundingClientRect().top,
+             held: cardsHeld.length > 0 };
+  }
+
+  // Scroll so that the anchor is where it was on screen (found again by id when the
+  // message replaced it).
+  function keepAnchor(anchor) {
+    var box = messagesBox();
+    if (!anchor || !box) return;
+    if (anchor.held && !isHeld(anchor.element)) return;  // the reader has left it
+    var element = anchor.element.isConnected ? anchor.element :
+      (anchor.id && document.getElementById(anchor.id));
+    if (!element) return;
+    var moved = element.getBoundingClientRect().top - anchor.top;
+    if (Math.abs(moved) >= 1) box.scrollTop += moved;
+  }
+
+  // Apply the choices and defaults to one run's cards; idempotent but for the cards the
+  // reader holds, which stay open until they leave them. Return how many cards folded.
   function applyRun(run) {
+    var folded = 0;
     var running = isRunning(run);
     var runChoice = stored("run:" + runId(run));
     var newest = running ? newestIteration(run) : 0;
@@ -80,24 +145,46 @@
       else open = running && Number(card.getAttribute("data-iteration")) === newest;
       // A call waiting for a decision is always open: its card holds the question.
       if (card.getAttribute("data-status") === "pending") open = true;
+      if (!open && card.open && choice === null && held(card)) return;
+      if (!open && card.open) folded += 1;
       setOpen(card, open);
     });
     if (!running) {
       // The run has ended: its thinking folds with it.
       run.querySelectorAll("details.reasoning[open]").forEach(function (details) {
-        if (runChoice !== "open") setOpen(details, false);
+        if (runChoice !== "open" && !held(details)) {
+          folded += 1;
+          setOpen(details, false);
+        }
       });
     }
     run.setAttribute("data-cards-applied", running ? "running" : "ended");
+    return folded;
   }
 
   // The runs a message may have changed: new ones (appended or replaced whole) and those
-  // that were running (a step added, or the run's end).
+  // that were running (a step added, or the run's end). Return how many cards folded.
   function applyChanged() {
+    var folded = 0;
+    heldNow = Array.prototype.filter.call(
+      document.querySelectorAll(FOLDS + ", details.reasoning[open]"), isHeld);
     document.querySelectorAll(
       '.run:not([data-cards-applied]), .run[data-cards-applied="running"]'
-    ).forEach(applyRun);
+    ).forEach(function (run) { folded += applyRun(run); });
+    return folded;
   }
+
+  // The anchor is taken before a message changes the page (and before chat.js follows
+  // the bottom), and kept after its cards fold; a card the reader is on is kept in place
+  // whatever the message did (the page does not follow the newest text meanwhile).
+  var anchorBefore = null;
+  document.addEventListener("htmx:wsBeforeMessage", function () { anchorBefore = readerAnchor(); });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var folded = applyChanged();
+    if (folded || (anchorBefore && anchorBefore.held)) keepAnchor(anchorBefore);
+    anchorBefore = null;
+  });
+  document.addEventListener("DOMContentLoaded", applyChanged);
 
   // A reader opening or closing one card (a click, or Enter/Space on its summary):
   // remember it for that card. Not the toggle event: it also fires, later, for the
@@ -192,6 +279,4 @@
     }
   });
 
-  document.addEventListener("htmx:wsAfterMessage", applyChanged);
-  document.addEventListener("DOMContentLoaded", applyChanged);
 })();

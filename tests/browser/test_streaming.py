@@ -26,6 +26,10 @@ NOTHING_LIVE = """() => ({
     javascript_links: document.querySelectorAll('#messages a[href^="javascript" i]').length,
 })"""
 
+# What a text's look is made of: its size, colour, box and spacing.
+STYLE = """e => { const s = getComputedStyle(e); return [s.fontSize, s.color, s.backgroundColor,
+    s.borderTopWidth, s.borderTopColor, s.paddingLeft, s.paddingTop, s.lineHeight]; }"""
+
 
 def start_streaming(fake_provider, start_app, page, script: str = "markdown+hold"):
     """Open a chat on the fake provider and send a question; return the provider."""
@@ -66,10 +70,7 @@ def test_an_answer_renders_as_markdown_while_it_streams_and_its_html_is_never_li
     assert not page.locator(f"#{source_id}").is_visible()
     assert "**the plan**" in page.locator(f"#{source_id}").text_content()
     # In the answer's style already: its box, its size, its colour.
-    style = live.evaluate(
-        "e => { const s = getComputedStyle(e);"
-        " return [s.fontSize, s.color, s.borderTopWidth, s.paddingLeft]; }"
-    )
+    style = live.evaluate(STYLE)
     page.screenshot(path=str(ARTIFACTS / "browser-streaming-markdown.png"), full_page=True)
     height = live.evaluate("e => e.getBoundingClientRect().height")
     turn_id = page.locator(".turn[data-status=running]").get_attribute("id")
@@ -77,13 +78,7 @@ def test_an_answer_renders_as_markdown_while_it_streams_and_its_html_is_never_li
     provider.release()
     page.wait_for_selector(f"#{turn_id}[data-status=success]")
     answer = page.locator(f"#{turn_id}-answer")
-    assert (
-        answer.evaluate(
-            "e => { const s = getComputedStyle(e);"
-            " return [s.fontSize, s.color, s.borderTopWidth, s.paddingLeft]; }"
-        )
-        == style
-    )
+    assert answer.evaluate(STYLE) == style
     # The final render holds the whole answer: it only grows, never shrinks or jumps.
     final_height = answer.evaluate("e => e.getBoundingClientRect().height")
     assert final_height >= height - 2
@@ -132,4 +127,60 @@ def test_the_live_render_equals_the_servers_render(fake_provider, start_app, bro
         )
         assert shown == expected, sample
     assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+    provider.release()
+
+
+@pytest.mark.parametrize("how", ["hover", "focus"])
+def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is_on(
+    fake_provider, start_app, browser_page, how
+):
+    # Three earlier answers give the page room to scroll; then a turn asks for the weather
+    # (held for approval, so the test can settle the reader on a card first) and the
+    # calculator (runs at once), and the answer after them holds halfway.
+    provider = fake_provider("long,long,long,tools,markdown+hold", word_delay_ms=1)
+    app = start_app(env={**provider.env, "AGENT_TOOL_POLICIES": "weather_forecast=ask"})
+    page = browser_page
+    page.set_viewport_size({"width": 1000, "height": 560})
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    for number in range(3):
+        page.fill("#composer-input", f"Question {number}")
+        page.press("#composer-input", "Enter")
+        page.wait_for_function(
+            "n => document.querySelectorAll('.run-status[data-status=succeeded]').length === n",
+            arg=number + 1,
+        )
+    page.fill("#composer-input", "Weather in Suzhou and 17*23?")
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".tool-card[data-tool=weather_forecast][data-status=pending]")
+    calculator = page.locator(".tool-card[data-tool=calculator][data-status=success]")
+    calculator.wait_for()
+    weather = page.locator(".tool-card[data-tool=weather_forecast]")
+    assert weather.evaluate("c => c.open") and calculator.evaluate("c => c.open")
+
+    # The reader is on the calculator's result.
+    calculator.locator("summary").scroll_into_view_if_needed()
+    if how == "hover":
+        calculator.locator("pre.result").hover()
+    else:
+        calculator.locator("summary").focus()
+    top = calculator.evaluate("c => c.getBoundingClientRect().top")
+    # Approve from the page's own form, without moving the pointer or the focus.
+    page.evaluate(
+        "() => { const f = document.querySelector('[data-approval-form]');"
+        " f.requestSubmit(f.querySelector('button.approve')); }"
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-markdown-from]')]"
+        ".some(e => e.textContent.includes('the plan'))"
+    )
+    # The weather card above it folded; the card the reader is on stayed open, in place.
+    assert not weather.evaluate("c => c.open")
+    assert calculator.evaluate("c => c.open")
+    assert abs(calculator.evaluate("c => c.getBoundingClientRect().top") - top) < 2
+    # The sentence before the calls ended in the style the answer streams in: one box.
+    preamble = page.locator(".run").last.locator(".turn[data-iteration='1'] .turn-text")
+    streaming = page.locator(".turn[data-status=running] [data-markdown-from]")
+    assert "look up the weather" in preamble.inner_text()
+    assert preamble.evaluate(STYLE) == streaming.evaluate(STYLE)
     provider.release()
