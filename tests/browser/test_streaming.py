@@ -184,3 +184,40 @@ def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is
     assert "look up the weather" in preamble.inner_text()
     assert preamble.evaluate(STYLE) == streaming.evaluate(STYLE)
     provider.release()
+
+
+def test_times_that_say_so_far_count_live_and_a_turn_waits_for_its_first_token_by_name(
+    fake_provider, start_app, browser_page
+):
+    # The first turn holds mid-sentence; then its tool calls take an hour.
+    provider = fake_provider("tools+hold", word_delay_ms=1)
+    app = start_app(tool_delay_ms=3_600_000, env=provider.env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", "Weather in Suzhou and 17*23?")
+    page.press("#composer-input", "Enter")
+
+    # The held turn's row says it is streaming (its text came), and gives no time to first
+    # token until one is measured; the summary's "so far" counts on with no redraw.
+    flag = page.locator(".tl-row.running.kind-model_turn .tl-flag")
+    flag.filter(has_text="streaming").wait_for(state="attached")
+    assert "first token" not in page.locator(".tl-row.running").text_content()
+    counter = page.locator(".tl-summary [data-so-far-ms]")
+    shown = counter.text_content()
+    page.wait_for_function("([e, t]) => e.textContent !== t", arg=[counter.element_handle(), shown])
+
+    # The tool calls run: each card's "so far" counts on.
+    provider.release()
+    running = page.locator(".tool-card[data-status=running] .pending [data-so-far-ms]")
+    running.first.wait_for()
+    shown = running.first.text_content()
+    page.wait_for_function(
+        "([e, t]) => e.textContent !== t", arg=[running.first.element_handle(), shown]
+    )
+    assert running.first.text_content().endswith((" ms", " s"))
+    assert (
+        page.locator(".tool-card[data-status=running] .pending")
+        .first.inner_text()
+        .endswith(" so far")
+    )
