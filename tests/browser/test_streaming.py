@@ -11,6 +11,7 @@ import pytest
 
 from chat.markdown import render_markdown
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.test_accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
 
@@ -72,6 +73,7 @@ def test_an_answer_renders_as_markdown_while_it_streams_and_its_html_is_never_li
     # In the answer's style already: its box, its size, its colour.
     style = live.evaluate(STYLE)
     page.screenshot(path=str(ARTIFACTS / "browser-streaming-markdown.png"), full_page=True)
+    assert_accessible(page, "an answer rendered as Markdown as it streams")
     height = live.evaluate("e => e.getBoundingClientRect().height")
     turn_id = page.locator(".turn[data-status=running]").get_attribute("id")
 
