@@ -132,7 +132,7 @@ def test_the_live_render_equals_the_servers_render(fake_provider, start_app, bro
     provider.release()
 
 
-@pytest.mark.parametrize("how", ["hover", "focus"])
+@pytest.mark.parametrize("how", ["hover", "focus", "scrolled"])
 def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is_on(
     fake_provider, start_app, browser_page, how
 ):
@@ -160,12 +160,20 @@ def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is
     weather = page.locator(".tool-card[data-tool=weather_forecast]")
     assert weather.evaluate("c => c.open") and calculator.evaluate("c => c.open")
 
-    # The reader is on the calculator's result.
+    # The reader is on the calculator's result: the pointer over it, the focus in it, or
+    # (pointer elsewhere) scrolled up from the newest text so that it tops the view.
     calculator.locator("summary").scroll_into_view_if_needed()
     if how == "hover":
         calculator.locator("pre.result").hover()
-    else:
+    elif how == "focus":
         calculator.locator("summary").focus()
+    else:
+        # Room below, so that the page is not following the bottom (as with a longer run).
+        page.evaluate(
+            "() => { document.getElementById('messages').style.paddingBottom = '2000px'; }"
+        )
+        calculator.evaluate("c => c.scrollIntoView({block: 'start'})")
+        page.mouse.move(5, 300)  # over the conversation list
     top = calculator.evaluate("c => c.getBoundingClientRect().top")
     # Approve from the page's own form, without moving the pointer or the focus.
     page.evaluate(
@@ -176,9 +184,10 @@ def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is
         "() => [...document.querySelectorAll('[data-markdown-from]')]"
         ".some(e => e.textContent.includes('the plan'))"
     )
-    # The weather card above it folded; the card the reader is on stayed open, in place.
+    # The weather card above it folded; the card the reader is on stayed in place, and
+    # open when they hold it.
     assert not weather.evaluate("c => c.open")
-    assert calculator.evaluate("c => c.open")
+    assert calculator.evaluate("c => c.open") is (how != "scrolled")
     assert abs(calculator.evaluate("c => c.getBoundingClientRect().top") - top) < 2
     # The sentence before the calls ended in the style the answer streams in: one box.
     preamble = page.locator(".run").last.locator(".turn[data-iteration='1'] .turn-text")
