@@ -73,20 +73,41 @@
     if (details.open !== open) details.open = open;
   }
 
-  // The reader is on it: the pointer over it or the focus in it. Read for every card
-  // before any folds (applyChanged): a fold moves the cards below it from under the
-  // pointer.
-  // Hover counts when the reader moved the pointer there: not when a card slid under a
-  // pointer left still while the page followed the newest text.
-  var pointerCard = null;
+  // The reader is on a card: the focus in it, or the pointer over it, having moved there
+  // (not a card that slid under a pointer left still while the page followed the newest
+  // text). Where the pointer last moved is kept as its card's id and position, so a card
+  // a message replaced (its call ended) is still the one under it.
+  var pointer = null;  // {id, x, y}
   document.addEventListener("pointermove", function (event) {
-    pointerCard = event.target.closest ? event.target.closest(FOLDS) : null;
+    var card = event.target.closest ? event.target.closest(FOLDS) : null;
+    pointer = card ? { id: card.getAttribute("data-fold-id"), x: event.clientX, y: event.clientY } : null;
   }, { passive: true });
+  document.documentElement.addEventListener("pointerleave", function () { pointer = null; });
   function isHeld(card) {
-    return (card === pointerCard && card.matches(":hover")) || card.matches(":focus-within");
+    if (card.matches(":focus-within")) return true;
+    if (!pointer || card.getAttribute("data-fold-id") !== pointer.id) return false;
+    var box = card.getBoundingClientRect();
+    return pointer.x >= box.left && pointer.x <= box.right && pointer.y >= box.top && pointer.y <= box.bottom;
   }
-  var heldNow = [];
-  function held(card) { return heldNow.indexOf(card) !== -1; }
+  // What the reader holds, taken before a message changes the page (and before chat.js
+  // scrolls to follow the bottom): cards by their fold id (a message may replace one),
+  // an opened "thinking" as itself.
+  function heldNow() {
+    var ids = [], elements = [];
+    document.querySelectorAll(FOLDS).forEach(function (card) {
+      if (isHeld(card)) ids.push(card.getAttribute("data-fold-id"));
+    });
+    document.querySelectorAll("details.reasoning[open]").forEach(function (details) {
+      if (details.matches(":focus-within")) elements.push(details);
+    });
+    return { ids: ids, elements: elements };
+  }
+  var heldBefore = { ids: [], elements: [] };
+  function held(element) {
+    var id = element.getAttribute("data-fold-id");
+    return (id !== null && heldBefore.ids.indexOf(id) !== -1) ||
+      heldBefore.elements.indexOf(element) !== -1;
+  }
 
   function messagesBox() { return document.getElementById("messages"); }
 
@@ -122,7 +143,6 @@
   function keepAnchor(anchor) {
     var box = messagesBox();
     if (!anchor || !box) return;
-    if (anchor.held && !isHeld(anchor.element)) return;  // the reader has left it
     var element = anchor.element.isConnected ? anchor.element :
       (anchor.id && document.getElementById(anchor.id));
     if (!element) return;
@@ -166,8 +186,6 @@
   // that were running (a step added, or the run's end). Return how many cards folded.
   function applyChanged() {
     var folded = 0;
-    heldNow = Array.prototype.filter.call(
-      document.querySelectorAll(FOLDS + ", details.reasoning[open]"), isHeld);
     document.querySelectorAll(
       '.run:not([data-cards-applied]), .run[data-cards-applied="running"]'
     ).forEach(function (run) { folded += applyRun(run); });
@@ -178,13 +196,19 @@
   // the bottom), and kept after its cards fold; a card the reader is on is kept in place
   // whatever the message did (the page does not follow the newest text meanwhile).
   var anchorBefore = null;
-  document.addEventListener("htmx:wsBeforeMessage", function () { anchorBefore = readerAnchor(); });
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    anchorBefore = readerAnchor();
+    heldBefore = heldNow();
+  });
   document.addEventListener("htmx:wsAfterMessage", function () {
     var folded = applyChanged();
     if (folded || (anchorBefore && anchorBefore.held)) keepAnchor(anchorBefore);
     anchorBefore = null;
   });
-  document.addEventListener("DOMContentLoaded", applyChanged);
+  document.addEventListener("DOMContentLoaded", function () {
+    heldBefore = heldNow();
+    applyChanged();
+  });
 
   // A reader opening or closing one card (a click, or Enter/Space on its summary):
   // remember it for that card. Not the toggle event: it also fires, later, for the
