@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.utils import timezone
 
 from agents.approvals import (
     APPROVAL_CANCELLED,
@@ -23,6 +24,7 @@ from agents.approvals import (
     DENIED_BY_POLICY,
     Outcome,
 )
+from agents.timing import whole_ms
 from chat.display import (
     ARGUMENTS_PREVIEW_CHARS,
     RESULT_CLIP_LINES,
@@ -156,6 +158,15 @@ class StepPresenter:
         if step.is_format_error:
             return "parse-error"
         return "unfinished" if step.is_unfinished else ""
+
+    @property
+    def elapsed_ms(self) -> int:
+        """Return how long a running step has run, in ms, as of now (0 without a start).
+
+        Where it is drawn, static/js/timeline.js counts on from it (``data-so-far-ms``).
+        """
+        started = self.step.started_at
+        return whole_ms(timezone.now() - started) if started else 0
 
     @property
     def arguments_label(self) -> str:
