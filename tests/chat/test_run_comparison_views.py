@@ -138,8 +138,9 @@ def test_the_compare_page_shows_both_runs_aligned_with_the_differences_named(ali
     assert comparison.rows[1].differs == {"arguments", "result"}
     body = text_of(response)
     assert f"Run {first.pk} and run {other.pk}, step by step" in body
-    assert "≠ differs: Arguments, Result" in body
-    assert body.count("≠ differs") >= 5  # the row, both sides' fields, the totals
+    # In words beside the colour; the sign is hidden from screen readers ("not equal to").
+    assert '<span aria-hidden="true">≠</span> differs: Arguments, Result' in body
+    assert body.count("</span> differs") >= 5  # the row, both sides' fields, the totals
     assert "ReAct (text)" in body and "Native tool calling" in body
     assert '"town": "Shanghai"' in body
 
@@ -236,7 +237,7 @@ def test_the_admin_compares_any_two_runs_by_id(client, alice_chat):
     assert response.status_code == 200
     body = text_of(response)
     assert f"Run {first.pk} and run {elsewhere.pk} compared" in body
-    assert "≠ differs: Arguments</span>" in body  # the same result, other arguments
+    assert "</span> differs: Arguments</span>" in body  # the same result, other arguments
 
 
 def test_the_admin_comparison_refuses_bad_ids_clearly(client, alice_chat):
