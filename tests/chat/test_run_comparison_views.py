@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.models import AgentRun, AgentStep, BranchKind, Conversation, Message
@@ -279,3 +281,21 @@ def test_the_admin_comparison_is_redacted_for_staff_without_the_permission(clien
     body = text_of(client.get(admin_compare(run, other.pk)))
     assert "[REDACTED:" not in body
     assert "4111 1111 1111 1111" in body
+
+
+def test_the_compare_page_makes_the_same_number_of_queries_for_short_and_long_runs(alice_chat):
+    client, conversation = alice_chat
+
+    def queries(extra_calls: int) -> int:
+        first, other = store_run(conversation), store_run(conversation, minutes=1)
+        now = timezone.now()
+        for ordinal in range(4, 4 + extra_calls):
+            AgentStep.objects.create(
+                run=other, ordinal=ordinal, iteration=2, kind="tool_call", status="success",
+                started_at=now, tool_name="calculator", arguments={"e": ordinal}, result="1",
+            )  # fmt: skip
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(compare_url(first, other)).status_code == 200
+        return len(captured)
+
+    assert queries(0) == queries(60)
