@@ -65,6 +65,7 @@ def test_two_runs_of_a_question_are_compared_step_by_step_in_the_chat(live_app, 
     link = page.locator(f"#run-{first}-compare a", has_text=f"Run {second}")
     link.wait_for()
     assert "ReAct (text)" in page.inner_text(f"#run-{first}-compare")
+    page.locator(f"#run-{first}").screenshot(path="artifacts/run-comparison-menu.png")
     link.focus()
     page.keyboard.press("Enter")
     page.wait_for_url(f"**/c/{conversation_id}/compare/{first}/{second}/")
@@ -139,6 +140,9 @@ def test_the_admin_run_page_compares_a_run_with_another_of_its_question(start_ap
     page.wait_for_selector("#comparison")
     assert "≠ differs" in page.inner_text("tr[data-total=strategy]")
     assert_accessible(page, "the admin's comparison")
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path="artifacts/run-comparison-admin-dark.png", full_page=True)
+    page.emulate_media(color_scheme="light")
 
     # Any run by its id, from the keyboard; a bad one is refused with a message.
     page.fill("#compare-with-id", str(first))
