@@ -37,9 +37,9 @@ from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.admin_compare import RunCompareMixin
 from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
-from chat.compare import compare_runs, run_side
 from chat.export import can_export, owner_label
 from chat.markdown import render_markdown
 from chat.models import (
@@ -51,7 +51,7 @@ from chat.models import (
     StepKind,
 )
 from chat.presenters import RunPresenter
-from chat.store.comparisons import run_other_takes, runs_for_comparison
+from chat.store.comparisons import run_other_takes
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 from chat.traces.formats import (
@@ -246,7 +246,7 @@ export_selected_otlp_json = _export_action(OTLP_JSON, "export_selected_otlp_json
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(ReadOnlyAdmin):
+class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
     # Fits 1366 px beside the filters (tests/browser/test_admin_layout.py): model and
     # strategy share a column, and change_list.html fixes each column's width.
     list_display = (
@@ -579,50 +579,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
         return download_response(
             AgentRun.objects.filter(pk=run.pk), fmt, request=request, prefix=f"agent-run-{run.pk}"
         )
-
-    def compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Compare the run with run ``with`` (any run's id) step by step (:mod:`chat.compare`).
-
-        Without ``with``: the other runs of its question to pick from, and a box for an id.
-        400 for an id that is not a number or is the run's own; 404 for a run that is not
-        there. Staff without ``chat.view_unredacted_trace`` read both runs redacted.
-        """
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        run = self.get_object(request, unquote(object_id))
-        if run is None:
-            raise Http404("No such run.")
-        picked = request.GET.get("with", "").strip()
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "original": run,
-            "title": f"Compare run {run.pk}",
-            "compare_takes": run_other_takes(run=run),
-            "with_value": picked[:20],
-        }
-        status, error = 200, ""
-        if not picked:
-            pass
-        elif not (picked.isascii() and picked.isdigit() and len(picked) <= 18):
-            status, error = 400, f"A run's id is a number, not {picked[:20]!r}."
-        elif int(picked) == run.pk:
-            status, error = 400, "That is this run: pick another to compare it with."
-        else:
-            try:
-                left, right = runs_for_comparison(run_ids=(run.pk, int(picked)))
-            except AgentRun.DoesNotExist:
-                status, error = 404, f"There is no run {int(picked)}."
-            else:
-                steps = [*left.compared_steps, *right.compared_steps]
-                redact_loaded(redactor_for(request.user), left, right, *steps)
-                context["comparison"] = compare_runs(
-                    run_side(left, left.compared_steps), run_side(right, right.compared_steps)
-                )
-                context["other"] = right
-                context["title"] = f"Run {run.pk} and run {right.pk} compared"
-        context["compare_error"] = error
-        return render(request, "admin/chat/agentrun/compare.html", context, status=status)
 
     def conversation_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Render the run's conversation with the user's own page, read-only and not live.
