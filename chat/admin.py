@@ -37,6 +37,7 @@ from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.admin_compare import RunCompareMixin
 from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
 from chat.export import can_export, owner_label
@@ -50,6 +51,7 @@ from chat.models import (
     StepKind,
 )
 from chat.presenters import RunPresenter
+from chat.store.comparisons import run_other_takes
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 from chat.traces.formats import (
@@ -244,7 +246,7 @@ export_selected_otlp_json = _export_action(OTLP_JSON, "export_selected_otlp_json
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(ReadOnlyAdmin):
+class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
     # Fits 1366 px beside the filters (tests/browser/test_admin_layout.py): model and
     # strategy share a column, and change_list.html fixes each column's width.
     list_display = (
@@ -511,6 +513,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
                 view(self.conversation_view),
                 name=f"{name}_conversation",
             ),
+            path("<path:object_id>/compare/", view(self.compare_view), name=f"{name}_compare"),
             *super().get_urls(),
         ]
 
@@ -537,6 +540,9 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if can_export(request.user):
             url = reverse("admin:chat_agentrun_export_run", args=[object_id])
             context["export_links"] = _export_links(url, QueryDict(mutable=True))
+        run = self.get_object(request, unquote(object_id))
+        if run is not None:
+            context["compare_takes"] = run_other_takes(run=run)
         return super().change_view(request, object_id, form_url, context)
 
     def export_matching_view(self, request: HttpRequest) -> HttpResponse:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import downloads, views
+from chat import compare_views, downloads, views
 
 app_name = "chat"
 urlpatterns = [
@@ -18,6 +18,16 @@ urlpatterns = [
         "c/<int:conversation_id>/runs/<int:run_id>/timeline/",
         views.run_timeline,
         name="run_timeline",
+    ),
+    path(
+        "c/<int:conversation_id>/runs/<int:run_id>/compare/",
+        compare_views.run_compare_menu,
+        name="compare_menu",
+    ),
+    path(
+        "c/<int:conversation_id>/compare/<int:left_id>/<int:right_id>/",
+        compare_views.run_compare,
+        name="compare",
     ),
     path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
