@@ -13,6 +13,7 @@ database access forbidden.
 
 from __future__ import annotations
 
+from django.conf import settings as conf
 from django.template.loader import render_to_string
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
@@ -50,6 +51,20 @@ def run_started(run: AgentRun) -> str:
     )
     wrapper = '<div hx-swap-oob="beforeend:#messages">'
     return f"{wrapper}{inner}</div>{title}{link}{settings}"
+
+
+def branch_shown(conversation: Conversation) -> str:
+    """Return the branch ``conversation`` shows now, whole, as the message list's content
+    (sync: loads it, :func:`chat.store.runs_window`).
+
+    Sent to every tab after a retry, regenerate or edit starts a run and after a switch
+    of branch: the list holds what a reload shows, the earlier branch's exchanges gone
+    from it (they stay, behind the question's "< 1 / 2 >" switcher).
+    """
+    window = store.runs_window(conversation_id=conversation.pk, exchanges=conf.CHAT_PAGE_EXCHANGES)
+    context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
+    inner = _render("chat/_earlier.html", context)
+    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>'
 
 
 def conversation_renamed(conversation: Conversation) -> str:

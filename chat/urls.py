@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import downloads, views
+from chat import branch_views, downloads, views
 
 app_name = "chat"
 urlpatterns = [
@@ -19,6 +19,8 @@ urlpatterns = [
         views.run_timeline,
         name="run_timeline",
     ),
+    path("c/<int:conversation_id>/branch/", branch_views.branch_switch, name="branch"),
+    path("c/<int:conversation_id>/fork/", branch_views.conversation_fork, name="fork"),
     path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),
