@@ -12,6 +12,7 @@ import dataclasses
 import json
 import time
 from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -246,7 +247,7 @@ def exchanges_rows(conversation, count: int) -> None:
         Message(conversation=conversation, role=Message.Role.USER, content=f"Rooms in town {n}?")
         for n in range(count)
     )
-    for before, question in zip(questions, questions[1:], strict=False):
+    for before, question in pairwise(questions):
         question.parent = before  # in line, as run_start links each to the branch's leaf
     Message.objects.bulk_update(questions[1:], ["parent"])
     runs = AgentRun.objects.bulk_create(
