@@ -49,7 +49,6 @@ NOT_RETRYABLE = (
     "Only a run that did not succeed (failed, stopped, interrupted, or over a limit) can be "
     "retried; regenerate an answer instead. Nothing was started."
 )
-STILL_GOING = "That run has not ended yet. Nothing was started."
 NOT_A_QUESTION = "No such question in this conversation. Nothing was changed."
 SWITCH_WHILE_GOING = (
     "The agent is still working on this chat: wait for it to finish (or press Stop) "
@@ -130,7 +129,7 @@ def run_branch(
     strategy. ``model_of`` and ``agent_of`` are as for :func:`chat.store.run_start`.
 
     Raises :class:`BranchRefused` for a run that is not this conversation's (or is a
-    fork's inherited one), still going, or (``retry``) one that succeeded; and, as
+    fork's inherited one) or (``retry``) one that succeeded; and, as
     :func:`chat.store.run_start` does, ``ConversationGone``, ``RunWaiting`` /
     ``RunAlreadyGoing`` and ``RateLimited``. Nothing is stored then.
     """
@@ -152,8 +151,6 @@ def run_branch(
             raise RunWaiting(conversation_id)
         if going is not None:
             raise RunAlreadyGoing(conversation_id)
-        if old.status in GOING:
-            raise BranchRefused(STILL_GOING)
         if kind == BranchKind.RETRY and old.status not in RETRYABLE:
             raise BranchRefused(NOT_RETRYABLE)
         if runs_per_minute is not None:
