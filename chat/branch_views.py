@@ -55,11 +55,11 @@ def branch_switch(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return _refused(str(exc), status)
     if conversation is None:
         raise Http404("No such conversation.")
-    html = fragments.branch_shown(conversation)
-    publish_each_sync([(conversation.pk, html)])
+    publish_each_sync([(conversation.pk, fragments.branch_shown(conversation))])
     if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
-    return HttpResponse(html + fragments.error(""))
+    # Swapped into the list by the switcher itself (hx-target), the notice out of band.
+    return HttpResponse(fragments.branch_shown(conversation, oob=False) + fragments.error(""))
 
 
 @require_POST

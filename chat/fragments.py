@@ -53,18 +53,19 @@ def run_started(run: AgentRun) -> str:
     return f"{wrapper}{inner}</div>{title}{link}{settings}"
 
 
-def branch_shown(conversation: Conversation) -> str:
+def branch_shown(conversation: Conversation, *, oob: bool = True) -> str:
     """Return the branch ``conversation`` shows now, whole, as the message list's content
     (sync: loads it, :func:`chat.store.runs_window`).
 
     Sent to every tab after a retry, regenerate or edit starts a run and after a switch
     of branch: the list holds what a reload shows, the earlier branch's exchanges gone
-    from it (they stay, behind the question's "< 1 / 2 >" switcher).
+    from it (they stay, behind the question's "< 1 / 2 >" switcher). ``oob=False``
+    returns the list's content alone, for an htmx request that swaps it in itself.
     """
     window = store.runs_window(conversation_id=conversation.pk, exchanges=conf.CHAT_PAGE_EXCHANGES)
     context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
     inner = _render("chat/_earlier.html", context)
-    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>'
+    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>' if oob else inner
 
 
 def conversation_renamed(conversation: Conversation) -> str:
