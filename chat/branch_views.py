@@ -55,11 +55,12 @@ def branch_switch(request: HttpRequest, conversation_id: int) -> HttpResponse:
         return _refused(str(exc), status)
     if conversation is None:
         raise Http404("No such conversation.")
-    publish_each_sync([(conversation.pk, fragments.branch_shown(conversation))])
+    shown = fragments.branch_shown(conversation, oob=False)
+    publish_each_sync([(conversation.pk, fragments.list_replaced(shown))])
     if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
     # Swapped into the list by the switcher itself (hx-target), the notice out of band.
-    return HttpResponse(fragments.branch_shown(conversation, oob=False) + fragments.error(""))
+    return HttpResponse(shown + fragments.error(""))
 
 
 @require_POST

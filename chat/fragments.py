@@ -65,7 +65,13 @@ def branch_shown(conversation: Conversation, *, oob: bool = True) -> str:
     window = store.runs_window(conversation_id=conversation.pk, exchanges=conf.CHAT_PAGE_EXCHANGES)
     context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
     inner = _render("chat/_earlier.html", context)
-    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>' if oob else inner
+    return list_replaced(inner) if oob else inner
+
+
+def list_replaced(inner: str) -> str:
+    """Return ``inner`` (rendered by :func:`branch_shown`) as the message list's new
+    content, swapped out of band."""
+    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>'
 
 
 def conversation_renamed(conversation: Conversation) -> str:

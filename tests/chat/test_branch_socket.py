@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.utils.html import escape
 
-from chat.consumers import BRANCH_WHILE_GOING
+from chat.consumers import BRANCH_WHILE_GOING, RUN_WAITING
 from chat.fragments import MESSAGE_ACCEPTED
 from chat.frames import NOT_A_BRANCHED_RUN
 from chat.models import AgentRun, BranchKind, Conversation, Message, RunStatus
@@ -157,6 +157,25 @@ async def test_refused_branches_say_why_and_the_next_message_still_works():
     assert "cannot use the model" in refusals[2] and "cannot use the strategy" in refusals[3]
     runs = await runs_of(conversation)
     assert len(runs) == 2 and not any(run.branched_from_id for run in runs)
+
+
+async def test_a_branch_while_a_run_waits_for_a_decision_is_refused_clearly():
+    user, conversation = await make_conversation()
+    await ask_over_socket(conversation, user, "Hi")
+    (old,) = await runs_of(conversation)
+    waiting = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                        content="Book it")  # fmt: skip
+    await database_sync_to_async(AgentRun.objects.filter(pk=waiting.pk).update)(
+        status=RunStatus.WAITING
+    )
+    tab = await connected(conversation, user)
+
+    await tab.send_to(text_data=frame("edit", old.pk, content="Hello"))
+    html = await refusal(tab)
+    await tab.disconnect()
+
+    assert escape(RUN_WAITING) in html
+    assert len(await runs_of(conversation)) == 2
 
 
 async def test_a_branch_while_a_run_goes_is_refused_clearly():
