@@ -69,8 +69,9 @@ def conversation_fork(request: HttpRequest, conversation_id: int) -> HttpRespons
 
     The fork shows the source's exchanges up to that one, read only, and its runs are
     sent them as history (:func:`chat.store.conversation_fork`). 404 unless the
-    conversation is the requester's and the question is on a branch of it. htmx is
-    answered with ``HX-Redirect``, a plain form post with a redirect.
+    conversation is the requester's and the question is on a branch of it; 409 while the
+    question's run is going or waiting. htmx is answered with ``HX-Redirect``, a plain
+    form post with a redirect.
     """
     owner = store.Owner.of(request.user, request.session)
     question = _question(request)
@@ -78,8 +79,12 @@ def conversation_fork(request: HttpRequest, conversation_id: int) -> HttpRespons
         fork = store.conversation_fork(
             owner=owner, conversation_id=conversation_id, question_id=question or 0
         )
-    except store.BranchRefused:
-        raise Http404("No such question in this conversation.") from None
+    except store.BranchRefused as exc:
+        if str(exc) == NOT_A_QUESTION:
+            raise Http404("No such question in this conversation.") from None
+        if not request.htmx:
+            return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
+        return _refused(str(exc), 409)
     url = reverse("chat:conversation", kwargs={"conversation_id": fork.pk})
     if request.htmx:
         return HttpResponseClientRedirect(url)

@@ -50,6 +50,9 @@ NOT_RETRYABLE = (
     "retried; regenerate an answer instead. Nothing was started."
 )
 NOT_A_QUESTION = "No such question in this conversation. Nothing was changed."
+FORK_WHILE_GOING = (
+    "That exchange's run has not ended yet: fork it once it has. Nothing was changed."
+)
 SWITCH_WHILE_GOING = (
     "The agent is still working on this chat: wait for it to finish (or press Stop) "
     "before switching branch. Nothing was changed."
@@ -224,7 +227,8 @@ def conversation_fork(*, owner: Owner, conversation_id: int, question_id: int) -
     Same owner, agent, model, strategy and native options; ``forked_from`` is the
     question, so its page shows the source's path up to that exchange (read only) and
     its history includes it. Raises :class:`BranchRefused` unless the conversation is
-    ``owner``'s and the question is on a branch of it (a fork's inherited question too).
+    ``owner``'s and the question is on a branch of it (a fork's inherited question too),
+    and while the question's run is going or waiting.
     """
     conversation = conversation_get(owner=owner, conversation_id=conversation_id)
     if conversation is None:
@@ -234,6 +238,8 @@ def conversation_fork(*, owner: Owner, conversation_id: int, question_id: int) -
     on_path = set(ancestors(leaf, tree))
     if question_id not in tree and question_id not in on_path:
         raise BranchRefused(NOT_A_QUESTION)
+    if AgentRun.objects.filter(user_message_id=question_id, status__in=GOING).exists():
+        raise BranchRefused(FORK_WHILE_GOING)  # the fork would show it half done, for good
     title = FORK_TITLE.format(title=conversation.title or f"Conversation {conversation.pk}")
     return Conversation.objects.create(
         owner_id=owner.user_id, guest_key=owner.guest_key, title=title[:200],

@@ -268,6 +268,17 @@ def test_a_fork_opens_a_new_chat_showing_the_source_exchange_read_only(owned):
     assert 'id="strategy-select"' not in page  # its settings are fixed
 
 
+def test_a_fork_of_an_exchange_still_going_is_refused_until_it_ends(owned):
+    client, conversation = owned
+    going = create_run(conversation_id=conversation.pk, content="Still thinking?")
+
+    response = htmx_post(client, f"/c/{conversation.pk}/fork/",
+                         {"question": going.user_message_id})  # fmt: skip
+
+    assert response.status_code == 409 and "has not ended yet" in response.content.decode()
+    assert Conversation.objects.count() == 1
+
+
 def test_a_fork_of_someone_elses_question_is_404(owned):
     _, conversation = owned
     old, _ = two_takes(conversation)
