@@ -29,8 +29,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from agents.providers import providers
 from chat import store
@@ -257,7 +257,7 @@ class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
     list_display_links = ("started", "question")
     list_filter = (
         "status", "agent_key", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
-        FeedbackFilter,
+        FeedbackFilter, "branch_kind",
     )  # fmt: skip
     list_select_related = ("conversation__owner", "user_message", "feedback")
     search_fields = (
@@ -275,7 +275,7 @@ class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
         "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
-        "run_error", "snapshot_shown", "feedback_given",
+        "run_error", "snapshot_shown", "feedback_given", "branch_shown",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
@@ -288,6 +288,7 @@ class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
             ("waited_shown",),
             ("model_turns", "tool_calls", "errors"),
             ("token_counts", "cost_shown"),
+            ("branch_shown",),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
         ("Feedback from the chat's owner", {"fields": ("feedback_given",)}),
@@ -337,7 +338,27 @@ class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
 
     @admin.display(description="question")
     def question(self, run: AgentRun) -> SafeString:
-        return reveal_hidden(truncatechars(run.user_message.content, 80))
+        shown = reveal_hidden(truncatechars(run.user_message.content, 80))
+        branched = RunPresenter(run).branch_label
+        if not branched:
+            return shown
+        return format_html('{}<br><span class="trace-quiet">{}</span>', shown, branched)
+
+    @admin.display(description="another take of")
+    def branch_shown(self, run: AgentRun) -> SafeString | str:
+        """Return the run this one branched from (linked) and the runs that branched from
+        it: which run is another take of which (docs/branches.md)."""
+        lines = []
+        if run.branched_from_id is not None:
+            url = reverse("admin:chat_agentrun_change", args=[run.branched_from_id])
+            lines.append(format_html('<a href="{}">{}</a>', url, RunPresenter(run).branch_label))
+        for take in run.branches.order_by("pk").only("pk", "branch_kind", "branched_from"):
+            url = reverse("admin:chat_agentrun_change", args=[take.pk])
+            lines.append(format_html('Taken again in <a href="{}">run {}</a> ({})', url, take.pk,
+                                     take.get_branch_kind_display().lower()))  # fmt: skip
+        if not lines:
+            return "–"
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
 
     @admin.display(description="model · strategy · agent", ordering="model_name")
     def model_strategy(self, run: AgentRun) -> SafeString:

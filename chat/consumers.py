@@ -4,7 +4,9 @@ Protocol (the htmx websocket extension's): the browser sends the composer form a
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
 too), the Stop button's form as ``{"type": "cancel"}``, a held call's card as
 ``{"type": "approval", ...}`` and an answer's thumbs and comment as
-``{"type": "feedback", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
+``{"type": "feedback", ...}`` and an exchange's Retry, Regenerate and Edit as
+``{"type": "retry" | "regenerate" | "edit", ...}``; each frame is parsed once into a
+:data:`chat.frames.Frame`.
 The server sends HTML fragments that htmx swaps in by id. A refused frame is raised
 (:class:`chat.frames.FrameRefused`, :class:`chat.frames.DecisionRefused`,
 :class:`chat.frames.FeedbackFrameRefused`, :class:`MessageRefused`) and answered with a
@@ -36,8 +38,10 @@ from django.conf import settings
 from agents.events import utcnow
 from chat import feedback, fragments, owner, store
 from chat.approvals import decide
+from chat.branches import create_branch
 from chat.catalog import code_tools_for
 from chat.frames import (
+    BranchFrame,
     DecisionFrame,
     DecisionRefused,
     FeedbackFrame,
@@ -55,6 +59,7 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
+from chat.models import BranchKind
 from chat.owner import StopOutcome, decisions_taken, request_stop
 from chat.runs import create_run, finish_if_running
 from chat.security import log_refusal, session_ended
@@ -80,6 +85,10 @@ RUN_WAITING = (
 )
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
+BRANCH_WHILE_GOING = (
+    "The agent is still working on this chat: wait for it to finish (or press Stop) before "
+    "running an exchange again. Nothing was started."
+)
 RATE_LIMITED = (
     "You have started {limit} runs in the last minute, the most allowed. Your message was "
     "not sent: try again in {seconds} s."
@@ -171,6 +180,35 @@ def _accept_message(*, conversation_id: int, content: str) -> Accepted:
         refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
     else:
         return Accepted(interrupted, run.pk, fragments.run_started(run))
+    raise MessageRefused(refusal, interrupted=interrupted)
+
+
+def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
+    """Sweep the conversation's stale runs, then store another take of ``frame``'s run
+    and its new run (sync, one ORM call); the fragment is the branch now shown, whole.
+
+    Raises :class:`MessageRefused`, carrying the sweep's fragments, for what
+    :func:`chat.branches.create_branch` refuses (a run not of this chat, a run going or
+    waiting, a retry of a run that succeeded, a model or strategy the agent does not
+    allow, the rate limit), and :class:`chat.store.ConversationGone`.
+    """
+    interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
+    try:
+        run = create_branch(
+            conversation_id=conversation_id, run_id=frame.run_id, kind=BranchKind(frame.kind),
+            model=frame.model, strategy=frame.strategy, content=frame.content,
+            rate_limited=True,
+        )  # fmt: skip
+    except store.BranchRefused as exc:
+        refusal = str(exc)
+    except store.RunWaiting:
+        refusal = RUN_WAITING
+    except store.RunAlreadyGoing:
+        refusal = BRANCH_WHILE_GOING
+    except store.RateLimited as exc:
+        refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
+    else:
+        return Accepted(interrupted, run.pk, fragments.branch_shown(run.conversation))
     raise MessageRefused(refusal, interrupted=interrupted)
 
 
@@ -319,6 +357,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     await self._decide(frame)
                 case FeedbackFrame():
                     await self._give_feedback(frame)
+                case BranchFrame():
+                    await self._branch(frame)
                 case _:
                     assert_never(frame)
         except FrameRefused as refused:
@@ -357,6 +397,33 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # stored but before its task started: end it, or it would stay "running" with
             # no task until another process's sweep, refusing the conversation's messages.
             await asyncio.shield(_end_unstarted(accepting, [publisher]))
+            raise
+        owner.current().start(accepted.run_id, listeners=[publisher])
+
+    async def _branch(self, frame: BranchFrame) -> None:
+        """Store a retry, regenerate or edit of an earlier run, show the branch it makes in
+        every tab, and start its run here, as :meth:`_send_message` does a message's.
+
+        Raises :class:`MessageRefused` (after publishing the sweep's fragments) and
+        :class:`chat.store.ConversationGone`; see :func:`_accept_branch`.
+        """
+        assert self.conversation_id is not None
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        accepting = asyncio.ensure_future(
+            database_sync_to_async(_accept_branch)(
+                conversation_id=self.conversation_id, frame=frame
+            )
+        )
+        try:
+            try:
+                accepted = await asyncio.shield(accepting)
+            except MessageRefused as refused:
+                await publish_each(self.channel_layer, refused.interrupted)
+                raise
+            await publish_each(self.channel_layer, accepted.interrupted)
+            await publisher.publish(accepted.html + fragments.error(""))
+        except asyncio.CancelledError:
+            await asyncio.shield(_end_unstarted(accepting, [publisher]))  # as a message's
             raise
         owner.current().start(accepted.run_id, listeners=[publisher])
 

@@ -2,8 +2,9 @@
 
 The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
 ``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
-``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}`` and an
-answer's thumbs and comment, ``{"type": "feedback", ...}``.
+``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}``, an
+answer's thumbs and comment, ``{"type": "feedback", ...}``, and an exchange's Retry,
+Regenerate and Edit, ``{"type": "retry" | "regenerate" | "edit", ...}``.
 :func:`parse_frame` turns each into a :data:`Frame` or raises; the consumer
 (:class:`chat.consumers.ChatConsumer`) dispatches frames with one ``match`` and turns
 refusals into the notice the page shows.
@@ -23,7 +24,8 @@ BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = (
-    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and 'feedback'."
+    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval', "
+    "'feedback', 'retry', 'regenerate' and 'edit'."
 )
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
@@ -37,7 +39,13 @@ NO_CONTENT = "The message needs a text 'content' field."
 TOO_DEEP = "That frame is nested too deeply to read."
 # Step ids are 64-bit signed integers: a larger one makes the database driver raise.
 MAX_STEP_ID = 2**63
+BAD_BRANCH = (
+    "A {kind} needs 'run' (the run's id){content}, and optionally 'model' and 'strategy' "
+    "(text). Nothing was started."
+)
+NOT_A_BRANCHED_RUN = "No such run in this conversation. Nothing was started."
 CANCEL = "cancel"
+BRANCH_KINDS = ("retry", "regenerate", "edit")
 APPROVAL = "approval"
 FEEDBACK = "feedback"
 
@@ -127,7 +135,24 @@ class FeedbackFrame:
         return {name: value for name, value in data.items() if value is not None}
 
 
-Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame
+@dataclass(frozen=True)
+class BranchFrame:
+    """``{"type": "retry" | "regenerate" | "edit", "run": ID, ...}``: another take of run
+    ``run_id``'s question (docs/branches.md).
+
+    ``content`` is an edit's new question (cleaned as a message is; "" otherwise);
+    ``model`` and ``strategy`` a regenerate's picks ("" : the conversation's), as sent:
+    :func:`chat.branches.create_branch` checks them against what the agent allows.
+    """
+
+    kind: str
+    run_id: int
+    content: str = ""
+    model: str = ""
+    strategy: str = ""
+
+
+Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame | BranchFrame
 
 
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
@@ -156,6 +181,8 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         return parse_decision(payload)
     if kind == FEEDBACK:
         return parse_feedback(payload)
+    if kind in BRANCH_KINDS:
+        return parse_branch(payload, kind, max_chars=max_chars)
     if kind != "message":
         raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
@@ -219,3 +246,30 @@ def parse_feedback(payload: dict[str, Any]) -> FeedbackFrame:
     ):
         raise FeedbackFrameRefused(BAD_FEEDBACK, run_id=run)
     return FeedbackFrame(run, rating=rating, comment=comment)
+
+
+def parse_branch(payload: dict[str, Any], kind: str, *, max_chars: int) -> BranchFrame:
+    """Return the retry, regenerate or edit a frame asks for (a form sends ``run`` as
+    text; an empty ``model`` or ``strategy`` means the conversation's).
+
+    Raises :class:`FrameRefused` without a usable run id, for ``model`` or ``strategy``
+    that are not text, and for an edit without content a message could have (see
+    :func:`parse_frame`).
+    """
+    run = _row_id(payload.get("run"))
+    model, strategy = payload.get("model") or "", payload.get("strategy") or ""
+    needs = " and 'content' (the edited question)" if kind == "edit" else ""
+    if run is None or not isinstance(model, str) or not isinstance(strategy, str):
+        raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+    if not 0 < run < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
+        raise FrameRefused(NOT_A_BRANCHED_RUN)
+    content = ""
+    if kind == "edit":
+        raw = payload.get("content")
+        if not isinstance(raw, str):
+            raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+        try:
+            content = clean_message(raw, max_chars=max_chars)
+        except MessageError as exc:
+            raise FrameRefused(str(exc)) from None
+    return BranchFrame(kind, run, content=content, model=model[:100], strategy=strategy[:100])

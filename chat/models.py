@@ -282,6 +282,10 @@ class AgentRun(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches"
     )
     branch_kind = models.CharField(max_length=16, choices=BranchKind.choices, blank=True)
+    # The configured model it ran with, by key, when a regenerate picked another than its
+    # conversation's (which stays as it was); blank: its conversation's model_key.
+    model_key = models.CharField(max_length=32, blank=True, default="",
+                                 verbose_name="model key")  # fmt: skip
 
     # Set by chat.store.usage when a run ends: its conversation's summed usage, which the
     # page's header is sent again (chat.fragments.run_ended). Not a column.

@@ -65,6 +65,13 @@ OBSERVATION_NOT_RECORDED = (
 )
 
 
+BRANCH_LABELS = {
+    "retry": "Retry of run {run}",
+    "regenerate": "Regenerated from run {run}",
+    "edit": "Edited question of run {run}",
+}
+
+
 class RunPresenter:
     """What an ``AgentRun`` shows: its tokens, cost and status badge."""
 
@@ -84,6 +91,17 @@ class RunPresenter:
         if run.usage_estimated:
             return f"≈{run.total_tokens:,} tokens (estimated)"
         return f"{run.total_tokens:,} tokens"
+
+    @property
+    def branch_label(self) -> str:
+        """Return which run this one is another take of, or ``""``: "Regenerated from
+        run 12", "Retry of run 12", "Edited question of run 12" (docs/branches.md)."""
+        run = self.run
+        if not run.branch_kind or run.branched_from_id is None:
+            return ""
+        return BRANCH_LABELS.get(run.branch_kind, "Another take of run {run}").format(
+            run=run.branched_from_id
+        )
 
     @property
     def tokens_split(self) -> str:

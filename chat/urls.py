@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import compare_views, downloads, views
+from chat import branch_views, compare_views, downloads, views
 
 app_name = "chat"
 urlpatterns = [
@@ -29,6 +29,8 @@ urlpatterns = [
         compare_views.run_compare,
         name="compare",
     ),
+    path("c/<int:conversation_id>/branch/", branch_views.branch_switch, name="branch"),
+    path("c/<int:conversation_id>/fork/", branch_views.conversation_fork, name="fork"),
     path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),

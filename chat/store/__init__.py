@@ -5,6 +5,8 @@ callers use them only through ``channels.db.database_sync_to_async``. One module
 concern, all of it importable from here:
 
 - :mod:`chat.store.conversations`: who owns a chat, its settings and its history;
+- :mod:`chat.store.branches` (and :mod:`chat.store.tree`): the question tree, the
+  branch a page shows, retry / regenerate / edit, forks and switching branch;
 - :mod:`chat.store.listing`: the conversation list (one query), searched, by date;
 - :mod:`chat.store.runs`: a run's lifecycle, from the user's message to its end, and
   its steps;
@@ -41,6 +43,15 @@ from chat.store.approvals import (
     step_of_conversation,
     tool_policies,
 )
+from chat.store.branches import (
+    BranchChoice,
+    BranchRefused,
+    ConversationPath,
+    branch_switch,
+    conversation_fork,
+    conversation_path,
+    run_branch,
+)
 from chat.store.conversations import (
     GUEST_KEY,
     ConversationStarted,
@@ -69,6 +80,7 @@ from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, g
 from chat.store.pages import (
     RunNotInConversation,
     RunWindow,
+    Takes,
     run_steps_before,
     run_with_steps_of,
     runs_window,
@@ -103,7 +115,10 @@ __all__ = [
     "GUEST_KEY",
     "LIST_LENGTH",
     "ApprovalRefused",
+    "BranchChoice",
+    "BranchRefused",
     "ConversationGone",
+    "ConversationPath",
     "ConversationStarted",
     "Decided",
     "FeedbackRefused",
@@ -115,16 +130,20 @@ __all__ = [
     "RunNotInConversation",
     "RunWaiting",
     "RunWindow",
+    "Takes",
     "approval_decide",
     "approval_request",
     "approvals_expire",
+    "branch_switch",
     "clean_query",
     "conversation_configure",
     "conversation_delete",
     "conversation_exchanges",
+    "conversation_fork",
     "conversation_get",
     "conversation_get_or_create_empty",
     "conversation_grants",
+    "conversation_path",
     "conversation_rename",
     "conversation_replace_model",
     "conversation_runs",
@@ -140,6 +159,7 @@ __all__ = [
     "feedback_remove",
     "grouped_by_date",
     "run_beat",
+    "run_branch",
     "run_cancel_requested",
     "run_claim_resume",
     "run_finish",

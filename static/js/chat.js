@@ -324,6 +324,8 @@
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    // A retry, regenerate or edit (docs/branches.md) sends nothing from the composer.
+    if (event.target.closest && event.target.closest("[data-branch-form]")) return;
     if (stopSent) { stopSent = false; return; }
     pending = input().value;
     stickToBottom = true;
