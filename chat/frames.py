@@ -2,8 +2,9 @@
 
 The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
 ``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
-``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}`` and an
-answer's thumbs and comment, ``{"type": "feedback", ...}``.
+``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}``, an
+answer's thumbs and comment, ``{"type": "feedback", ...}``, and a queued message's
+Remove and "Send now", ``{"type": "unqueue" | "steer", "queued": ID}``.
 :func:`parse_frame` turns each into a :data:`Frame` or raises; the consumer
 (:class:`chat.consumers.ChatConsumer`) dispatches frames with one ``match`` and turns
 refusals into the notice the page shows.
@@ -12,6 +13,7 @@ refusals into the notice the page shows.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +25,11 @@ BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = (
-    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and 'feedback'."
+    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval', "
+    "'feedback', 'unqueue' and 'steer'."
 )
+BAD_CLIENT_ID = "A message's 'client_id' must be 1 to 64 letters, digits, '-' or '_'."
+BAD_QUEUED = "'unqueue' and 'steer' need 'queued': the queued message's id."
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
     "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
@@ -37,7 +42,10 @@ NO_CONTENT = "The message needs a text 'content' field."
 TOO_DEEP = "That frame is nested too deeply to read."
 # Step ids are 64-bit signed integers: a larger one makes the database driver raise.
 MAX_STEP_ID = 2**63
+CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CANCEL = "cancel"
+UNQUEUE = "unqueue"
+STEER = "steer"
 APPROVAL = "approval"
 FEEDBACK = "feedback"
 
@@ -48,6 +56,11 @@ class FrameRefused(Exception):
     The text says why, for the user; the page is told the message was refused
     (:func:`chat.fragments.message_refused`), so the composer keeps its text.
     """
+
+
+class QueueFrameRefused(Exception):
+    """A Remove or "Send now" on a queued message that is not done: the text says why
+    (not this conversation's, sent or removed already); the page shows it as a notice."""
 
 
 class DecisionRefused(Exception):
@@ -72,9 +85,15 @@ class FeedbackFrameRefused(Exception):
 
 @dataclass(frozen=True)
 class MessageFrame:
-    """``{"content": "..."}``: the user's message, stripped (a new run's input)."""
+    """``{"content": "...", "client_id": "..."}``: the user's message, stripped (a new
+    run's input, or queued behind the run going).
+
+    ``client_id`` is the page's id for this message ("" when not sent): a copy of the
+    frame sent again (a page that reconnected) is acknowledged, not stored twice.
+    """
 
     content: str
+    client_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,7 +146,22 @@ class FeedbackFrame:
         return {name: value for name, value in data.items() if value is not None}
 
 
-Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame
+@dataclass(frozen=True)
+class UnqueueFrame:
+    """``{"type": "unqueue", "queued": ID}``: remove queued message ``queued_id``."""
+
+    queued_id: int
+
+
+@dataclass(frozen=True)
+class SteerFrame:
+    """``{"type": "steer", "queued": ID}``: stop the run going and send queued message
+    ``queued_id`` as soon as it has ended (it goes first in the queue)."""
+
+    queued_id: int
+
+
+Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame | UnqueueFrame | SteerFrame
 
 
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
@@ -156,15 +190,33 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         return parse_decision(payload)
     if kind == FEEDBACK:
         return parse_feedback(payload)
+    if kind in (UNQUEUE, STEER):
+        return parse_queued(payload, steer=kind == STEER)
     if kind != "message":
         raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
     if not isinstance(content, str):
         raise FrameRefused(NO_CONTENT)
+    client_id = payload.get("client_id", "")
+    if not isinstance(client_id, str) or (client_id and not CLIENT_ID.fullmatch(client_id)):
+        raise FrameRefused(BAD_CLIENT_ID)
     try:
-        return MessageFrame(clean_message(content, max_chars=max_chars))
+        return MessageFrame(clean_message(content, max_chars=max_chars), client_id=client_id)
     except MessageError as exc:
         raise FrameRefused(str(exc)) from None
+
+
+def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | SteerFrame:
+    """Return the frame of a queued message's Remove (``unqueue``) or "Send now"
+    (``steer``); a form sends ``queued`` as text.
+
+    Raises :class:`QueueFrameRefused` without a usable id; whether it is queued in this
+    conversation is the store's to say (:class:`chat.store.NotQueued`).
+    """
+    queued = _row_id(payload.get("queued"))
+    if queued is None or not 0 < queued < MAX_STEP_ID:
+        raise QueueFrameRefused(BAD_QUEUED)
+    return SteerFrame(queued) if steer else UnqueueFrame(queued)
 
 
 def parse_decision(payload: dict[str, Any]) -> DecisionFrame:

@@ -15,7 +15,6 @@
   // keeps it until the server accepts it (a refused message, e.g. over the run limit,
   // must not lose its text).
   var pending = null;
-  var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
 
   // A run of this conversation is going (its status line says so).
   function busy() {
@@ -55,7 +54,44 @@
     return !!(element && element.closest && element.closest("[data-feedback-form]"));
   }
 
-  // Keep the user's text instead of sending it into a refusal while a run is going.
+  // A queued message's Remove and "Stop and send now" (templates/chat/_queue.html).
+  function queueForm(element) {
+    return !!(element && element.closest && element.closest(".queued-actions"));
+  }
+
+  // Send while the connection is down: the ws extension would keep the frame and send
+  // it on reconnect (a copy per press). Say so at once and keep the text instead; a
+  // message goes with an id of its own (the same for the same text until the server
+  // answers), so a copy the server gets twice is stored once (chat/store/queue.py).
+  var socketOpen = false;
+  var sentId = null;  // the client_id of `pending`
+  var OFFLINE_MESSAGE = "Not sent: the live connection is down (reconnecting…). Your text " +
+    "is kept; send it again once the header says live.";
+  document.addEventListener("htmx:wsOpen", function () { socketOpen = true; });
+  document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
+
+  function clientId(text) {
+    if (pending !== null && sentId && text === pending) return sentId;
+    var bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) {
+      return ("0" + b.toString(16)).slice(-2);
+    }).join("");
+  }
+
+  // The composer's message: refused here while offline, else sent with its client_id.
+  function configMessage(event) {
+    var trigger = event.detail && event.detail.triggeringEvent;
+    if (!socketOpen) {
+      if (trigger) trigger.preventDefault();  // no native form submit either
+      event.preventDefault();
+      showError(OFFLINE_MESSAGE);
+      return;
+    }
+    sentId = clientId(input().value);
+    event.detail.parameters.client_id = sentId;
+  }
+
   document.addEventListener("htmx:wsConfigSend", function (event) {
     var form = approvalForm(event.target);
     if (form) {
@@ -68,18 +104,15 @@
       form.setAttribute("data-sent", "");
       return;
     }
-    if (feedbackForm(event.target)) return;
+    if (feedbackForm(event.target) || queueForm(event.target)) return;
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
       if (button) { button.disabled = true; button.textContent = "Stopping…"; }
       return;
     }
-    if (!busy()) return;
-    var trigger = event.detail && event.detail.triggeringEvent;
-    if (trigger) trigger.preventDefault();  // no native form submit either
-    event.preventDefault();
-    showError(BUSY_MESSAGE);
+    // A message sent while a run goes is queued by the server (chat/store/queue.py).
+    configMessage(event);
   });
 
   document.addEventListener("keydown", function (event) {
@@ -274,7 +307,8 @@
     if (deny) deny.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
-    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target) ||
+        queueForm(event.target)) return;
     pending = input().value;
     stickToBottom = true;
   });
