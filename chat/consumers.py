@@ -127,10 +127,14 @@ def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
 
     The runs of a dead process, marked interrupted and rendered for every tab
     (:func:`chat.live.interrupt_stale_runs`), then the running runs and the latest one
-    (:func:`chat.fragments.runs_caught_up`) for this socket.
+    (:func:`chat.fragments.runs_caught_up`), for this socket; the last frame brings the
+    queue too (a chat with no run has none).
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
-    return interrupted, fragments.runs_caught_up(conversation_id=conversation_id)
+    caught_up = fragments.runs_caught_up(conversation_id=conversation_id)
+    if caught_up:
+        caught_up[-1] += queued.queue_fragment(conversation_id)
+    return interrupted, caught_up
 
 
 def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:

@@ -94,6 +94,7 @@ class RunOwner:
         self._background: list[asyncio.Task[None]] = []
         # Conversations whose queued message the rate limit holds: until when (loop time).
         self._held: dict[int, float] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -262,13 +263,25 @@ class RunOwner:
         of the run's task (a second Stop) cannot cut it between taking the message and
         starting its run; a failure is logged, never the run's."""
 
+        await asyncio.shield(self._send_next_task(conversation_id, run_id=run_id))
+
+    def _send_next_task(
+        self, conversation_id: int | None, *, run_id: int | None = None
+    ) -> asyncio.Task[None]:
+        """Return a task of this owner that sends the conversation's next queued message
+        (:meth:`send_next`), its failure logged; the owner keeps it until it is done."""
+
         async def send() -> None:
             try:
                 await self.send_next(conversation_id, run_id=run_id)
             except Exception:
-                logger.exception("run %s: sending its chat's queued message failed", run_id)
+                logger.exception("sending the queued message of chat %s (run %s) failed",
+                                 conversation_id, run_id)  # fmt: skip
 
-        await asyncio.shield(self.loop.create_task(send(), name=f"queue-after-{run_id}"))
+        task = self.loop.create_task(send(), name=f"queue-next-{conversation_id or run_id}")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+        return task
 
     async def send_next(self, conversation_id: int | None, *, run_id: int | None = None) -> int:
         """Send the conversation's first queued message if none of its runs is going, and
@@ -315,7 +328,7 @@ class RunOwner:
 
         def retry() -> None:
             self._held.pop(conversation_id, None)
-            self.loop.create_task(self.send_next(conversation_id))
+            self._send_next_task(conversation_id)
 
         self.loop.call_later(wait, retry)
 

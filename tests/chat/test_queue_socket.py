@@ -132,6 +132,22 @@ async def test_the_page_shows_the_queue_from_the_rows_as_the_socket_did(scripted
         await tab.disconnect()
 
 
+async def test_a_page_that_connects_late_is_sent_the_queue_with_the_runs(scripted_model):
+    tabs, conversation, go_on = await held_run(scripted_model)
+    await tabs[0].send_to(text_data=message("second"))
+    await until_queue(tabs[0], lambda q: "second" in q)
+
+    user = await database_sync_to_async(lambda: conversation.owner)()
+    late = await connect(conversation.pk, user)
+    await late.connect()
+    await until_queue(late, lambda q: "second" in q)  # in its catch-up, as a reload shows
+
+    go_on.set()
+    await wait_for_all_runs()
+    for tab in (*tabs, late):
+        await tab.disconnect()
+
+
 async def test_remove_takes_a_message_out_of_the_queue_in_every_tab(scripted_model):
     tabs, conversation, go_on = await held_run(scripted_model)
     await tabs[0].send_to(text_data=message("second"))
