@@ -314,7 +314,10 @@ class RunOwner:
             return 0
         self._held.pop(taken.conversation_id, None)
         publisher = GroupPublisher(self.layer, taken.conversation_id)
-        await publisher.publish(taken.html)
+        try:
+            await publisher.publish(taken.html)
+        except Exception:  # the layer failed: the run goes on all the same (a reload shows it)
+            logger.exception("run %s: showing the queued message sent failed", taken.run_id)
         self.start(taken.run_id, listeners=[publisher])
         return taken.run_id
 
