@@ -76,6 +76,32 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     assert not page.dialogs
 
 
+def test_stop_and_send_now_from_the_keyboard_sends_that_message_next(
+    fake_provider, start_app, browser_page
+):
+    provider = fake_provider("ok+hold,ok,ok")
+    app = start_app(env=provider.env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector(".run-status[data-status=running]")
+    send(page, SECOND)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+    send(page, THIRD)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
+
+    page.get_by_role("button", name=f"Stop and send now: {THIRD}").focus()
+    page.keyboard.press("Enter")
+    finished_runs(page, 3)
+
+    runs = page.locator(".run")
+    assert runs.nth(0).locator(".run-status").get_attribute("data-status") == "cancelled"
+    assert [runs.nth(n).locator(".msg.user").inner_text() for n in (1, 2)] == [THIRD, SECOND]
+    assert stored_questions(app.database) == [QUESTION, THIRD, SECOND]
+    provider.release()  # the held answer's connection, long closed by the Stop
+
+
 def test_send_while_the_connection_is_down_says_so_keeps_the_text_and_sends_once(
     start_app, browser_page
 ):
