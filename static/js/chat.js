@@ -85,7 +85,11 @@
     if (!socketOpen) {
       if (trigger) trigger.preventDefault();  // no native form submit either
       event.preventDefault();
-      showError(OFFLINE_MESSAGE);
+      // Closed for good (FINAL_CLOSES): its notice, already shown, says what to do.
+      var connection = document.getElementById("connection");
+      if (!connection || connection.getAttribute("data-state") !== "ended") {
+        showError(OFFLINE_MESSAGE);
+      }
       return;
     }
     sentId = clientId(input().value);
