@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_accessibility import assert_accessible
 from tests.timing import WAIT_S
 
@@ -59,6 +60,7 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
     assert page.locator("#queued-messages .queued-message").count() == 2
     assert_accessible(page, "two messages queued")
+    page.screenshot(path=str(ARTIFACTS / "browser-queue.png"))
 
     third = page.locator(".queued-message", has_text=THIRD)
     third.get_by_role("button", name=f"Remove from the queue: {THIRD}").click()
