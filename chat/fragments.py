@@ -19,7 +19,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 
 from chat import store
-from chat.models import AgentRun, AgentStep, Conversation, RunStatus
+from chat.models import AgentRun, AgentStep, Conversation, QueuedMessage, RunStatus
 from chat.store.usage import conversation_usage as summed_usage
 
 
@@ -214,6 +214,12 @@ MESSAGE_ACCEPTED = "message-accepted"
 MESSAGE_REFUSED = "message-refused"
 DECISION_REFUSED = "decision-refused"
 FEEDBACK_REFUSED = "feedback-refused"
+
+
+def queue_replaced(queued: list[QueuedMessage]) -> str:
+    """Return the conversation's queued messages (``#queued-messages``), in the order they
+    will be sent, each with its Remove and "Stop and send now"; hidden when empty."""
+    return _render("chat/_queue.html", {"queued": queued, "oob": True})
 
 
 def message_accepted() -> str:

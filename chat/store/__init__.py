@@ -19,6 +19,7 @@ concern, all of it importable from here:
 - :mod:`chat.store.usage`: a run's token counts and cost when it ends, and its
   conversation's sums;
 - :mod:`chat.store.feedback`: the owner's thumbs up or down and comment on an answer;
+- :mod:`chat.store.queue`: messages sent while a run goes, waiting for its end;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering and, a chunk
   at a time, for exports; counting a run's tool calls; values every database can store.
 """
@@ -85,6 +86,18 @@ from chat.store.pages import (
     run_with_steps_of,
     runs_window,
 )
+from chat.store.queue import (
+    NotQueued,
+    QueueFull,
+    Sent,
+    message_send,
+    queue_list,
+    queue_remove,
+    queue_steer,
+    queue_take,
+    queues_ready,
+    run_conversation_id,
+)
 from chat.store.rows import database_answers, runs_in_chunks, runs_with_ids
 from chat.store.runs import (
     ConversationGone,
@@ -123,13 +136,16 @@ __all__ = [
     "Decided",
     "FeedbackRefused",
     "ModelProvenance",
+    "NotQueued",
     "Owner",
+    "QueueFull",
     "RateLimited",
     "ResumeState",
     "RunAlreadyGoing",
     "RunNotInConversation",
     "RunWaiting",
     "RunWindow",
+    "Sent",
     "Takes",
     "approval_decide",
     "approval_request",
@@ -158,10 +174,17 @@ __all__ = [
     "feedback_offered",
     "feedback_remove",
     "grouped_by_date",
+    "message_send",
+    "queue_list",
+    "queue_remove",
+    "queue_steer",
+    "queue_take",
+    "queues_ready",
     "run_beat",
     "run_branch",
     "run_cancel_requested",
     "run_claim_resume",
+    "run_conversation_id",
     "run_finish",
     "run_get",
     "run_heartbeat",

@@ -16,7 +16,6 @@
   // keeps it until the server accepts it (a refused message, e.g. over the run limit,
   // must not lose its text).
   var pending = null;
-  var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
   // Stop pressed on the composer's button: it says "Stopping…" until the run ends.
   var stopping = false;
   var stopSent = false;  // the frame just sent was that Stop (not a message)
@@ -36,9 +35,10 @@
   function sendButton() { return document.getElementById("send"); }
 
   // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
-  // decision is stopped from its status line). Stop sends {"type": "cancel"}, as the
-  // status line's Stop did; "Stopping…" until the run ends, aria-disabled rather than
-  // disabled so the keyboard focus stays on it.
+  // decision is stopped from its status line), or Queue while it goes and the composer
+  // holds text (docs/queue.md: the message waits under the exchange; Esc still stops).
+  // Stop sends {"type": "cancel"}, as the status line's Stop did; "Stopping…" until the
+  // run ends, aria-disabled rather than disabled so the keyboard focus stays on it.
   function updateComposer() {
     var form = composer();
     if (!form) return;
@@ -49,7 +49,15 @@
     form.noValidate = isBusy;
     var button = sendButton();
     if (!button) return;
-    if (isBusy) {
+    var typed = !!(input() && input().value.trim());
+    if (isBusy && typed && !stopping) {
+      button.setAttribute("data-mode", "queue");
+      button.textContent = "Queue";
+      button.removeAttribute("aria-disabled");
+      button.title = "Send when the run ends: the message waits under the exchange, where " +
+        "it can be removed or sent now (Esc stops the run)";
+      button.removeAttribute("aria-keyshortcuts");
+    } else if (isBusy) {
       button.setAttribute("data-mode", "stop");
       button.textContent = stopping ? "Stopping…" : "Stop";
       button.disabled = false;
@@ -66,6 +74,11 @@
       button.removeAttribute("aria-keyshortcuts");
     }
   }
+
+  // Typing while a run goes turns Stop into Queue, and clearing the text turns it back.
+  document.addEventListener("input", function (event) {
+    if (event.target === input()) updateComposer();
+  });
 
   // The composer's text changed without a key (an example, cleared once sent): the
   // character count (composer_count.js) follows input events.
@@ -86,7 +99,48 @@
     return !!(element && element.closest && element.closest("[data-feedback-form]"));
   }
 
-  // Keep the user's text instead of sending it into a refusal while a run is going.
+  // A queued message's Remove and "Stop and send now" (templates/chat/_queue.html).
+  function queueForm(element) {
+    return !!(element && element.closest && element.closest(".queued-actions"));
+  }
+
+  // Send while the connection is down: the ws extension would keep the frame and send
+  // it on reconnect (a copy per press). Say so at once and keep the text instead; a
+  // message goes with an id of its own (the same for the same text until the server
+  // answers), so a copy the server gets twice is stored once (chat/store/queue.py).
+  var socketOpen = false;
+  var sentId = null;  // the client_id of `pending`
+  var OFFLINE_MESSAGE = "Not sent: the live connection is down (reconnecting…). Your text " +
+    "is kept; send it again once the header says live.";
+  document.addEventListener("htmx:wsOpen", function () { socketOpen = true; });
+  document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
+
+  function clientId(text) {
+    if (pending !== null && sentId && text === pending) return sentId;
+    var bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) {
+      return ("0" + b.toString(16)).slice(-2);
+    }).join("");
+  }
+
+  // The composer's message: refused here while offline, else sent with its client_id.
+  function configMessage(event) {
+    var trigger = event.detail && event.detail.triggeringEvent;
+    if (!socketOpen) {
+      if (trigger) trigger.preventDefault();  // no native form submit either
+      event.preventDefault();
+      // Closed for good (FINAL_CLOSES): its notice, already shown, says what to do.
+      var connection = document.getElementById("connection");
+      if (!connection || connection.getAttribute("data-state") !== "ended") {
+        showError(OFFLINE_MESSAGE);
+      }
+      return;
+    }
+    sentId = clientId(input().value);
+    event.detail.parameters.client_id = sentId;
+  }
+
   document.addEventListener("htmx:wsConfigSend", function (event) {
     var form = approvalForm(event.target);
     if (form) {
@@ -99,11 +153,11 @@
       form.setAttribute("data-sent", "");
       return;
     }
-    if (feedbackForm(event.target)) return;
+    if (feedbackForm(event.target) || queueForm(event.target)) return;
     if (event.target === composer()) {
       var sentBy = event.detail && event.detail.triggeringEvent &&
         event.detail.triggeringEvent.submitter;
-      if (busy() && sentBy === sendButton()) {
+      if (busy() && sentBy === sendButton() && sendButton().getAttribute("data-mode") === "stop") {
         if (stopping) {  // sent once: the run's end turns the button back into Send
           event.detail.triggeringEvent.preventDefault();
           event.preventDefault();
@@ -123,11 +177,8 @@
       if (button) { button.disabled = true; button.textContent = "Stopping…"; }
       return;
     }
-    if (!busy()) return;
-    var trigger = event.detail && event.detail.triggeringEvent;
-    if (trigger) trigger.preventDefault();  // no native form submit either
-    event.preventDefault();
-    showError(BUSY_MESSAGE);
+    // A message sent while a run goes is queued by the server (chat/store/queue.py).
+    configMessage(event);
   });
 
   document.addEventListener("keydown", function (event) {
@@ -323,7 +374,8 @@
     if (deny) deny.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
-    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target) ||
+        queueForm(event.target)) return;
     // A retry, regenerate or edit (docs/branches.md) sends nothing from the composer.
     if (event.target.closest && event.target.closest("[data-branch-form]")) return;
     if (stopSent) { stopSent = false; return; }
