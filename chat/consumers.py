@@ -231,7 +231,7 @@ def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
     except store.RateLimited as exc:
         refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
     else:
-        return Accepted(interrupted, run.pk, fragments.branch_shown(run.conversation))
+        return Accepted(interrupted, fragments.branch_shown(run.conversation), run.pk)
     raise MessageRefused(refusal, interrupted=interrupted)
 
 
@@ -243,7 +243,8 @@ async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[An
         accepted = await accepting
     except Exception:  # refused, or the database failed: nothing was stored
         return
-    await finish_if_running(accepted.run_id, listeners)
+    if accepted.run_id is not None:  # None: queued, or a copy: no run was stored
+        await finish_if_running(accepted.run_id, listeners)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

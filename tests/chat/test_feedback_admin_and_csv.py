@@ -125,8 +125,11 @@ def test_the_staff_copy_of_the_chat_shows_the_feedback_without_controls(
     assert "No feedback on this answer." in html
 
 
-def test_the_csv_ends_with_the_runs_feedback_on_each_of_its_rows(three_runs):
-    assert COLUMNS[-4:] == FEEDBACK_COLUMNS
+FEEDBACK_AT = slice(51, 55)  # columns 52-55, where they were added (columns never move)
+
+
+def test_the_csv_has_the_runs_feedback_on_each_of_its_rows(three_runs):
+    assert COLUMNS[FEEDBACK_AT] == FEEDBACK_COLUMNS
     rows = read(export_text())
     by_run = {}
     for row in rows:
@@ -150,6 +153,6 @@ def test_a_run_without_steps_still_carries_its_feedback(alice):
 
 def test_the_run_pages_download_has_the_feedback_columns(client, auditor, three_runs):
     rows = csv_rows(client.get(run_export(three_runs["down"])))
-    assert {tuple(row[-4:]) for row in rows} == {
+    assert {tuple(row[FEEDBACK_AT]) for row in rows} == {
         ("down", "Wrong <b>town</b>: I asked for Suzhou.", "alice", "2026-12-03T09:37:00.000Z")
     }
