@@ -70,8 +70,14 @@ def branch_shown(conversation: Conversation, *, oob: bool = True) -> str:
 
 def list_replaced(inner: str) -> str:
     """Return ``inner`` (rendered by :func:`branch_shown`) as the message list's new
-    content, swapped out of band."""
-    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>'
+    content, swapped out of band.
+
+    Its first element is a marker with no id: the page's idempotent appends
+    (``htmx:oobBeforeSwap`` in static/js/chat.js) judge a fragment by its first element,
+    and an ended run already shown there would cancel the whole list's swap.
+    """
+    marker = "<template data-branch-list></template>"
+    return f'<div hx-swap-oob="innerHTML:#messages">{marker}{inner}</div>'
 
 
 def conversation_renamed(conversation: Conversation) -> str:

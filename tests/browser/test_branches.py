@@ -80,3 +80,28 @@ def test_an_edited_question_runs_as_another_take_and_a_fork_shows_its_source(
     assert page.locator(".inherited-note").count() == 1
     assert page.locator(".run.inherited .regenerate").count() == 0
     assert_accessible(page, "a fork's inherited exchange")
+
+
+def test_a_later_questions_regenerate_shows_live_in_both_tabs(start_app, browser_page):
+    """The whole branch is swapped in as the list's content: the page's idempotent appends
+    once judged it by its first run (already shown and ended) and cancelled the swap, so a
+    take of any question but the first never showed until a reload."""
+    app = start_app()
+    page = browser_page
+    first = ask(app, page)
+    page.fill("#composer-input", "And 18*23?")
+    page.press("#composer-input", "Enter")
+    page.wait_for_function("document.querySelectorAll('.run-status[data-status=succeeded]')"
+                           ".length === 2")  # fmt: skip
+    _, second = run_ids(page)
+    other = page.context.new_page()  # another tab of the same browser session
+    other.goto(page.url)
+    other.wait_for_selector("#connection[data-state=open]")
+
+    page.click(f"#{second} .regenerate")
+    for tab in (page, other):
+        tab.wait_for_selector(".takes-count:has-text('2 / 2')")
+        kept, third = run_ids(tab)
+        assert kept == first and third not in (first, second)
+        tab.wait_for_selector(f"#{third} .run-status[data-status=succeeded]")
+    assert page.inner_text("#send") == "Send"
