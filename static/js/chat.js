@@ -25,6 +25,11 @@
     return !!document.querySelector('#messages .run-status[data-status="running"]');
   }
 
+  // A run of this conversation is going or waiting for a decision: a message is queued.
+  function going() {
+    return busy() || !!document.querySelector('#messages .run-status[data-status="waiting"]');
+  }
+
   function showError(text) {
     var el = document.getElementById("chat-error");
     if (!el) return;
@@ -50,7 +55,7 @@
     var button = sendButton();
     if (!button) return;
     var typed = !!(input() && input().value.trim());
-    if (isBusy && typed && !stopping) {
+    if (going() && typed && !stopping) {
       button.setAttribute("data-mode", "queue");
       button.textContent = "Queue";
       button.removeAttribute("aria-disabled");
@@ -112,7 +117,12 @@
   var sentId = null;  // the client_id of `pending`
   var OFFLINE_MESSAGE = "Not sent: the live connection is down (reconnecting…). Your text " +
     "is kept; send it again once the header says live.";
-  document.addEventListener("htmx:wsOpen", function () { socketOpen = true; });
+  document.addEventListener("htmx:wsOpen", function () {
+    socketOpen = true;
+    // Back online: the notice's advice is followed by sending again.
+    var notice = document.getElementById("chat-error");
+    if (notice && notice.textContent === OFFLINE_MESSAGE) showError("");
+  });
   document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
 
   function clientId(text) {
@@ -216,6 +226,20 @@
   ["wheel", "touchmove", "keydown"].forEach(function (kind) {
     document.addEventListener(kind, scrolledByHand, { passive: true, capture: true });
   });
+
+  // The list's box shrinks when the queue under it grows (and on a phone's keyboard): a
+  // reader following the bottom keeps it, the newest status line and its Stop in view.
+  if (window.ResizeObserver) {
+    document.addEventListener("DOMContentLoaded", function () {
+      var box = messages();
+      if (!box) return;
+      new ResizeObserver(function () {
+        if (stickToBottom && !(keptInView && keptInView.isConnected)) {
+          box.scrollTop = box.scrollHeight;
+        }
+      }).observe(box);
+    });
+  }
 
   function scrollDown() {
     var box = messages();

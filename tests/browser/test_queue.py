@@ -48,10 +48,16 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     provider = fake_provider("ok+hold,ok")
     app = start_app(env=provider.env)
     page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the queue takes room
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
     send(page, QUESTION)
     page.wait_for_selector(".run-status[data-status=running]")
+    # The button says what it will do: Queue with text typed, Stop with none.
+    page.fill("#composer-input", SECOND)
+    page.wait_for_selector("#send[data-mode=queue]:text-is('Queue')")
+    page.fill("#composer-input", "")
+    page.wait_for_selector("#send[data-mode=stop]:text-is('Stop')")
 
     send(page, SECOND)
     page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
@@ -59,6 +65,14 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     send(page, THIRD)
     page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
     assert page.locator("#queued-messages .queued-message").count() == 2
+    # The list under the queue still shows its bottom: the running status line is in view.
+    page.wait_for_function(
+        """() => {
+            const list = document.getElementById('messages').getBoundingClientRect();
+            const status = document.querySelector('.run-status[data-status=running]');
+            return status.getBoundingClientRect().bottom <= list.bottom + 1;
+        }"""
+    )
     assert_accessible(page, "two messages queued")
     page.screenshot(path=str(ARTIFACTS / "browser-queue.png"))
 
@@ -123,6 +137,7 @@ def test_send_while_the_connection_is_down_says_so_keeps_the_text_and_sends_once
 
     back = start_app(database=app.database, port=app.port)
     page.wait_for_selector("#connection[data-state=open]")
+    page.wait_for_selector("#chat-error", state="hidden")  # its advice is followed now
     assert page.locator(".run").count() == 0  # nothing went out on reconnect
     page.press("#composer-input", "Enter")
     finished_runs(page, 1)

@@ -265,6 +265,7 @@ def test_a_fork_opens_a_new_chat_showing_the_source_exchange_read_only(owned):
     assert fork.forked_from_id == old.user_message_id
     assert f'id="run-{old.pk}"' in page and "forked from (read only)" in page
     assert 'name="type" value="regenerate"' not in page  # no controls on inherited runs
+    assert f'id="run-{old.pk}-feedback"' not in page  # nor thumbs: the answer is the source's
     assert 'id="strategy-select"' not in page  # its settings are fixed
 
 
