@@ -19,17 +19,11 @@ from django.db.models.functions import Length, Substr
 
 from agents.history import CallRecord, Exchange, TurnRecord
 from chat.models import AgentStep, Conversation, Message, RunStatus, StepKind, StepStatus
+from chat.store.titles import TITLE_LENGTH, title_from
 
-TITLE_LENGTH = 60
+__all__ = ["TITLE_LENGTH", "title_from"]  # where store.runs and store.limits import them
+
 GUEST_KEY = "chat_guest_key"
-
-
-def title_from(content: str) -> str:
-    """Return a conversation title from a question: one line, at most TITLE_LENGTH."""
-    title = " ".join(content.split())
-    if len(title) > TITLE_LENGTH:
-        title = title[: TITLE_LENGTH - 1] + "…"
-    return title
 
 
 @dataclass(frozen=True)
