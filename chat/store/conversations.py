@@ -19,9 +19,10 @@ from django.db.models.functions import Length, Substr
 
 from agents.history import CallRecord, Exchange, TurnRecord
 from chat.models import AgentStep, Conversation, Message, RunStatus, StepKind, StepStatus
-from chat.store.titles import TITLE_LENGTH, title_from
 
-__all__ = ["TITLE_LENGTH", "title_from"]  # where store.runs and store.limits import them
+# Re-exported: store.runs and store.limits take them from here.
+from chat.store.titles import TITLE_LENGTH as TITLE_LENGTH
+from chat.store.titles import title_from as title_from
 
 GUEST_KEY = "chat_guest_key"
 
