@@ -119,8 +119,14 @@ class Timeline:
 
     @property
     def tool_calls(self) -> int:
-        """Return how many tool calls (format errors included) the run has had."""
-        return sum(1 for row in self.rows if not row.is_model_turn)
+        """Return how many tool calls the run has had, format errors left out: the
+        status line's count (``AgentRun.tool_call_count``), so the two agree."""
+        return sum(1 for row in self.rows if not row.is_model_turn and not row.format_error)
+
+    @property
+    def format_errors(self) -> int:
+        """Return how many of its calls never ran: the model's output did not parse."""
+        return sum(1 for row in self.rows if row.format_error)
 
 
 def _ms(later: datetime, earlier: datetime) -> int:
