@@ -44,6 +44,9 @@ TITLE_PROMPT = (
     "the title alone, in the question's language: no quotes, no full stop.\n\n"
     "Question: {question}"
 )
+# A run still going has not ended; one that failed or was interrupted most likely could
+# not reach its model either, which a title request would only log again.
+NOT_AFTER = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED, RunStatus.INTERRUPTED)
 QUESTION_CHARS = 2_000  # of the question sent with the request: a title needs no more
 
 _LABEL = re.compile(r"^(?:title|标题)\s*[:：]\s*", re.IGNORECASE)
@@ -64,12 +67,13 @@ class TitleJob:
 def title_job(*, run_id: int) -> TitleJob | None:
     """Return the title job for a run that just ended, or None when none is due (sync).
 
-    Due when the run is its conversation's first and has ended, its model is a real one
+    Due when the run is its conversation's first and has ended (not failed nor
+    interrupted: its model was reachable), its model is a real one
     (a registered provider entry, not ``scripted``), and the conversation's title is
     still the one made offline from its first question.
     """
     run = AgentRun.objects.select_related("conversation", "user_message").filter(pk=run_id).first()
-    if run is None or run.status in (RunStatus.RUNNING, RunStatus.WAITING):
+    if run is None or run.status in NOT_AFTER:
         return None
     entry = run.provider_entry
     if entry is None or entry.scripted:

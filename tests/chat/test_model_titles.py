@@ -167,3 +167,14 @@ async def test_the_offline_demo_model_asks_for_no_title(settings):
 )
 def test_a_models_reply_is_cleaned_into_a_title(reply, title):
     assert clean_model_title(reply) == title
+
+
+async def test_a_first_run_that_failed_asks_for_no_title(server):
+    server.script = [Reply(status=500, message="model down")]
+    conversation, communicator, frames = await ask(QUESTION)
+    await wait_for_runs()
+    await communicator.disconnect()
+
+    assert "status-failed" in frames[-1]
+    assert await title_of(conversation) == OFFLINE
+    assert len(server.requests) == 1 and not server.unscripted
