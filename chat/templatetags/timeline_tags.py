@@ -52,6 +52,8 @@ def _row_html(row: Row) -> str:
     title = escape(f"{row.name}: {took}, from {start} to {end}")
     flag = _flag(row)
     meta = [f'<span class="tl-duration" data-tl-duration>{took}</span>']
+    if row.status == "pending":
+        meta = []  # a held call that has not run has no time of its own: only its wait
     if flag:
         meta.append(f'<span class="tl-flag">{flag}</span>')
     if row.first_token_ms is not None:

@@ -67,6 +67,7 @@ def test_a_call_still_waiting_shows_a_growing_wait_and_no_bar_of_its_own():
     assert call.start_ms == call.end_ms == 3_000  # nothing ran yet
     html = render_to_string("chat/_timeline.html", {"run": run, "steps": steps})
     assert 'status-pending waiting"' in html and "waiting for a decision<" in html
+    assert html.count("data-tl-duration") == 1  # none ("0 ms") for a call that has not run
     assert " so far · " in html and " of it waiting for a decision" in html
 
 
