@@ -25,7 +25,7 @@ from langchain_core.messages import HumanMessage
 from agents.reasoning import split_think
 from chat import catalog, fragments
 from chat.live import GroupPublisher
-from chat.models import AgentRun, Conversation, RunStatus
+from chat.models import AgentRun, Conversation, RunStatus, TitleSource
 from chat.store.titles import (
     TITLE_LENGTH,
     conversation_title_from_model,
@@ -70,7 +70,7 @@ def title_job(*, run_id: int) -> TitleJob | None:
     Due when the run is its conversation's first and has ended (not failed nor
     interrupted: its model was reachable), its model is a real one
     (a registered provider entry, not ``scripted``), and the conversation's title is
-    still the one made offline from its first question.
+    still the one made offline from its first question (its owner never renamed it).
     """
     run = AgentRun.objects.select_related("conversation", "user_message").filter(pk=run_id).first()
     if run is None or run.status in NOT_AFTER:
@@ -80,6 +80,8 @@ def title_job(*, run_id: int) -> TitleJob | None:
         return None
     conversation = run.conversation
     if AgentRun.objects.filter(conversation_id=conversation.pk, pk__lt=run.pk).exists():
+        return None
+    if conversation.title_source != TitleSource.QUESTION:
         return None
     question = first_question(conversation_id=conversation.pk)
     if question is None or conversation.title != title_from(question.content):

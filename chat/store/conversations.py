@@ -18,7 +18,15 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Length, Substr
 
 from agents.history import CallRecord, Exchange, TurnRecord
-from chat.models import AgentStep, Conversation, Message, RunStatus, StepKind, StepStatus
+from chat.models import (
+    AgentStep,
+    Conversation,
+    Message,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    TitleSource,
+)
 
 # Re-exported: store.runs and store.limits take them from here.
 from chat.store.titles import TITLE_LENGTH as TITLE_LENGTH
@@ -289,7 +297,10 @@ def conversation_rename(*, owner: Owner, conversation_id: int, title: str) -> Co
     if conversation is None:
         return None
     conversation.title = clean_title(title)
-    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    conversation.title_source = TitleSource.OWNER  # never replaced by a model's title
+    Conversation.objects.filter(pk=conversation.pk).update(
+        title=conversation.title, title_source=conversation.title_source
+    )
     return conversation
 
 

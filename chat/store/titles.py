@@ -4,15 +4,15 @@ A title tells a conversation apart from the owner's others, so the words that di
 (places, names, dates, numbers) must survive: the offline title drops the openers every
 question shares ("Can you", "Plan 3 days in") and puts a trip's place first, squeezes
 articles out before it cuts, and never cuts away a name. A model-made title
-(:mod:`chat.titles`) replaces the offline one only while the conversation still has it:
-a title its owner gave is never overwritten.
+(:mod:`chat.titles`) replaces the offline one only while the conversation still has it
+(``Conversation.title_source``): a title its owner gave is never overwritten.
 """
 
 from __future__ import annotations
 
 import re
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, Message, TitleSource
 
 TITLE_LENGTH = 60
 ELLIPSIS = "…"
@@ -123,10 +123,14 @@ def conversation_title_from_model(*, conversation_id: int, offline: str, title: 
     """Set a model-made title if the conversation still has its offline one; return
     whether it did.
 
-    One conditional UPDATE (``title = offline`` in its WHERE), so a rename by its owner,
-    before or while the model answered, always wins.
+    One conditional UPDATE (made from the question, and still ``offline``, in its WHERE),
+    so a rename by its owner, before or while the model answered, always wins.
     """
-    return bool(Conversation.objects.filter(pk=conversation_id, title=offline).update(title=title))
+    return bool(
+        Conversation.objects.filter(
+            pk=conversation_id, title=offline, title_source=TitleSource.QUESTION
+        ).update(title=title, title_source=TitleSource.MODEL)
+    )
 
 
 def first_question(*, conversation_id: int) -> Message | None:

@@ -13,6 +13,8 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from django.contrib.auth.models import User
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
 
 from agents.providers import ModelConfig
 from chat import store
@@ -74,7 +76,8 @@ async def test_the_models_title_replaces_the_offline_one_and_reaches_the_open_pa
 
     assert any(">Suzhou, 3 days: sights to visit" in frame for frame in frames)  # offline first
     assert 'id="conversation-link-' in frames[-1] and ">Three days in Suzhou</a>" in frames[-1]
-    assert await title_of(conversation) == "Three days in Suzhou"
+    stored = await Conversation.objects.aget(pk=conversation.pk)
+    assert (stored.title, stored.title_source) == ("Three days in Suzhou", "model")
     asked = server.requests[-1]
     assert "tools" not in asked and QUESTION in asked["messages"][-1]["content"]
     assert not server.unscripted
@@ -110,25 +113,47 @@ async def test_a_title_request_that_never_answers_gives_up_in_bounded_time(
     assert "no title from the model in time" in caplog.text
 
 
-async def test_a_title_the_owner_gave_is_never_overwritten(server):
-    server.script = [Reply(events=text_turn("Day 1.")), Reply(events=text_turn("Suzhou trip"))]
+@pytest.mark.parametrize("given", ["Mum's birthday", OFFLINE])
+async def test_a_title_the_owner_gave_is_never_overwritten(server, given):
+    # Even one that repeats the offline title's words: it is the owner's now.
+    server.script = [Reply(events=text_turn("Day 1.")), Reply(status=500, message="down")]
     conversation, communicator, _ = await ask(QUESTION)
     await wait_for_runs()
     await communicator.disconnect()
-    await Conversation.objects.filter(pk=conversation.pk).aupdate(title=OFFLINE)  # as made
     run = await conversation.runs.afirst()
     owner = await database_sync_to_async(store.Owner.of)(
         await User.objects.aget(username="alice"), None
     )
     await database_sync_to_async(store.conversation_rename)(
-        owner=owner, conversation_id=conversation.pk, title="Mum's birthday"
+        owner=owner, conversation_id=conversation.pk, title=given
     )
     server.script = [Reply(events=text_turn("Suzhou trip"))]
 
     assert await title_after_run(run.pk, None) == ""
 
-    assert await title_of(conversation) == "Mum's birthday"
-    assert len(server.requests) == 2  # the rename made the second ask unnecessary
+    stored = await Conversation.objects.aget(pk=conversation.pk)
+    assert (stored.title, stored.title_source) == (given, "owner")
+    assert len(server.requests) == 2  # no title was asked for after the rename
+
+
+async def test_a_rename_while_the_model_answers_wins(server, monkeypatch):
+    server.script = [Reply(events=text_turn("Day 1.")), Reply(status=500, message="down")]
+    conversation, communicator, _ = await ask(QUESTION)
+    await wait_for_runs()
+    await communicator.disconnect()
+    run = await conversation.runs.afirst()
+
+    async def renamed_meanwhile(messages):
+        await Conversation.objects.filter(pk=conversation.pk).aupdate(
+            title="Mine", title_source="owner"
+        )
+        return AIMessage("Suzhou trip")
+
+    model = RunnableLambda(renamed_meanwhile)
+    monkeypatch.setattr("chat.catalog.chat_model_for", lambda run=None: model)
+
+    assert await title_after_run(run.pk, None) == ""
+    assert await title_of(conversation) == "Mine"
 
 
 async def test_only_the_first_run_of_a_conversation_asks_for_a_title(server):
