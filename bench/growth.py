@@ -118,6 +118,7 @@ def fill_conversation(owner: Any, *, exchanges: int, steps: int, title: str) -> 
     """Store a conversation of ``exchanges`` question-and-run pairs, each run of ``steps``
     steps and its answer message; return ``(conversation id, newest run id)``."""
     from datetime import UTC, datetime, timedelta
+    from itertools import pairwise
 
     from tracedata import ANSWER, QUESTION
 
@@ -129,6 +130,9 @@ def fill_conversation(owner: Any, *, exchanges: int, steps: int, title: str) -> 
         Message(conversation=conversation, role="user", content=QUESTION.format(m=n % 7, i=n))
         for n in range(exchanges)
     )
+    for earlier, question in pairwise(questions):
+        question.parent = earlier  # one branch: each question follows the one before it
+    Message.objects.bulk_update(questions, ["parent"], batch_size=2000)
     runs = AgentRun.objects.bulk_create(
         AgentRun(conversation=conversation, user_message=question, strategy="tool_calling",
                  tool_choice="auto", parallel_tool_calls=True, provider="openai",

@@ -89,7 +89,7 @@ CONVERSATION_FIELDS = (
     "id", "owner", "guest_key", "title", "strategy", "tool_choice", "parallel_tool_calls",
     "created_at", "updated_at",
 )  # fmt: skip
-MESSAGE_FIELDS = ("id", "conversation", "role", "content", "run", "created_at")
+MESSAGE_FIELDS = ("id", "conversation", "role", "content", "run", "created_at", "parent")
 RUN_FIELDS = (
     "id", "conversation", "user_message", "strategy", "tool_choice", "parallel_tool_calls",
     "provider", "model_name", "status",
@@ -119,7 +119,8 @@ def _run_rows(index: int) -> tuple[tuple[Any, ...], tuple[Any, ...], list[tuple[
     conversation_id = index // RUNS_PER_CONVERSATION + 1
     start = EPOCH + timedelta(seconds=index * 13, microseconds=index % 1000 * 1000)
     question = QUESTION.format(m=index % 7, i=index)
-    message = (run_id, conversation_id, "user", question, None, _ts(start))
+    parent = run_id - 1 if index % RUNS_PER_CONVERSATION else None  # the question before it
+    message = (run_id, conversation_id, "user", question, None, _ts(start), parent)
     steps: list[tuple[Any, ...]] = []
     calls = []
     moment = start + timedelta(milliseconds=5)

@@ -29,14 +29,15 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadReque
 from django.shortcuts import render
 from django.template.defaultfilters import truncatechars
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from agents.providers import providers
 from chat import store
 from chat.admin_agents import snapshot_html
 from chat.admin_approvals import ToolGrantInline, registered_tools
 from chat.admin_base import PRE, ReadOnlyAdmin, ReadOnlyInline, when
+from chat.admin_compare import RunCompareMixin
 from chat.admin_feedback import FeedbackFilter, feedback_cell, feedback_details
 from chat.catalog import model_badge
 from chat.export import can_export, owner_label
@@ -50,6 +51,7 @@ from chat.models import (
     StepKind,
 )
 from chat.presenters import RunPresenter
+from chat.store.comparisons import run_other_takes
 from chat.store.rows import count_tool_calls_so_far
 from chat.templatetags.chat_tags import duration, reveal_hidden
 from chat.traces.formats import (
@@ -244,7 +246,7 @@ export_selected_otlp_json = _export_action(OTLP_JSON, "export_selected_otlp_json
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(ReadOnlyAdmin):
+class AgentRunAdmin(RunCompareMixin, ReadOnlyAdmin):
     # Fits 1366 px beside the filters (tests/browser/test_admin_layout.py): model and
     # strategy share a column, and change_list.html fixes each column's width.
     list_display = (
@@ -255,7 +257,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     list_display_links = ("started", "question")
     list_filter = (
         "status", "agent_key", "strategy", "model_name", HasToolErrorsFilter, ToolNameFilter,
-        FeedbackFilter,
+        FeedbackFilter, "branch_kind",
     )  # fmt: skip
     list_select_related = ("conversation__owner", "user_message", "feedback")
     search_fields = (
@@ -273,7 +275,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "cost_shown", "answer", "waited_shown",
         "provider_shown", "endpoint_shown", "status_shown",
         "tool_choice_shown", "parallel_shown",
-        "run_error", "snapshot_shown", "feedback_given",
+        "run_error", "snapshot_shown", "feedback_given", "branch_shown",
     )  # fmt: skip
     fieldsets = (
         (None, {"fields": ("conversation_link", "user", "question_text")}),
@@ -286,6 +288,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
             ("waited_shown",),
             ("model_turns", "tool_calls", "errors"),
             ("token_counts", "cost_shown"),
+            ("branch_shown",),
         )}),
         ("Outcome", {"fields": ("answer", "run_error")}),
         ("Feedback from the chat's owner", {"fields": ("feedback_given",)}),
@@ -335,7 +338,27 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="question")
     def question(self, run: AgentRun) -> SafeString:
-        return reveal_hidden(truncatechars(run.user_message.content, 80))
+        shown = reveal_hidden(truncatechars(run.user_message.content, 80))
+        branched = RunPresenter(run).branch_label
+        if not branched:
+            return shown
+        return format_html('{}<br><span class="trace-quiet">{}</span>', shown, branched)
+
+    @admin.display(description="another take of")
+    def branch_shown(self, run: AgentRun) -> SafeString | str:
+        """Return the run this one branched from (linked) and the runs that branched from
+        it: which run is another take of which (docs/branches.md)."""
+        lines = []
+        if run.branched_from_id is not None:
+            url = reverse("admin:chat_agentrun_change", args=[run.branched_from_id])
+            lines.append(format_html('<a href="{}">{}</a>', url, RunPresenter(run).branch_label))
+        for take in run.branches.order_by("pk").only("pk", "branch_kind", "branched_from"):
+            url = reverse("admin:chat_agentrun_change", args=[take.pk])
+            lines.append(format_html('Taken again in <a href="{}">run {}</a> ({})', url, take.pk,
+                                     take.get_branch_kind_display().lower()))  # fmt: skip
+        if not lines:
+            return "–"
+        return format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
 
     @admin.display(description="model · strategy · agent", ordering="model_name")
     def model_strategy(self, run: AgentRun) -> SafeString:
@@ -511,6 +534,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
                 view(self.conversation_view),
                 name=f"{name}_conversation",
             ),
+            path("<path:object_id>/compare/", view(self.compare_view), name=f"{name}_compare"),
             *super().get_urls(),
         ]
 
@@ -537,6 +561,9 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if can_export(request.user):
             url = reverse("admin:chat_agentrun_export_run", args=[object_id])
             context["export_links"] = _export_links(url, QueryDict(mutable=True))
+        run = self.get_object(request, unquote(object_id))
+        if run is not None:
+            context["compare_takes"] = run_other_takes(run=run)
         return super().change_view(request, object_id, form_url, context)
 
     def export_matching_view(self, request: HttpRequest) -> HttpResponse:

@@ -169,7 +169,13 @@ def chat_model_for(run: AgentRun | None = None) -> BaseChatModel:
     """
     if run is None:
         return build_model(primary_model_config())
-    return build_model(conversation_model(run.conversation.model_key).config)
+    return build_model(conversation_model(run_model_key(run)).config)
+
+
+def run_model_key(run: AgentRun) -> str:
+    """Return the key of the configured model ``run`` uses: the one a regenerate picked
+    for it (``AgentRun.model_key``), else its conversation's."""
+    return run.model_key or run.conversation.model_key
 
 
 def agent_name_for(agent_key: str) -> str:
@@ -239,7 +245,7 @@ def context_window(run: AgentRun) -> ContextWindow:
     quarter of the window (at most 4,096 tokens; :class:`agents.context.ContextWindow`).
     Raises :class:`ModelNotConfigured` as :func:`chat_model_for` does.
     """
-    config = conversation_model(run.conversation.model_key).config
+    config = conversation_model(run_model_key(run)).config
     entry = find_provider(config.provider)
     window = config.context_window or (entry.context_window if entry else 0)
     return ContextWindow(max_tokens=window or DEFAULT_CONTEXT_WINDOW,

@@ -3,8 +3,11 @@
 Protocol (the htmx websocket extension's): the browser sends the composer form as JSON,
 ``{"content": "...", "HEADERS": {...}}`` (an explicit ``"type": "message"`` is accepted
 too), the Stop button's form as ``{"type": "cancel"}``, a held call's card as
-``{"type": "approval", ...}`` and an answer's thumbs and comment as
-``{"type": "feedback", ...}``; each frame is parsed once into a :data:`chat.frames.Frame`.
+``{"type": "approval", ...}``, an answer's thumbs and comment as
+``{"type": "feedback", ...}``, an exchange's Retry, Regenerate and Edit as
+``{"type": "retry" | "regenerate" | "edit", ...}`` and a queued message's Remove and
+"Stop and send now" as ``{"type": "unqueue" | "steer", "queued": ID}``; each frame is
+parsed once into a :data:`chat.frames.Frame`.
 The server sends HTML fragments that htmx swaps in by id. A refused frame is raised
 (:class:`chat.frames.FrameRefused`, :class:`chat.frames.DecisionRefused`,
 :class:`chat.frames.FeedbackFrameRefused`, :class:`MessageRefused`) and answered with a
@@ -34,17 +37,22 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from agents.events import utcnow
-from chat import feedback, fragments, owner, store
+from chat import feedback, fragments, owner, queued, store
 from chat.approvals import decide
+from chat.branches import create_branch
 from chat.catalog import code_tools_for
 from chat.frames import (
+    BranchFrame,
     DecisionFrame,
     DecisionRefused,
     FeedbackFrame,
     FeedbackFrameRefused,
     FrameRefused,
     MessageFrame,
+    QueueFrameRefused,
+    SteerFrame,
     StopFrame,
+    UnqueueFrame,
     parse_frame,
 )
 from chat.live import (
@@ -55,8 +63,9 @@ from chat.live import (
     interrupt_stale_runs,
     publish_each,
 )
+from chat.models import BranchKind
 from chat.owner import StopOutcome, decisions_taken, request_stop
-from chat.runs import create_run, finish_if_running
+from chat.runs import finish_if_running
 from chat.security import log_refusal, session_ended
 
 logger = logging.getLogger(__name__)
@@ -80,6 +89,10 @@ RUN_WAITING = (
 )
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
+BRANCH_WHILE_GOING = (
+    "The agent is still working on this chat: wait for it to finish (or press Stop) before "
+    "running an exchange again. Nothing was started."
+)
 RATE_LIMITED = (
     "You have started {limit} runs in the last minute, the most allowed. Your message was "
     "not sent: try again in {seconds} s."
@@ -122,10 +135,14 @@ def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
 
     The runs of a dead process, marked interrupted and rendered for every tab
     (:func:`chat.live.interrupt_stale_runs`), then the running runs and the latest one
-    (:func:`chat.fragments.runs_caught_up`) for this socket.
+    (:func:`chat.fragments.runs_caught_up`), for this socket; the last frame brings the
+    queue too (a chat with no run has none).
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
-    return interrupted, fragments.runs_caught_up(conversation_id=conversation_id)
+    caught_up = fragments.runs_caught_up(conversation_id=conversation_id)
+    if caught_up:
+        caught_up[-1] += queued.queue_fragment(conversation_id)
+    return interrupted, caught_up
 
 
 def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:
@@ -144,25 +161,36 @@ def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class Accepted:
-    """A message stored with its run: ``interrupted``, the fragments of the sweep that ran
-    first; ``run_id`` and ``html``, the fragment that shows the message and its run."""
+    """A message taken: ``interrupted``, the fragments of the sweep that ran first;
+    ``html``, what every tab shows of it (its run, or the queue with it; "" for a copy
+    sent again, which was stored already); ``run_id``, the run to start (None when it
+    was queued, or a copy); ``idle``, queued while no run goes (the queue's first is
+    held: :meth:`chat.owner.RunOwner.send_next` tries it)."""
 
     interrupted: list[Addressed]
-    run_id: int
     html: str
+    run_id: int | None = None
+    idle: bool = False
 
 
-def _accept_message(*, conversation_id: int, content: str) -> Accepted:
-    """Sweep the conversation's stale runs, then store the message and its run (sync,
-    one ORM call: the run starts after one wait in the ORM thread's queue, not two).
+def _accept_message(*, conversation_id: int, content: str, client_id: str = "") -> Accepted:
+    """Sweep the conversation's stale runs, then store the message and its run, or queue
+    it behind the run going (sync, one ORM call: the run starts after one wait in the ORM
+    thread's queue, not two); see :func:`chat.store.message_send`.
 
-    Raises :class:`MessageRefused`, carrying the sweep's fragments, for a run already
-    going or waiting and for an owner over the rate limit, and
-    :class:`chat.store.ConversationGone` for a conversation its owner deleted.
+    Raises :class:`MessageRefused`, carrying the sweep's fragments, for a full queue
+    (or, with ``CHAT_MAX_QUEUED`` 0, a run already going or waiting) and for an owner
+    over the rate limit, and :class:`chat.store.ConversationGone` for a conversation
+    its owner deleted.
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
     try:
-        run = create_run(conversation_id=conversation_id, content=content, rate_limited=True)
+        sent = store.message_send(
+            conversation_id=conversation_id, content=content, client_id=client_id,
+            at=utcnow(), cap=settings.CHAT_MAX_QUEUED, start=queued.start_for(conversation_id),
+        )  # fmt: skip
+    except store.QueueFull as exc:
+        refusal = str(exc)
     except store.RunWaiting:
         refusal = RUN_WAITING
     except store.RunAlreadyGoing:
@@ -170,7 +198,40 @@ def _accept_message(*, conversation_id: int, content: str) -> Accepted:
     except store.RateLimited as exc:
         refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
     else:
-        return Accepted(interrupted, run.pk, fragments.run_started(run))
+        if sent.run is not None:
+            return Accepted(interrupted, fragments.run_started(sent.run), run_id=sent.run.pk)
+        if sent.queued:
+            return Accepted(interrupted, queued.queue_fragment(conversation_id), idle=sent.idle)
+        return Accepted(interrupted, "")
+    raise MessageRefused(refusal, interrupted=interrupted)
+
+
+def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
+    """Sweep the conversation's stale runs, then store another take of ``frame``'s run
+    and its new run (sync, one ORM call); the fragment is the branch now shown, whole.
+
+    Raises :class:`MessageRefused`, carrying the sweep's fragments, for what
+    :func:`chat.branches.create_branch` refuses (a run not of this chat, a run going or
+    waiting, a retry of a run that succeeded, a model or strategy the agent does not
+    allow, the rate limit), and :class:`chat.store.ConversationGone`.
+    """
+    interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
+    try:
+        run = create_branch(
+            conversation_id=conversation_id, run_id=frame.run_id, kind=BranchKind(frame.kind),
+            model=frame.model, strategy=frame.strategy, content=frame.content,
+            rate_limited=True,
+        )  # fmt: skip
+    except store.BranchRefused as exc:
+        refusal = str(exc)
+    except store.RunWaiting:
+        refusal = RUN_WAITING
+    except store.RunAlreadyGoing:
+        refusal = BRANCH_WHILE_GOING
+    except store.RateLimited as exc:
+        refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
+    else:
+        return Accepted(interrupted, run.pk, fragments.branch_shown(run.conversation))
     raise MessageRefused(refusal, interrupted=interrupted)
 
 
@@ -311,14 +372,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             frame = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
             match frame:
-                case MessageFrame(content=content):
-                    await self._send_message(content)
+                case MessageFrame(content=content, client_id=client_id):
+                    await self._send_message(content, client_id)
                 case StopFrame():
                     await self._cancel_run()
                 case DecisionFrame():
                     await self._decide(frame)
                 case FeedbackFrame():
                     await self._give_feedback(frame)
+                case BranchFrame():
+                    await self._branch(frame)
+                case UnqueueFrame() | SteerFrame():
+                    await self._change_queue(frame)
                 case _:
                     assert_never(frame)
         except FrameRefused as refused:
@@ -328,11 +393,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=fragments.decision_refused(refused.step_id, str(refused)))
         except FeedbackFrameRefused as refused:
             await self.send(text_data=fragments.feedback_refused(refused.run_id, str(refused)))
+        except QueueFrameRefused as refused:
+            await self.send(text_data=fragments.error(str(refused)))
         except store.ConversationGone:
             await self._close_deleted()
 
-    async def _send_message(self, content: str) -> None:
-        """Store the message and its run, show them in every tab, and start the run here.
+    async def _send_message(self, content: str, client_id: str = "") -> None:
+        """Store the message and its run, show them in every tab, and start the run here;
+        or queue it behind the run going, and show the queue in every tab. A copy of a
+        message stored already (its ``client_id``) is acknowledged to this socket only.
 
         Raises :class:`MessageRefused` (after publishing the sweep's fragments) and
         :class:`chat.store.ConversationGone`; see :func:`_accept_message`.
@@ -341,7 +410,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
         accepting = asyncio.ensure_future(
             database_sync_to_async(_accept_message)(
-                conversation_id=self.conversation_id, content=content
+                conversation_id=self.conversation_id, content=content, client_id=client_id
             )
         )
         try:
@@ -351,12 +420,69 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await publish_each(self.channel_layer, refused.interrupted)
                 raise
             await publish_each(self.channel_layer, accepted.interrupted)
+            if not accepted.html:  # a copy sent again: stored once already
+                await self.send(text_data=fragments.message_accepted())
+                return
             await publisher.publish(accepted.html + fragments.message_accepted())
         except asyncio.CancelledError:
             # This consumer is being killed (Daphne stopping) after the run may have been
             # stored but before its task started: end it, or it would stay "running" with
             # no task until another process's sweep, refusing the conversation's messages.
             await asyncio.shield(_end_unstarted(accepting, [publisher]))
+            raise
+        if accepted.run_id is not None:
+            owner.current().start(accepted.run_id, listeners=[publisher])
+        elif accepted.idle:
+            await owner.current().send_next(self.conversation_id)
+
+    async def _change_queue(self, frame: UnqueueFrame | SteerFrame) -> None:
+        """Remove a queued message, or put it first and stop the run going ("Stop and
+        send now": it is sent once the run has ended, or at once if none goes); show the
+        queue in every tab.
+
+        Raises :class:`chat.frames.QueueFrameRefused` for a message not queued in this
+        conversation (another's, or sent or removed already): nothing changes.
+        """
+        assert self.conversation_id is not None
+        change = queued.steer if isinstance(frame, SteerFrame) else queued.remove
+        try:
+            html = await database_sync_to_async(change)(
+                conversation_id=self.conversation_id, queued_id=frame.queued_id
+            )
+        except store.NotQueued as exc:
+            raise QueueFrameRefused(str(exc)) from None
+        await GroupPublisher(self.channel_layer, self.conversation_id).publish(
+            html + fragments.error("")
+        )
+        if not isinstance(frame, SteerFrame):
+            return
+        if await request_stop(self.channel_layer, self.conversation_id) == StopOutcome.NOTHING:
+            await owner.current().send_next(self.conversation_id)
+
+    async def _branch(self, frame: BranchFrame) -> None:
+        """Store a retry, regenerate or edit of an earlier run, show the branch it makes in
+        every tab, and start its run here, as :meth:`_send_message` does a message's.
+
+        Raises :class:`MessageRefused` (after publishing the sweep's fragments) and
+        :class:`chat.store.ConversationGone`; see :func:`_accept_branch`.
+        """
+        assert self.conversation_id is not None
+        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
+        accepting = asyncio.ensure_future(
+            database_sync_to_async(_accept_branch)(
+                conversation_id=self.conversation_id, frame=frame
+            )
+        )
+        try:
+            try:
+                accepted = await asyncio.shield(accepting)
+            except MessageRefused as refused:
+                await publish_each(self.channel_layer, refused.interrupted)
+                raise
+            await publish_each(self.channel_layer, accepted.interrupted)
+            await publisher.publish(accepted.html + fragments.error(""))
+        except asyncio.CancelledError:
+            await asyncio.shield(_end_unstarted(accepting, [publisher]))  # as a message's
             raise
         owner.current().start(accepted.run_id, listeners=[publisher])
 

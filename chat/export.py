@@ -82,6 +82,9 @@ COLUMNS: tuple[str, ...] = (
     "feedback_comment",
     "feedback_by",
     "feedback_at",
+    "branched_from_run_id",
+    "branch_kind",
+    "run_model_key",
 )
 # Machine values (ids, times, numbers, enums, digests, hosts): written as stored. Every
 # other column, a column added later included, is text the redaction policy reads.
@@ -93,7 +96,8 @@ UNREDACTED_COLUMNS = frozenset({
     "tool_choice", "parallel_tool_calls", "step_error_type", "endpoint", "run_cost",
     "run_cost_currency", "usage_estimated", "step_first_token_ms", "approval_outcome",
     "approval_requested_at", "approval_decided_at", "approval_always_allowed", "agent",
-    "agent_snapshot", "feedback_rating", "feedback_at",
+    "agent_snapshot", "feedback_rating", "feedback_at", "branched_from_run_id", "branch_kind",
+    "run_model_key",
 })  # fmt: skip
 # Written from JSON: redacted as values before encoding (Redactor.value: keys and strings,
 # and a key naming a credential hides its value), so the cell is still valid JSON.
@@ -236,6 +240,14 @@ def _feedback_cells(run: AgentRun) -> list[str]:
             _iso(feedback.updated_at)]  # fmt: skip
 
 
+def _branch_cells(run: AgentRun) -> list[str]:
+    """Return the last three columns: the run this one is another take of (its id, and
+    ``retry``, ``regenerate`` or ``edit``), empty for a first take, and the configured
+    model key a regenerate picked for it (empty: its conversation's); docs/branches.md."""
+    branched = "" if run.branched_from_id is None else str(run.branched_from_id)
+    return [branched, run.branch_kind, run.model_key]
+
+
 def _step_cells(step: AgentStep | None, redactor: Redactor) -> list[str]:
     if step is None:
         return [""] * 16
@@ -307,7 +319,8 @@ def trace_rows(
         agent = [run.agent_key, digests.get(run.snapshot_id, "")]
         observation = _text(step.observation) if step is not None else ""
         approval = _approval_cells(_approval_of(step), redactor)
-        row = [*cells, *approval, artifact, *agent, observation, *_feedback_cells(run)]
+        row = [*cells, *approval, artifact, *agent, observation, *_feedback_cells(run),
+               *_branch_cells(run)]  # fmt: skip
         for index in text_cells:
             if row[index]:  # most rows leave half their text columns empty
                 row[index] = redactor.text(row[index])

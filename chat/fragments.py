@@ -13,12 +13,13 @@ database access forbidden.
 
 from __future__ import annotations
 
+from django.conf import settings as conf
 from django.template.loader import render_to_string
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import mark_safe
 
 from chat import store
-from chat.models import AgentRun, AgentStep, Conversation, RunStatus
+from chat.models import AgentRun, AgentStep, Conversation, QueuedMessage, RunStatus
 from chat.store.usage import conversation_usage as summed_usage
 
 
@@ -50,6 +51,27 @@ def run_started(run: AgentRun) -> str:
     )
     wrapper = '<div hx-swap-oob="beforeend:#messages">'
     return f"{wrapper}{inner}</div>{title}{link}{settings}"
+
+
+def branch_shown(conversation: Conversation, *, oob: bool = True) -> str:
+    """Return the branch ``conversation`` shows now, whole, as the message list's content
+    (sync: loads it, :func:`chat.store.runs_window`).
+
+    Sent to every tab after a retry, regenerate or edit starts a run and after a switch
+    of branch: the list holds what a reload shows, the earlier branch's exchanges gone
+    from it (they stay, behind the question's "< 1 / 2 >" switcher). ``oob=False``
+    returns the list's content alone, for an htmx request that swaps it in itself.
+    """
+    window = store.runs_window(conversation_id=conversation.pk, exchanges=conf.CHAT_PAGE_EXCHANGES)
+    context = {"conversation": conversation, "runs": window.runs, "earlier": window.earlier}
+    inner = _render("chat/_earlier.html", context)
+    return list_replaced(inner) if oob else inner
+
+
+def list_replaced(inner: str) -> str:
+    """Return ``inner`` (rendered by :func:`branch_shown`) as the message list's new
+    content, swapped out of band."""
+    return f'<div hx-swap-oob="innerHTML:#messages">{inner}</div>'
 
 
 def conversation_renamed(conversation: Conversation) -> str:
@@ -136,6 +158,12 @@ def run_status(run: AgentRun) -> str:
     return _render("chat/_run_status.html", {"run": run, "oob": True}) + error("")
 
 
+def run_resumed(run: AgentRun) -> str:
+    """Return the status line of ``run`` going on after the decisions it waited for,
+    replacing it by id (every page's said it waits, and its composer offered Send)."""
+    return _render("chat/_run_status.html", {"run": run, "oob": True})
+
+
 def run_ended(run: AgentRun) -> str:
     """Return what a page needs once ``run`` has ended, and clear any error notice.
 
@@ -186,6 +214,12 @@ MESSAGE_ACCEPTED = "message-accepted"
 MESSAGE_REFUSED = "message-refused"
 DECISION_REFUSED = "decision-refused"
 FEEDBACK_REFUSED = "feedback-refused"
+
+
+def queue_replaced(queued: list[QueuedMessage]) -> str:
+    """Return the conversation's queued messages (``#queued-messages``), in the order they
+    will be sent, each with its Remove and "Stop and send now"; hidden when empty."""
+    return _render("chat/_queue.html", {"queued": queued, "oob": True})
 
 
 def message_accepted() -> str:

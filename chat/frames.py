@@ -2,8 +2,10 @@
 
 The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
 ``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
-``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}`` and an
-answer's thumbs and comment, ``{"type": "feedback", ...}``.
+``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}``, an
+answer's thumbs and comment, ``{"type": "feedback", ...}``, an exchange's Retry,
+Regenerate and Edit, ``{"type": "retry" | "regenerate" | "edit", ...}``, and a queued
+message's Remove and "Send now", ``{"type": "unqueue" | "steer", "queued": ID}``.
 :func:`parse_frame` turns each into a :data:`Frame` or raises; the consumer
 (:class:`chat.consumers.ChatConsumer`) dispatches frames with one ``match`` and turns
 refusals into the notice the page shows.
@@ -12,6 +14,7 @@ refusals into the notice the page shows.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +26,11 @@ BINARY_FRAME = "Binary frames are not supported: send a JSON text frame."
 NOT_JSON = "That frame was not valid JSON."
 NOT_OBJECT = "Expected a JSON object with a 'content' field."
 UNKNOWN_TYPE = (
-    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval' and 'feedback'."
+    "Unknown message type {kind!r}: the types are 'message', 'cancel', 'approval', "
+    "'feedback', 'retry', 'regenerate', 'edit', 'unqueue' and 'steer'."
 )
+BAD_CLIENT_ID = "A message's 'client_id' must be 1 to 64 letters, digits, '-' or '_'."
+BAD_QUEUED = "'unqueue' and 'steer' need 'queued': the queued message's id."
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
     "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
@@ -37,7 +43,16 @@ NO_CONTENT = "The message needs a text 'content' field."
 TOO_DEEP = "That frame is nested too deeply to read."
 # Step ids are 64-bit signed integers: a larger one makes the database driver raise.
 MAX_STEP_ID = 2**63
+BAD_BRANCH = (
+    "A {kind} needs 'run' (the run's id){content}, and optionally 'model' and 'strategy' "
+    "(text). Nothing was started."
+)
+NOT_A_BRANCHED_RUN = "No such run in this conversation. Nothing was started."
+BRANCH_KINDS = ("retry", "regenerate", "edit")
+CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CANCEL = "cancel"
+UNQUEUE = "unqueue"
+STEER = "steer"
 APPROVAL = "approval"
 FEEDBACK = "feedback"
 
@@ -48,6 +63,11 @@ class FrameRefused(Exception):
     The text says why, for the user; the page is told the message was refused
     (:func:`chat.fragments.message_refused`), so the composer keeps its text.
     """
+
+
+class QueueFrameRefused(Exception):
+    """A Remove or "Send now" on a queued message that is not done: the text says why
+    (not this conversation's, sent or removed already); the page shows it as a notice."""
 
 
 class DecisionRefused(Exception):
@@ -72,9 +92,15 @@ class FeedbackFrameRefused(Exception):
 
 @dataclass(frozen=True)
 class MessageFrame:
-    """``{"content": "..."}``: the user's message, stripped (a new run's input)."""
+    """``{"content": "...", "client_id": "..."}``: the user's message, stripped (a new
+    run's input, or queued behind the run going).
+
+    ``client_id`` is the page's id for this message ("" when not sent): a copy of the
+    frame sent again (a page that reconnected) is acknowledged, not stored twice.
+    """
 
     content: str
+    client_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,7 +153,47 @@ class FeedbackFrame:
         return {name: value for name, value in data.items() if value is not None}
 
 
-Frame = MessageFrame | StopFrame | DecisionFrame | FeedbackFrame
+@dataclass(frozen=True)
+class BranchFrame:
+    """``{"type": "retry" | "regenerate" | "edit", "run": ID, ...}``: another take of run
+    ``run_id``'s question (docs/branches.md).
+
+    ``content`` is an edit's new question (cleaned as a message is; "" otherwise);
+    ``model`` and ``strategy`` a regenerate's picks ("" : the conversation's), as sent:
+    :func:`chat.branches.create_branch` checks them against what the agent allows.
+    """
+
+    kind: str
+    run_id: int
+    content: str = ""
+    model: str = ""
+    strategy: str = ""
+
+
+@dataclass(frozen=True)
+class UnqueueFrame:
+    """``{"type": "unqueue", "queued": ID}``: remove queued message ``queued_id``."""
+
+    queued_id: int
+
+
+@dataclass(frozen=True)
+class SteerFrame:
+    """``{"type": "steer", "queued": ID}``: stop the run going and send queued message
+    ``queued_id`` as soon as it has ended (it goes first in the queue)."""
+
+    queued_id: int
+
+
+Frame = (
+    MessageFrame
+    | StopFrame
+    | DecisionFrame
+    | FeedbackFrame
+    | BranchFrame
+    | UnqueueFrame
+    | SteerFrame
+)
 
 
 def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: int) -> Frame:
@@ -156,15 +222,35 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         return parse_decision(payload)
     if kind == FEEDBACK:
         return parse_feedback(payload)
+    if kind in BRANCH_KINDS:
+        return parse_branch(payload, kind, max_chars=max_chars)
+    if kind in (UNQUEUE, STEER):
+        return parse_queued(payload, steer=kind == STEER)
     if kind != "message":
         raise FrameRefused(UNKNOWN_TYPE.format(kind=str(kind)[:40]))
     content = payload.get("content")
     if not isinstance(content, str):
         raise FrameRefused(NO_CONTENT)
+    client_id = payload.get("client_id", "")
+    if not isinstance(client_id, str) or (client_id and not CLIENT_ID.fullmatch(client_id)):
+        raise FrameRefused(BAD_CLIENT_ID)
     try:
-        return MessageFrame(clean_message(content, max_chars=max_chars))
+        return MessageFrame(clean_message(content, max_chars=max_chars), client_id=client_id)
     except MessageError as exc:
         raise FrameRefused(str(exc)) from None
+
+
+def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | SteerFrame:
+    """Return the frame of a queued message's Remove (``unqueue``) or "Send now"
+    (``steer``); a form sends ``queued`` as text.
+
+    Raises :class:`QueueFrameRefused` without a usable id; whether it is queued in this
+    conversation is the store's to say (:class:`chat.store.NotQueued`).
+    """
+    queued = _row_id(payload.get("queued"))
+    if queued is None or not 0 < queued < MAX_STEP_ID:
+        raise QueueFrameRefused(BAD_QUEUED)
+    return SteerFrame(queued) if steer else UnqueueFrame(queued)
 
 
 def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
@@ -219,3 +305,30 @@ def parse_feedback(payload: dict[str, Any]) -> FeedbackFrame:
     ):
         raise FeedbackFrameRefused(BAD_FEEDBACK, run_id=run)
     return FeedbackFrame(run, rating=rating, comment=comment)
+
+
+def parse_branch(payload: dict[str, Any], kind: str, *, max_chars: int) -> BranchFrame:
+    """Return the retry, regenerate or edit a frame asks for (a form sends ``run`` as
+    text; an empty ``model`` or ``strategy`` means the conversation's).
+
+    Raises :class:`FrameRefused` without a usable run id, for ``model`` or ``strategy``
+    that are not text, and for an edit without content a message could have (see
+    :func:`parse_frame`).
+    """
+    run = _row_id(payload.get("run"))
+    model, strategy = payload.get("model") or "", payload.get("strategy") or ""
+    needs = " and 'content' (the edited question)" if kind == "edit" else ""
+    if run is None or not isinstance(model, str) or not isinstance(strategy, str):
+        raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+    if not 0 < run < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
+        raise FrameRefused(NOT_A_BRANCHED_RUN)
+    content = ""
+    if kind == "edit":
+        raw = payload.get("content")
+        if not isinstance(raw, str):
+            raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+        try:
+            content = clean_message(raw, max_chars=max_chars)
+        except MessageError as exc:
+            raise FrameRefused(str(exc)) from None
+    return BranchFrame(kind, run, content=content, model=model[:100], strategy=strategy[:100])

@@ -8,13 +8,18 @@ schemes, so ``javascript:`` links and event-handler attributes never reach the p
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
 
-_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
-    ["table", "strikethrough"]
-)
+# The parser's preset, options and extra rules; static/js/markdown-live.js builds the
+# browser's markdown-it from the same values (markdown_policy), so a streaming answer
+# renders as the final one does.
+PRESET = "commonmark"
+OPTIONS = {"html": False, "linkify": False, "breaks": True}
+ENABLED_RULES = ["table", "strikethrough"]
+_md = MarkdownIt(PRESET, OPTIONS).enable(ENABLED_RULES)
 
 ALLOWED_TAGS = {
     "p", "br", "strong", "em", "del", "code", "pre", "blockquote", "ul", "ol", "li",
@@ -23,6 +28,8 @@ ALLOWED_TAGS = {
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"style"}, "td": {"style"}, "ol": {"start"}}
 URL_SCHEMES = {"http", "https", "mailto"}
+LINK_REL = "noopener noreferrer nofollow"
+STYLE_PROPERTIES = {"text-align"}
 
 
 # Bidi controls would reorder the rendered text ("Trojan Source"); they are shown instead.
@@ -41,9 +48,30 @@ def render_markdown(text: str) -> str:
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=URL_SCHEMES,
-        link_rel="noopener noreferrer nofollow",
-        filter_style_properties={"text-align"},
+        link_rel=LINK_REL,
+        filter_style_properties=STYLE_PROPERTIES,
     )
+
+
+def markdown_policy() -> dict[str, Any]:
+    """Return the parser's settings and the sanitizer's allow-list as JSON-ready data.
+
+    The page hands it to static/js/markdown-live.js (``json_script``), which renders a
+    streaming answer with markdown-it and DOMPurify under exactly these lists: one list,
+    so the live render cannot allow what the final one removes. Lists are sorted, so the
+    page's bytes do not change between processes.
+    """
+    return {
+        "preset": PRESET,
+        "options": OPTIONS,
+        "enable": ENABLED_RULES,
+        "tags": sorted(ALLOWED_TAGS),
+        "attributes": {tag: sorted(names) for tag, names in sorted(ALLOWED_ATTRIBUTES.items())},
+        "url_schemes": sorted(URL_SCHEMES),
+        "link_rel": LINK_REL,
+        "style_properties": sorted(STYLE_PROPERTIES),
+        "bidi_controls": _BIDI_CONTROLS.pattern,
+    }
 
 
 # Markdown syntax dropped by plain_text, for one-line previews. Line marks: a heading's #s,

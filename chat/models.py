@@ -189,10 +189,19 @@ class Message(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
+    # The id the sending page gave the frame (chat.frames.MessageFrame.client_id): a copy
+    # sent again after a reconnect is acknowledged, not stored twice (chat.store.queue).
+    client_id = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "client_id"], condition=~models.Q(client_id=""),
+                name="message_client_id_once",
+            ),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -294,6 +303,10 @@ class AgentRun(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="branches"
     )
     branch_kind = models.CharField(max_length=16, choices=BranchKind.choices, blank=True)
+    # The configured model it ran with, by key, when a regenerate picked another than its
+    # conversation's (which stays as it was); blank: its conversation's model_key.
+    model_key = models.CharField(max_length=32, blank=True, default="",
+                                 verbose_name="model key")  # fmt: skip
 
     # Set by chat.store.usage when a run ends: its conversation's summed usage, which the
     # page's header is sent again (chat.fragments.run_ended). Not a column.
@@ -688,9 +701,20 @@ class QueuedMessage(models.Model):
     )
     content = models.TextField()
     created_at = models.DateTimeField()
+    # The page's id for the frame that sent it, carried to the Message it becomes.
+    client_id = models.CharField(max_length=64, blank=True, default="")
+    # When its owner asked for it to go next ("Stop and send now"): the latest such
+    # request goes first (chat.store.queue.QUEUE_ORDER).
+    steered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "client_id"], condition=~models.Q(client_id=""),
+                name="queued_client_id_once",
+            ),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return f"queued: {self.content[:60]}"

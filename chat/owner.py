@@ -8,7 +8,9 @@ reaches it whether or not a page of that conversation is open there; and it join
 every owner to resume the run it made ready: the first to claim it does. Its background
 work starts with the process (Daphne's reactor, :func:`install`), not with a socket:
 every ``AGENT_HEARTBEAT_S`` it marks runs of dead processes interrupted, expires
-approvals past their time and resumes the runs ready to go on. On a graceful stop it lets
+approvals past their time, resumes the runs ready to go on and sends the queued messages
+whose run has ended (:meth:`RunOwner.send_next`; a run's own end sends its
+conversation's next at once). On a graceful stop it lets
 its runs finish for a while and ends the rest (:meth:`RunOwner.finish_runs`).
 
 Consumers, views, the admin and ``ask`` only talk to it: :meth:`RunOwner.start`,
@@ -34,7 +36,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.events import RunStatus, utcnow
-from chat import store
+from chat import fragments, queued, store
 from chat.live import Addressed, GroupPublisher, interrupt_stale_runs, publish_each
 from chat.models import AgentRun
 from chat.recorder import Update
@@ -92,6 +94,9 @@ class RunOwner:
         self._channel: asyncio.Future[str] = self.loop.create_future()
         self._background: list[asyncio.Task[None]] = []
         self._titles: set[asyncio.Task[str]] = set()
+        # Conversations whose queued message the rate limit holds: until when (loop time).
+        self._held: dict[int, float] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -179,6 +184,10 @@ class RunOwner:
                 await self.sweep_approvals()
             except Exception:
                 logger.exception("sweeping approvals failed")
+            try:
+                await self.send_queued()
+            except Exception:
+                logger.exception("sending queued messages failed")
 
     # -- runs -----------------------------------------------------------------------
 
@@ -205,13 +214,16 @@ class RunOwner:
                 finished = await execute_run(run_id, listeners=listeners, resume=resume,
                                              local=local, owner_channel=channel)  # fmt: skip
             except asyncio.CancelledError:
-                if local.ending:
-                    return None  # execute_run recorded the cancel
-                # Cancelled before execute_run could record it (waiting for the channel,
-                # in its first database calls): end it here, or it would look running
-                # until it went stale.
-                local.ending = True
-                await through_cancels(asyncio.ensure_future(finish_if_running(run_id, listeners)))
+                if not local.ending:
+                    # Cancelled before execute_run could record it (waiting for the
+                    # channel, in its first database calls): end it here, or it would look
+                    # running until it went stale.
+                    local.ending = True
+                    await through_cancels(
+                        asyncio.ensure_future(finish_if_running(run_id, listeners))
+                    )
+                # Else execute_run recorded the cancel. Either way the run has ended.
+                await self._send_next_after(run_id)
                 return None
             finally:
                 if heartbeat is not None:
@@ -231,6 +243,8 @@ class RunOwner:
                         stop_paused_if_asked(run_id, finished.conversation_id, listeners)
                     ))  # fmt: skip
                     return None
+            else:
+                await self._send_next_after(run_id, finished.conversation_id)
             return finished
 
         task = self.loop.create_task(owned(), name=f"agent-run-{run_id}")
@@ -261,6 +275,93 @@ class RunOwner:
     def background_jobs(self) -> set[asyncio.Task[Any]]:
         """Return the owner's jobs after runs that are still going (model-made titles)."""
         return set(self._titles)
+
+    async def _send_next_after(self, run_id: int, conversation_id: int | None = None) -> None:
+        """Send the next queued message of run ``run_id``'s conversation, the run having
+        ended. Called in the run's task: the sending is a task of its own, so a cancel
+        of the run's task (a second Stop) cannot cut it between taking the message and
+        starting its run; a failure is logged, never the run's."""
+
+        await asyncio.shield(self._send_next_task(conversation_id, run_id=run_id))
+
+    def _send_next_task(
+        self, conversation_id: int | None, *, run_id: int | None = None
+    ) -> asyncio.Task[None]:
+        """Return a task of this owner that sends the conversation's next queued message
+        (:meth:`send_next`), its failure logged; the owner keeps it until it is done."""
+
+        async def send() -> None:
+            try:
+                await self.send_next(conversation_id, run_id=run_id)
+            except Exception:
+                logger.exception("sending the queued message of chat %s (run %s) failed",
+                                 conversation_id, run_id)  # fmt: skip
+
+        task = self.loop.create_task(send(), name=f"queue-next-{conversation_id or run_id}")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+        return task
+
+    async def send_next(self, conversation_id: int | None, *, run_id: int | None = None) -> int:
+        """Send the conversation's first queued message if none of its runs is going, and
+        run it here; return its run's id (0 when nothing was sent).
+
+        The conversation is ``conversation_id``'s, or run ``run_id``'s. Taken with one
+        conditional DELETE (:func:`chat.store.queue_take`), so of two owners only one
+        sends it; it is shown in every tab as a socket's message is. Over the rate limit
+        it stays first, every tab is told when it will go, and it is tried again then
+        (and by the sweep, should this process stop). An owner that is not a ``server``,
+        or is stopping, sends nothing: a server's sweep does.
+        """
+        if not self.server or self.stopping:
+            return 0
+        if conversation_id is not None and self._held.get(conversation_id, 0) > self.loop.time():
+            return 0
+        try:
+            taken = await database_sync_to_async(queued.take_next)(
+                conversation_id=conversation_id, run_id=run_id
+            )
+        except store.RateLimited as exc:
+            if conversation_id is None:
+                conversation_id = await database_sync_to_async(store.run_conversation_id)(
+                    run_id=run_id
+                )
+            if conversation_id is not None:
+                await self._hold(conversation_id, exc)
+            return 0
+        if taken is None:
+            return 0
+        self._held.pop(taken.conversation_id, None)
+        publisher = GroupPublisher(self.layer, taken.conversation_id)
+        try:
+            await publisher.publish(taken.html)
+        except Exception:  # the layer failed: the run goes on all the same (a reload shows it)
+            logger.exception("run %s: showing the queued message sent failed", taken.run_id)
+        self.start(taken.run_id, listeners=[publisher])
+        return taken.run_id
+
+    async def _hold(self, conversation_id: int, limited: store.RateLimited) -> None:
+        """Keep the conversation's queue until the rate limit frees a run, and say so in
+        every tab; try again then."""
+        wait = limited.retry_after_s
+        self._held[conversation_id] = self.loop.time() + wait
+        notice = queued.HELD.format(limit=limited.limit, seconds=wait)
+        await GroupPublisher(self.layer, conversation_id).publish(fragments.error(notice))
+
+        def retry() -> None:
+            self._held.pop(conversation_id, None)
+            self._send_next_task(conversation_id)
+
+        self.loop.call_later(wait, retry)
+
+    async def send_queued(self) -> list[int]:
+        """Send the first queued message of each conversation with no run going (a run
+        whose process died, a message the rate limit held); return the runs started."""
+        if not self.server or self.stopping:
+            return []
+        ready = await database_sync_to_async(store.queues_ready)()
+        started = [await self.send_next(conversation_id) for conversation_id in ready]
+        return [run_id for run_id in started if run_id]
 
     async def _channel_for(self, run_id: int) -> str:
         """Return the owner's channel for a run to record; blank (logged) if the layer
@@ -435,9 +536,14 @@ async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
     A run of a dead process is marked interrupted; a run waiting for decisions has no
     task, so its cancelled end is recorded here; a running run gets a stop request in
     the database and a message to its owner's channel (its heartbeat finds the request
-    if the message is lost).
+    if the message is lost). A run that ended here is followed by the conversation's
+    first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
+    a running run's owner sends it when the run ends.
     """
-    return await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id))
+    outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id))
+    if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING):
+        await current().send_next(conversation_id)
+    return outcome
 
 
 def request_stop_sync(conversation_id: int) -> StopOutcome:

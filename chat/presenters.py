@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.utils import timezone
 
 from agents.approvals import (
     APPROVAL_CANCELLED,
@@ -23,6 +24,7 @@ from agents.approvals import (
     DENIED_BY_POLICY,
     Outcome,
 )
+from agents.timing import whole_ms
 from chat.display import (
     ARGUMENTS_PREVIEW_CHARS,
     RESULT_CLIP_LINES,
@@ -63,6 +65,13 @@ OBSERVATION_NOT_RECORDED = (
 )
 
 
+BRANCH_LABELS = {
+    "retry": "Retry of run {run}",
+    "regenerate": "Regenerated from run {run}",
+    "edit": "Edited question of run {run}",
+}
+
+
 class RunPresenter:
     """What an ``AgentRun`` shows: its tokens, cost and status badge."""
 
@@ -82,6 +91,17 @@ class RunPresenter:
         if run.usage_estimated:
             return f"≈{run.total_tokens:,} tokens (estimated)"
         return f"{run.total_tokens:,} tokens"
+
+    @property
+    def branch_label(self) -> str:
+        """Return which run this one is another take of, or ``""``: "Regenerated from
+        run 12", "Retry of run 12", "Edited question of run 12" (docs/branches.md)."""
+        run = self.run
+        if not run.branch_kind or run.branched_from_id is None:
+            return ""
+        return BRANCH_LABELS.get(run.branch_kind, "Another take of run {run}").format(
+            run=run.branched_from_id
+        )
 
     @property
     def tokens_split(self) -> str:
@@ -156,6 +176,15 @@ class StepPresenter:
         if step.is_format_error:
             return "parse-error"
         return "unfinished" if step.is_unfinished else ""
+
+    @property
+    def elapsed_ms(self) -> int:
+        """Return how long a running step has run, in ms, as of now (0 without a start).
+
+        Where it is drawn, static/js/timeline.js counts on from it (``data-so-far-ms``).
+        """
+        started = self.step.started_at
+        return whole_ms(timezone.now() - started) if started else 0
 
     @property
     def arguments_label(self) -> str:

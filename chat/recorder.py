@@ -131,6 +131,8 @@ class RunRecorder:
         self._run = run
         self._steps: list[AgentStep] = []
         self.turns: dict[int, Turn] = {}
+        # A resumed run's pages still say it waits: its first update says it runs again.
+        self._status_due = False
 
     @classmethod
     def resumed(cls, run: AgentRun, steps: list[AgentStep]) -> RunRecorder:
@@ -138,6 +140,7 @@ class RunRecorder:
         (in order) as if it had written them: its held calls' rows are started again
         where they are, later steps take the next ordinals."""
         recorder = cls(run)
+        recorder._status_due = True
         for step in steps:
             step.run = run
             recorder._steps.append(step)
@@ -204,9 +207,21 @@ class RunRecorder:
 
         def write_and_draw(event: Event) -> Update:
             update = write(event)
+            update = self._with_status(update)
             return self._with_timeline(update) if self._redraws_timeline(event) else update
 
         return await database_sync_to_async(write_and_draw)(event)
+
+    def _with_status(self, update: Update) -> Update:
+        """Return ``update`` with the run's status line first, if this is the first update
+        of a run resumed after its decisions (every page still says it waits; the run went
+        back to ``running`` when it was claimed). A pause or an end sends its own."""
+        if not self._status_due:
+            return update
+        self._status_due = False
+        if update.run is not None or update.streamed is not None:
+            return update
+        return replace(update, html=fragments.run_resumed(self._run) + update.html)
 
     def _redraws_timeline(self, event: Event) -> bool:
         """Return whether recording ``event`` sends the run's timeline again.

@@ -32,8 +32,9 @@ MAX_TICKS = 5
 class Row:
     """One step's bar: ``start_ms`` and ``end_ms`` from the run's start on an axis of
     ``span_ms``; a running step ends "now". ``first_token_ms`` (model turns) is from the
-    bar's start; ``format_error`` marks a call that never ran (its output did not parse),
-    ``unfinished`` one its run's end closed."""
+    bar's start, known when the turn ends; until then ``streaming`` says whether a running
+    turn's text or reasoning has begun. ``format_error`` marks a call that never ran (its
+    output did not parse), ``unfinished`` one its run's end closed."""
 
     step_id: int
     kind: str
@@ -53,6 +54,7 @@ class Row:
     wait_end_ms: int | None = None
     waiting: bool = False
     decision: str = ""
+    streaming: bool = False
 
     @property
     def is_model_turn(self) -> bool:
@@ -240,6 +242,8 @@ def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
             first_token_ms=getattr(step, "first_token_ms", None),
             format_error=bool(getattr(step, "is_format_error", False)),
             unfinished=bool(getattr(step, "is_unfinished", False)),
+            streaming=step.kind == MODEL_TURN
+            and bool(getattr(step, "text", "") or getattr(step, "reasoning", "")),
             **_wait_fields(waits.get(id(step)), running),
         )
         for step, start, end, is_running in spans

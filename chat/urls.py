@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import downloads, views
+from chat import branch_views, compare_views, downloads, views
 
 app_name = "chat"
 urlpatterns = [
@@ -19,6 +19,18 @@ urlpatterns = [
         views.run_timeline,
         name="run_timeline",
     ),
+    path(
+        "c/<int:conversation_id>/runs/<int:run_id>/compare/",
+        compare_views.run_compare_menu,
+        name="compare_menu",
+    ),
+    path(
+        "c/<int:conversation_id>/compare/<int:left_id>/<int:right_id>/",
+        compare_views.run_compare,
+        name="compare",
+    ),
+    path("c/<int:conversation_id>/branch/", branch_views.branch_switch, name="branch"),
+    path("c/<int:conversation_id>/fork/", branch_views.conversation_fork, name="fork"),
     path("c/<int:conversation_id>/strategy/", views.conversation_strategy, name="strategy"),
     path("c/<int:conversation_id>/menu/", views.conversation_menu, name="menu"),
     path("c/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import unicodedata
 
 EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
-TOO_LONG = "Your message is {length:,} characters long; the limit is {limit:,}. Nothing was sent."
+# The page's composer says the same before anything is sent (its count, Send disabled).
+TOO_LONG_REASON = "Your message is {length:,} characters long; the limit is {limit:,}."
+TOO_LONG = TOO_LONG_REASON + " Nothing was sent."
 BAD_CHARACTERS = "The message contains characters that cannot be stored ({what}). Nothing was sent."
 # Letters and symbols that draw nothing (fillers, a blank braille cell), beside the
 # format, control, mark and separator categories that draw nothing either.

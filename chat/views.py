@@ -22,6 +22,7 @@ from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.owner import request_stop_sync
 from chat.timeline import timeline_of
+from chat.validation import TOO_LONG_REASON
 
 COOKIE_CHECK = "welcome"
 
@@ -84,22 +85,26 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         # No message yet, so no run (a run is stored with its message): no stale run to
         # sweep and no window to read (the page every new chat opens on).
         window = store.RunWindow(runs=[], earlier=None)
+        queued = []
     else:
         now = timezone.now()
         publish_each_sync(interrupt_stale_runs(conversation_id=conversation.pk, now=now))
         window = store.runs_window(
             conversation_id=conversation.pk, exchanges=settings.CHAT_PAGE_EXCHANGES
         )
+        queued = store.queue_list(conversation_id=conversation.pk)
     context = {
         **settings_context(conversation, editable=editable),
         "conversation": conversation,
         **list_context(owner, query=request.GET.get("q", ""), active=conversation.pk),
         "runs": window.runs,
         "earlier": window.earlier,
+        "queued": queued,
         "ws_path": f"/ws/chat/{conversation.pk}/",
         "model_badge": model_badge(model_key=conversation.model_key),
         "agent": find_agent(conversation.agent_key),
         "max_message_chars": settings.CHAT_MAX_MESSAGE_CHARS,
+        "too_long": TOO_LONG_REASON,
     }
     return render(request, "chat/page.html", context)
 

@@ -300,6 +300,9 @@ CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 10.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
+# Messages a conversation may hold queued while its run goes (docs/queue.md); 0 refuses a
+# message sent while a run is going, as before the queue.
+CHAT_MAX_QUEUED = env_int("CHAT_MAX_QUEUED", 5, minimum=0)
 # A running run's process writes a heartbeat this often; a run whose heartbeat is older
 # than AGENT_STALE_AFTER_S is taken for dead (its process crashed) and marked interrupted.
 AGENT_HEARTBEAT_S = env_float("AGENT_HEARTBEAT_S", 10.0, minimum=0.05)

@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible chat server that fails on cue, to watch the app handle faults.
 
 Each request to ``POST /v1/chat/completions`` takes the next step of ``--script`` (the
-last one repeats): ``ok`` streams a short text answer, ``long`` a longer one, ``tools`` a
+last one repeats): ``ok`` streams a short text answer, ``long`` a longer one, ``markdown``
+one in Markdown with hostile HTML in its first half, ``tools`` a
 sentence and two tool calls (the bundled ``weather_forecast`` and ``calculator``),
 ``429``/``401``/``500``/``503``/... answer with that HTTP status and an OpenAI-style error
 body (``Retry-After: 1`` on 429 and 5xx), and ``hang`` never answers (for client
@@ -48,12 +49,26 @@ LONG_ANSWER = (
     "their best in the morning, before the tour groups arrive, and the canals are "
     "quiet after dark. This longer answer comes from the fake provider."
 )
+# Markdown with hostile HTML before its middle (where ``markdown+hold`` holds) and plain
+# prose after it: the page must render the first half as it streams, and nothing live.
+MARKDOWN_ANSWER = (
+    "Here is **the plan** for Suzhou:\n\n"
+    "- Morning: the *Humble Administrator's Garden*\n"
+    "- Afternoon: Pingjiang Road\n\n"
+    "```python\ntotal = 17 * 23\n```\n\n"
+    '<script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> '
+    "[click](javascript:window.__pwned=3)\n\n"
+    "The canals are quiet after dark, the gardens are best in the morning before the tour "
+    "groups arrive, and the tea houses on Shantang Street stay open late for a last cup. "
+    "Take the train from Shanghai, which is quicker than the road at most hours of the day, "
+    "and walk or cycle between the sights. This Markdown answer comes from the fake provider."
+)
 TOOLS_TEXT = "Let me look up the weather in Suzhou and work out 17*23 for you."
 TOOL_CALLS = [
     ("call_weather", "weather_forecast", {"town": "Suzhou"}),
     ("call_calculator", "calculator", {"expression": "17*23"}),
 ]
-TEXT_STEPS = {"ok": ANSWER, "long": LONG_ANSWER, "tools": TOOLS_TEXT}
+TEXT_STEPS = {"ok": ANSWER, "long": LONG_ANSWER, "tools": TOOLS_TEXT, "markdown": MARKDOWN_ANSWER}
 SHAPE_STEPS = ("args-object", "repeated-names", "reasoning", "markup", "usage-every-chunk",
                "empty", "drop")  # fmt: skip
 REASONING = "The user asked something simple; a short answer will do."

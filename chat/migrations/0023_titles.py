@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0020_message_parents"),
+        ("chat", "0022_queue"),
     ]
 
     operations = [

@@ -5,6 +5,8 @@ callers use them only through ``channels.db.database_sync_to_async``. One module
 concern, all of it importable from here:
 
 - :mod:`chat.store.conversations`: who owns a chat, its settings and its history;
+- :mod:`chat.store.branches` (and :mod:`chat.store.tree`): the question tree, the
+  branch a page shows, retry / regenerate / edit, forks and switching branch;
 - :mod:`chat.store.listing`: the conversation list (one query), searched, by date;
 - :mod:`chat.store.runs`: a run's lifecycle, from the user's message to its end, and
   its steps;
@@ -17,6 +19,7 @@ concern, all of it importable from here:
 - :mod:`chat.store.usage`: a run's token counts and cost when it ends, and its
   conversation's sums;
 - :mod:`chat.store.feedback`: the owner's thumbs up or down and comment on an answer;
+- :mod:`chat.store.queue`: messages sent while a run goes, waiting for its end;
 - :mod:`chat.store.rows`: what the others share: loading runs for rendering and, a chunk
   at a time, for exports; counting a run's tool calls; values every database can store.
 """
@@ -40,6 +43,15 @@ from chat.store.approvals import (
     step_for_card,
     step_of_conversation,
     tool_policies,
+)
+from chat.store.branches import (
+    BranchChoice,
+    BranchRefused,
+    ConversationPath,
+    branch_switch,
+    conversation_fork,
+    conversation_path,
+    run_branch,
 )
 from chat.store.conversations import (
     GUEST_KEY,
@@ -69,9 +81,22 @@ from chat.store.listing import LIST_LENGTH, clean_query, conversations_listed, g
 from chat.store.pages import (
     RunNotInConversation,
     RunWindow,
+    Takes,
     run_steps_before,
     run_with_steps_of,
     runs_window,
+)
+from chat.store.queue import (
+    NotQueued,
+    QueueFull,
+    Sent,
+    message_send,
+    queue_list,
+    queue_remove,
+    queue_steer,
+    queue_take,
+    queues_ready,
+    run_conversation_id,
 )
 from chat.store.rows import database_answers, runs_in_chunks, runs_with_ids
 from chat.store.runs import (
@@ -103,28 +128,38 @@ __all__ = [
     "GUEST_KEY",
     "LIST_LENGTH",
     "ApprovalRefused",
+    "BranchChoice",
+    "BranchRefused",
     "ConversationGone",
+    "ConversationPath",
     "ConversationStarted",
     "Decided",
     "FeedbackRefused",
     "ModelProvenance",
+    "NotQueued",
     "Owner",
+    "QueueFull",
     "RateLimited",
     "ResumeState",
     "RunAlreadyGoing",
     "RunNotInConversation",
     "RunWaiting",
     "RunWindow",
+    "Sent",
+    "Takes",
     "approval_decide",
     "approval_request",
     "approvals_expire",
+    "branch_switch",
     "clean_query",
     "conversation_configure",
     "conversation_delete",
     "conversation_exchanges",
+    "conversation_fork",
     "conversation_get",
     "conversation_get_or_create_empty",
     "conversation_grants",
+    "conversation_path",
     "conversation_rename",
     "conversation_replace_model",
     "conversation_runs",
@@ -139,9 +174,17 @@ __all__ = [
     "feedback_offered",
     "feedback_remove",
     "grouped_by_date",
+    "message_send",
+    "queue_list",
+    "queue_remove",
+    "queue_steer",
+    "queue_take",
+    "queues_ready",
     "run_beat",
+    "run_branch",
     "run_cancel_requested",
     "run_claim_resume",
+    "run_conversation_id",
     "run_finish",
     "run_get",
     "run_heartbeat",

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
 from django.db import transaction
-from django.db.models import Case, Expression, F, QuerySet, TextField, When
+from django.db.models import Case, Expression, F, Q, QuerySet, TextField, When
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Length, Substr
 
@@ -31,6 +31,7 @@ from chat.models import (
 # Re-exported: store.runs and store.limits take them from here.
 from chat.store.titles import TITLE_LENGTH as TITLE_LENGTH
 from chat.store.titles import title_from as title_from
+from chat.store.tree import exchange_path
 
 GUEST_KEY = "chat_guest_key"
 
@@ -91,7 +92,7 @@ def conversation_get_or_create_empty(
     """Return the owner's newest conversation if it has no messages yet, else a new one
     with ``model_key`` and ``strategy`` ("": ``AGENT_STRATEGY``)."""
     latest = conversations_for_owner(owner=owner).first()
-    if latest is not None and not latest.messages.exists():
+    if latest is not None and latest.forked_from_id is None and not latest.messages.exists():
         return latest
     return Conversation.objects.create(
         owner_id=owner.user_id, guest_key=owner.guest_key, model_key=model_key,
@@ -111,33 +112,33 @@ def conversations_adopt(*, guest_key: str, user_id: int) -> int:
 def conversation_exchanges(
     *, conversation_id: int, before_message_id: int, max_result_chars: int | None = None
 ) -> list[Exchange]:
-    """Return the conversation's questions before the given message, with their runs.
+    """Return the questions before the given message on its branch, with their runs.
 
-    One :class:`agents.history.Exchange` per user message, oldest first: the run's
-    strategy, status and answer, its model turns (text, reasoning, native tool calls from
-    the stored AIMessage) and tool calls (arguments, status, result, log, observation), in
-    step order. Two queries whatever the length of the conversation (the messages with
-    their runs, then every step of those runs), reading only the columns the history
-    needs; a question with no run (none is stored that way, but data may be edited) has
-    status "". With ``max_result_chars``, a tool result (stored up to
-    ``AGENT_MAX_RESULT_CHARS``, a megabyte) is read only that far, its whole length in
-    ``CallRecord.result_chars``: a call stored without its observation is shown no more
-    than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
+    One :class:`agents.history.Exchange` per question on the path from the root to the
+    message's parent (:func:`chat.store.tree.exchange_path`: never a sibling branch's, so
+    a regenerated answer does not see the one it replaces; a fork's inherited questions
+    first), oldest first: the run's strategy, status and answer, its model turns (text,
+    reasoning, native tool calls from the stored AIMessage) and tool calls (arguments,
+    status, result, log, observation), in step order. Three queries whatever the length
+    of the conversation (its question tree, the path's messages with their runs, then
+    every step of those runs; one more per conversation it was forked from), reading only
+    the columns the history needs; a question with no run (none is stored that way, but
+    data may be edited) has status "". With ``max_result_chars``, a tool result (stored
+    up to ``AGENT_MAX_RESULT_CHARS``, a megabyte) is read only that far, its whole length
+    in ``CallRecord.result_chars``: a call stored without its observation is shown no
+    more than ``AGENT_MAX_OBSERVATION_CHARS`` of it.
     """
-    questions = list(
-        Message.objects.filter(
-            conversation_id=conversation_id, role=Message.Role.USER, id__lt=before_message_id
-        )
-        .order_by("created_at", "id")
-        .values_list("content", "triggered_run__id", "triggered_run__strategy",
+    path = exchange_path(message_id=before_message_id, conversation_id=conversation_id)
+    rows = (
+        Message.objects.filter(id__in=path)
+        .values_list("id", "content", "triggered_run__id", "triggered_run__strategy",
                      "triggered_run__status", "triggered_run__output")
     )  # fmt: skip
-    steps = AgentStep.objects.filter(
-        run__conversation_id=conversation_id, run__user_message_id__lt=before_message_id
-    )
+    by_id = {row[0]: row[1:] for row in rows}
+    steps = AgentStep.objects.filter(run__user_message_id__in=path)
     turns, calls = step_records(steps, max_result_chars=max_result_chars)
     exchanges = []
-    for content, run_id, strategy, status, output in questions:
+    for content, run_id, strategy, status, output in (by_id[q] for q in path if q in by_id):
         if run_id is None:
             exchanges.append(Exchange(question=content, status=""))
             continue
@@ -209,8 +210,10 @@ def full_ids(calls: Iterable[CallRecord], turns: Iterable[TurnRecord]) -> list[C
 
 
 def conversation_started(*, conversation_id: int) -> bool:
-    """Return True once the conversation has a message (its strategy is then fixed)."""
-    return Message.objects.filter(conversation_id=conversation_id).exists()
+    """Return True once the conversation has a message, or is a fork (it continues
+    another's): its strategy is then fixed."""
+    started = Q(messages__isnull=False) | Q(forked_from__isnull=False)
+    return Conversation.objects.filter(started, pk=conversation_id).exists()
 
 
 class ConversationStarted(Exception):

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
-from chat.models import AgentRun, AgentStep
+from chat.models import AgentRun, AgentStep, Conversation
+from chat.store.branches import conversation_path
 from chat.store.rows import runs_loaded
 
 
@@ -37,28 +38,64 @@ class RunWindow:
 
 
 def runs_window(*, conversation_id: int, exchanges: int, before: int | None = None) -> RunWindow:
-    """Return the newest ``exchanges`` runs of a conversation, or those just before
-    run ``before``, in the order of the page (``started_at``, then id).
+    """Return the newest ``exchanges`` runs of the branch a conversation shows, or those
+    just before run ``before`` on it, in the branch's order.
 
-    Three queries whatever the conversation's length or its runs' steps: the run
-    ``before`` (if given), the window plus one run (to know if there is more), and the
-    window's steps. A running run is the newest of its conversation (one at a time), so
-    the first window always holds it. Raises :class:`RunNotInConversation` if ``before``
-    is not a run of this conversation, and ``ValueError`` if ``exchanges`` < 1.
+    The branch is :func:`chat.store.branches.conversation_path`: the questions from the
+    root to the conversation's ``current_message``, a fork's inherited ones (of another
+    conversation, shown read only: ``inherited`` set on them) first. Each run is given
+    ``takes`` (a :class:`Takes`, or None when its question has no other take here).
+    Five queries whatever the conversation's length or its runs' steps (the conversation,
+    its question tree, the path's run ids, the window, the window's steps; one more per
+    conversation it was forked from). Raises :class:`RunNotInConversation` if ``before``
+    is not a run of the branch shown, and ``ValueError`` if ``exchanges`` < 1.
     """
     if exchanges < 1:
         raise ValueError(f"a window holds at least one exchange, not {exchanges}")
-    runs = AgentRun.objects.filter(conversation_id=conversation_id)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    path = conversation_path(conversation=conversation)
+    runs_of = dict(
+        AgentRun.objects.filter(user_message_id__in=path.questions).values_list(
+            "user_message_id", "id"
+        )
+    )
+    ordered = [(q, runs_of[q]) for q in path.questions if q in runs_of]
+    end = len(ordered)
     if before is not None:
-        anchor = runs.filter(pk=before).values_list("started_at", flat=True).first()
-        if anchor is None:
+        end = next((n for n, (_, run) in enumerate(ordered) if run == before), -1)
+        if end < 0:
             raise RunNotInConversation(before)
-        runs = runs.filter(Q(started_at__lt=anchor) | Q(started_at=anchor, pk__lt=before))
-    # The prefetch runs on the sliced list: the steps of these runs only.
-    newest = list(runs_loaded(runs.order_by("-started_at", "-id"))[: exchanges + 1])
-    more = len(newest) > exchanges
-    shown = newest[:exchanges][::-1]
-    return RunWindow(runs=shown, earlier=shown[0].pk if more else None)
+    start = max(0, end - exchanges)
+    shown = ordered[start:end]
+    loaded = {run.pk: run for run in runs_loaded(AgentRun.objects.filter(
+        pk__in=[run for _, run in shown]))}  # fmt: skip
+    runs = []
+    for question, run_id in shown:
+        run = loaded[run_id]
+        run.takes = Takes.of(question, path.siblings.get(question, []))
+        run.inherited = run.conversation_id != conversation_id  # a fork's source's
+        runs.append(run)
+    return RunWindow(runs=runs, earlier=shown[0][1] if start > 0 and shown else None)
+
+
+@dataclass(frozen=True)
+class Takes:
+    """A question's place among the takes of it (retries, regenerations, edits): the
+    switcher's "< 2 / 3 >" and the questions its arrows show."""
+
+    index: int
+    count: int
+    previous: int | None
+    next: int | None
+
+    @classmethod
+    def of(cls, question: int, takes: list[int]) -> Takes | None:
+        """Return ``question``'s place among ``takes`` (None when it is the only one)."""
+        if len(takes) < 2 or question not in takes:
+            return None
+        n = takes.index(question)
+        return cls(index=n + 1, count=len(takes), previous=takes[n - 1] if n else None,
+                   next=takes[n + 1] if n + 1 < len(takes) else None)  # fmt: skip
 
 
 def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[AgentStep]:
@@ -66,9 +103,9 @@ def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[
 
     What an ended run's "Show the N earlier steps" loads (the page shows its last
     ``CHAT_RUN_STEPS_SHOWN``). Two queries whatever the number of steps. Raises
-    :class:`RunNotInConversation` if ``run_id`` is not a run of this conversation.
+    :class:`RunNotInConversation` if ``run_id`` is not a run it shows (a fork shows its source's).
     """
-    run = AgentRun.objects.filter(pk=run_id, conversation_id=conversation_id).first()
+    run = _run_shown(AgentRun.objects.filter(pk=run_id), conversation_id).first()
     if run is None:
         raise RunNotInConversation(run_id)
     earlier = run.steps.filter(ordinal__lt=before).select_related("approval")
@@ -82,10 +119,21 @@ def run_with_steps_of(*, conversation_id: int, run_id: int) -> AgentRun:
     """Return a run of the conversation with its steps, loaded for rendering (two queries).
 
     What an ended run's folded timeline loads when it opens. Raises
-    :class:`RunNotInConversation` if ``run_id`` is not a run of this conversation.
+    :class:`RunNotInConversation` if ``run_id`` is not a run it shows (a fork shows its source's).
     """
-    runs = AgentRun.objects.filter(pk=run_id, conversation_id=conversation_id)
+    runs = _run_shown(AgentRun.objects.filter(pk=run_id), conversation_id)
     run = runs_loaded(runs).first()
     if run is None:
         raise RunNotInConversation(run_id)
     return run
+
+
+def _run_shown(runs: QuerySet[AgentRun], conversation_id: int) -> QuerySet[AgentRun]:
+    """Return ``runs`` of the conversation, or inherited by it: of a question its page
+    shows from the conversation it was forked from (one query more for a fork only)."""
+    forked = Conversation.objects.filter(pk=conversation_id, forked_from__isnull=False)
+    conversation = forked.first()
+    if conversation is None:
+        return runs.filter(conversation_id=conversation_id)
+    shown = conversation_path(conversation=conversation).questions
+    return runs.filter(Q(conversation_id=conversation_id) | Q(user_message_id__in=shown))

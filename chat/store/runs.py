@@ -25,6 +25,7 @@ from chat.store.approvals import NEVER_RAN, approvals_close
 from chat.store.conversations import title_from
 from chat.store.limits import check_rate, runs_interrupt_stale
 from chat.store.rows import count_tool_calls, fitted, runs_loaded, storable
+from chat.store.tree import path_leaf
 from chat.store.usage import conversation_usage, usage_settle
 from chat.traces import live as telemetry
 
@@ -69,6 +70,9 @@ def run_start(
 ) -> AgentRun:
     """Store the user's message and a new running run for it; return the run.
 
+    The message continues the branch the conversation shows (its parent is that branch's
+    leaf, :func:`chat.store.branches.path_leaf`) and becomes its ``current_message``.
+
     The run records ``provider``, ``model_name`` and ``endpoint``, or with ``model_of``
     what it returns for the conversation's ``model_key`` as read under the lock that
     fixes it (so the run names the model its conversation had when the message came);
@@ -102,10 +106,13 @@ def run_start(
         if agent_of is not None:
             # Blank (the default agent) is fixed to its name by the first message.
             conversation.agent_key = agent_key = agent_of(agent_key)
-        conversation.save(update_fields=["title", "agent_key", "updated_at"])
+        # The question continues the branch the page shows (chat.store.branches).
         message = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=content
-        )
+            conversation=conversation, role=Message.Role.USER, content=content,
+            parent_id=path_leaf(conversation),
+        )  # fmt: skip
+        conversation.current_message = message
+        conversation.save(update_fields=["title", "agent_key", "current_message", "updated_at"])
         native = conversation.uses_native_tool_calls
         if model_of is not None:
             provider, model_name, endpoint = model_of(conversation.model_key)
@@ -137,12 +144,17 @@ def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
 
 def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
     """Return the runs a newly connected page may have missed: running or waiting ones and
-    the latest.
+    the latest of the branch shown.
 
     Loaded like :func:`conversation_runs`, oldest first.
     """
     runs = AgentRun.objects.filter(conversation_id=conversation_id)
-    latest = runs.order_by("-started_at", "-id").values_list("id", flat=True).first()
+    conversation = Conversation.objects.get(pk=conversation_id)
+    # The latest of the branch shown, not of another branch the page does not show.
+    latest = runs.filter(user_message_id=path_leaf(conversation)).values_list("id", flat=True)
+    latest = latest.first()
+    if latest is None:
+        latest = runs.order_by("-started_at", "-id").values_list("id", flat=True).first()
     if latest is None:
         return []
     # Only those runs are loaded, not a long conversation's whole history with its steps.

@@ -31,7 +31,16 @@ def run_timeline(run: Any, steps: Iterable[Any]) -> Timeline:
     return timeline_of(run, steps, now=timezone.now())
 
 
+# A running model turn's flag until its time to first token is measured (at its end):
+# whether the model has begun to answer, never a made-up "0 ms". static/js/timeline.js
+# turns the first into the second when the turn's text or reasoning arrives.
+WAITING_FOR_FIRST_TOKEN = "waiting for the first token"
+STREAMING = "streaming"
+
+
 def _flag(row: Row) -> str:
+    if row.running and row.is_model_turn:
+        return STREAMING if row.streaming else WAITING_FOR_FIRST_TOKEN
     if row.running:
         return "running"
     if row.format_error:
@@ -54,7 +63,9 @@ def _row_html(row: Row) -> str:
     meta = [f'<span class="tl-duration" data-tl-duration>{took}</span>']
     if row.status == "pending":
         meta = []  # a held call that has not run has no time of its own: only its wait
-    if flag:
+    if flag == WAITING_FOR_FIRST_TOKEN:
+        meta.append(f'<span class="tl-flag" data-tl-first-token-wait>{flag}</span>')
+    elif flag:
         meta.append(f'<span class="tl-flag">{flag}</span>')
     if row.first_token_ms is not None:
         first = duration(row.first_token_ms)

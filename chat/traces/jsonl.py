@@ -143,6 +143,9 @@ def run_record(run: AgentRun, *, redactor: Redactor) -> dict[str, Any]:
         "output": redactor.text(run.output),
         "error": redactor.text(run.error),
         "feedback": _feedback(run, redactor),
+        "branched_from": run.branched_from_id,
+        "branch_kind": run.branch_kind or None,
+        "model_key": run.model_key or None,
         "steps": [step_record(step, redactor=redactor) for step in run.steps.all()],
     }
 

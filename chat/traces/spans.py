@@ -237,6 +237,8 @@ class _Builder:
             **{NS + "run.usage." + column: getattr(run, column) for column in TOKEN_COLUMNS},
             NS + "run.cost": float(run.cost) if run.cost is not None else None,
             NS + "snapshot.digest": run.snapshot.digest if run.snapshot is not None else None,
+            NS + "run.branched_from": run.branched_from_id,
+            NS + "run.branch_kind": run.branch_kind or None,
         }
         failed = run.status not in (RunStatus.SUCCEEDED, *NOT_ENDED)
         if failed:
@@ -262,7 +264,17 @@ class _Builder:
             f"invoke_agent {name}", context=self.root, parent=None, kind=SpanKind.INTERNAL,
             start=run.started_at, end=None if run.status in NOT_ENDED else run.finished_at,
             attributes=attributes, status=status, events=self._feedback_events(),
+            links=self._branch_links(),
         )  # fmt: skip
+
+    def _branch_links(self) -> list[Link]:
+        """Return a link to the root span of the run this one is another take of (a
+        retry, regenerate or edit: docs/branches.md), whose trace is that run's."""
+        run = self.run
+        if run.branched_from_id is None:
+            return []
+        kind = {NS + "link": "branched_from", NS + "run.branch_kind": run.branch_kind}
+        return [Link(run_context(run.branched_from_id), kind)]
 
     def _feedback_events(self) -> list[Event]:
         try:

@@ -7,6 +7,12 @@
 // newest model turn's cards; older turns fold), folded once it has ended. Choices are kept
 // in localStorage, so a reload shows what the reader left. The server renders the default
 // (open for a running run), so the page reads right before this script runs.
+//
+// Folding never moves what the reader is looking at: a card they hover or have the focus
+// in stays open, and when cards fold the reader's anchor (that card, or else the first
+// thing at the top of the view when they have scrolled up from the newest text) is put
+// back where it was on screen. Following the newest text at the bottom, chat.js keeps the
+// bottom in view.
 (function () {
   "use strict";
 
@@ -67,8 +73,87 @@
     if (details.open !== open) details.open = open;
   }
 
-  // Apply the choices and defaults to one run's cards; idempotent.
+  // The reader is on a card: the focus in it, or the pointer over it, having moved there
+  // (not a card that slid under a pointer left still while the page followed the newest
+  // text). Where the pointer last moved is kept as its card's id and position, so a card
+  // a message replaced (its call ended) is still the one under it.
+  var pointer = null;  // {id, x, y}
+  document.addEventListener("pointermove", function (event) {
+    var card = event.target.closest ? event.target.closest(FOLDS) : null;
+    pointer = card ? { id: card.getAttribute("data-fold-id"), x: event.clientX, y: event.clientY } : null;
+  }, { passive: true });
+  document.documentElement.addEventListener("pointerleave", function () { pointer = null; });
+  function isHeld(card) {
+    if (card.matches(":focus-within")) return true;
+    if (!pointer || card.getAttribute("data-fold-id") !== pointer.id) return false;
+    var box = card.getBoundingClientRect();
+    return pointer.x >= box.left && pointer.x <= box.right && pointer.y >= box.top && pointer.y <= box.bottom;
+  }
+  // What the reader holds, taken before a message changes the page (and before chat.js
+  // scrolls to follow the bottom): cards by their fold id (a message may replace one),
+  // an opened "thinking" as itself.
+  function heldNow() {
+    var ids = [], elements = [];
+    document.querySelectorAll(FOLDS).forEach(function (card) {
+      if (isHeld(card)) ids.push(card.getAttribute("data-fold-id"));
+    });
+    document.querySelectorAll("details.reasoning[open]").forEach(function (details) {
+      if (details.matches(":focus-within")) elements.push(details);
+    });
+    return { ids: ids, elements: elements };
+  }
+  var heldBefore = { ids: [], elements: [] };
+  function held(element) {
+    var id = element.getAttribute("data-fold-id");
+    return (id !== null && heldBefore.ids.indexOf(id) !== -1) ||
+      heldBefore.elements.indexOf(element) !== -1;
+  }
+
+  function messagesBox() { return document.getElementById("messages"); }
+
+  // What the reader is looking at, as chat.js tells following the bottom (80 px from it).
+  var FOLLOWING_PX = 80;
+  var ANCHORS = ".msg, .steps > [id], .run-status, .timeline";
+
+  // Return {element, id, top} for the reader's anchor, or null when there is none to keep
+  // (following the newest text at the bottom, nothing held).
+  function readerAnchor() {
+    var box = messagesBox();
+    if (!box) return null;
+    var cardsHeld = Array.prototype.filter.call(box.querySelectorAll(FOLDS), isHeld);
+    var element = cardsHeld.length ? cardsHeld[cardsHeld.length - 1] : null;
+    if (!element) {
+      if (box.scrollHeight - box.scrollTop - box.clientHeight < FOLLOWING_PX) return null;
+      var viewTop = box.getBoundingClientRect().top;
+      var candidates = box.querySelectorAll(ANCHORS);
+      for (var i = 0; i < candidates.length; i++) {
+        if (candidates[i].getBoundingClientRect().top >= viewTop - 1) {
+          element = candidates[i];
+          break;
+        }
+      }
+    }
+    if (!element) return null;
+    return { element: element, id: element.id, top: element.getBoundingClientRect().top,
+             held: cardsHeld.length > 0 };
+  }
+
+  // Scroll so that the anchor is where it was on screen (found again by id when the
+  // message replaced it).
+  function keepAnchor(anchor) {
+    var box = messagesBox();
+    if (!anchor || !box) return;
+    var element = anchor.element.isConnected ? anchor.element :
+      (anchor.id && document.getElementById(anchor.id));
+    if (!element) return;
+    var moved = element.getBoundingClientRect().top - anchor.top;
+    if (Math.abs(moved) >= 1) box.scrollTop += moved;
+  }
+
+  // Apply the choices and defaults to one run's cards; idempotent but for the cards the
+  // reader holds, which stay open until they leave them. Return how many cards folded.
   function applyRun(run) {
+    var folded = 0;
     var running = isRunning(run);
     var runChoice = stored("run:" + runId(run));
     var newest = running ? newestIteration(run) : 0;
@@ -80,24 +165,50 @@
       else open = running && Number(card.getAttribute("data-iteration")) === newest;
       // A call waiting for a decision is always open: its card holds the question.
       if (card.getAttribute("data-status") === "pending") open = true;
+      if (!open && card.open && choice === null && held(card)) return;
+      if (!open && card.open) folded += 1;
       setOpen(card, open);
     });
     if (!running) {
       // The run has ended: its thinking folds with it.
       run.querySelectorAll("details.reasoning[open]").forEach(function (details) {
-        if (runChoice !== "open") setOpen(details, false);
+        if (runChoice !== "open" && !held(details)) {
+          folded += 1;
+          setOpen(details, false);
+        }
       });
     }
     run.setAttribute("data-cards-applied", running ? "running" : "ended");
+    return folded;
   }
 
   // The runs a message may have changed: new ones (appended or replaced whole) and those
-  // that were running (a step added, or the run's end).
+  // that were running (a step added, or the run's end). Return how many cards folded.
   function applyChanged() {
+    var folded = 0;
     document.querySelectorAll(
       '.run:not([data-cards-applied]), .run[data-cards-applied="running"]'
-    ).forEach(applyRun);
+    ).forEach(function (run) { folded += applyRun(run); });
+    return folded;
   }
+
+  // The anchor is taken before a message changes the page (and before chat.js follows
+  // the bottom), and kept after its cards fold; a card the reader is on is kept in place
+  // whatever the message did (the page does not follow the newest text meanwhile).
+  var anchorBefore = null;
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    anchorBefore = readerAnchor();
+    heldBefore = heldNow();
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var folded = applyChanged();
+    if (folded || (anchorBefore && anchorBefore.held)) keepAnchor(anchorBefore);
+    anchorBefore = null;
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    heldBefore = heldNow();
+    applyChanged();
+  });
 
   // A reader opening or closing one card (a click, or Enter/Space on its summary):
   // remember it for that card. Not the toggle event: it also fires, later, for the
@@ -192,6 +303,4 @@
     }
   });
 
-  document.addEventListener("htmx:wsAfterMessage", applyChanged);
-  document.addEventListener("DOMContentLoaded", applyChanged);
 })();

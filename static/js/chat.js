@@ -1,6 +1,7 @@
-// Small behaviours htmx does not cover: Enter to send, Esc to stop, reset after send,
-// keep the newest step in view, show the socket's state (and why the server closed it),
-// fill in an example question.
+// Small behaviours htmx does not cover: Enter to send, Esc to stop, the composer's button
+// (Send, or Stop while a run goes), reset after send, keep the newest step in view, show
+// the socket's state (and why the server closed it), fill in an example question. The
+// character count is static/js/composer_count.js's.
 (function () {
   "use strict";
 
@@ -15,7 +16,9 @@
   // keeps it until the server accepts it (a refused message, e.g. over the run limit,
   // must not lose its text).
   var pending = null;
-  var BUSY_MESSAGE = "The agent is still working on your last message. Wait for it to finish.";
+  // Stop pressed on the composer's button: it says "Stopping…" until the run ends.
+  var stopping = false;
+  var stopSent = false;  // the frame just sent was that Stop (not a message)
 
   // A run of this conversation is going (its status line says so).
   function busy() {
@@ -29,17 +32,58 @@
     el.classList.toggle("visible", !!text);
   }
 
+  function sendButton() { return document.getElementById("send"); }
+
+  // One button: Send, or Stop while a run of the conversation goes (a run that waits for a
+  // decision is stopped from its status line), or Queue while it goes and the composer
+  // holds text (docs/queue.md: the message waits under the exchange; Esc still stops).
+  // Stop sends {"type": "cancel"}, as the status line's Stop did; "Stopping…" until the
+  // run ends, aria-disabled rather than disabled so the keyboard focus stays on it.
   function updateComposer() {
     var form = composer();
     if (!form) return;
     var isBusy = busy();
+    if (!isBusy) stopping = false;
     form.classList.toggle("busy", isBusy);
-    var button = document.getElementById("send");
+    // Stop needs no text: the browser's check of the required textarea would block it.
+    form.noValidate = isBusy;
+    var button = sendButton();
     if (!button) return;
-    button.textContent = isBusy ? "Working…" : "Send";
-    // Pressing it while busy only says to wait: say so to assistive technology too.
-    if (isBusy) button.setAttribute("aria-disabled", "true");
-    else button.removeAttribute("aria-disabled");
+    var typed = !!(input() && input().value.trim());
+    if (isBusy && typed && !stopping) {
+      button.setAttribute("data-mode", "queue");
+      button.textContent = "Queue";
+      button.removeAttribute("aria-disabled");
+      button.title = "Send when the run ends: the message waits under the exchange, where " +
+        "it can be removed or sent now (Esc stops the run)";
+      button.removeAttribute("aria-keyshortcuts");
+    } else if (isBusy) {
+      button.setAttribute("data-mode", "stop");
+      button.textContent = stopping ? "Stopping…" : "Stop";
+      button.disabled = false;
+      if (stopping) button.setAttribute("aria-disabled", "true");
+      else button.removeAttribute("aria-disabled");
+      button.title = "Stop the agent (Esc): the model call and tool calls still going are " +
+        "cancelled; what was done is kept";
+      button.setAttribute("aria-keyshortcuts", "Escape");
+    } else {
+      button.setAttribute("data-mode", "send");
+      button.textContent = "Send";
+      button.removeAttribute("aria-disabled");
+      button.removeAttribute("title");
+      button.removeAttribute("aria-keyshortcuts");
+    }
+  }
+
+  // Typing while a run goes turns Stop into Queue, and clearing the text turns it back.
+  document.addEventListener("input", function (event) {
+    if (event.target === input()) updateComposer();
+  });
+
+  // The composer's text changed without a key (an example, cleared once sent): the
+  // character count (composer_count.js) follows input events.
+  function textChanged() {
+    input().dispatchEvent(new Event("input", {bubbles: true}));
   }
 
   function isStop(element) {
@@ -55,7 +99,48 @@
     return !!(element && element.closest && element.closest("[data-feedback-form]"));
   }
 
-  // Keep the user's text instead of sending it into a refusal while a run is going.
+  // A queued message's Remove and "Stop and send now" (templates/chat/_queue.html).
+  function queueForm(element) {
+    return !!(element && element.closest && element.closest(".queued-actions"));
+  }
+
+  // Send while the connection is down: the ws extension would keep the frame and send
+  // it on reconnect (a copy per press). Say so at once and keep the text instead; a
+  // message goes with an id of its own (the same for the same text until the server
+  // answers), so a copy the server gets twice is stored once (chat/store/queue.py).
+  var socketOpen = false;
+  var sentId = null;  // the client_id of `pending`
+  var OFFLINE_MESSAGE = "Not sent: the live connection is down (reconnecting…). Your text " +
+    "is kept; send it again once the header says live.";
+  document.addEventListener("htmx:wsOpen", function () { socketOpen = true; });
+  document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
+
+  function clientId(text) {
+    if (pending !== null && sentId && text === pending) return sentId;
+    var bytes = new Uint8Array(16);
+    window.crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) {
+      return ("0" + b.toString(16)).slice(-2);
+    }).join("");
+  }
+
+  // The composer's message: refused here while offline, else sent with its client_id.
+  function configMessage(event) {
+    var trigger = event.detail && event.detail.triggeringEvent;
+    if (!socketOpen) {
+      if (trigger) trigger.preventDefault();  // no native form submit either
+      event.preventDefault();
+      // Closed for good (FINAL_CLOSES): its notice, already shown, says what to do.
+      var connection = document.getElementById("connection");
+      if (!connection || connection.getAttribute("data-state") !== "ended") {
+        showError(OFFLINE_MESSAGE);
+      }
+      return;
+    }
+    sentId = clientId(input().value);
+    event.detail.parameters.client_id = sentId;
+  }
+
   document.addEventListener("htmx:wsConfigSend", function (event) {
     var form = approvalForm(event.target);
     if (form) {
@@ -68,18 +153,32 @@
       form.setAttribute("data-sent", "");
       return;
     }
-    if (feedbackForm(event.target)) return;
+    if (feedbackForm(event.target) || queueForm(event.target)) return;
+    if (event.target === composer()) {
+      var sentBy = event.detail && event.detail.triggeringEvent &&
+        event.detail.triggeringEvent.submitter;
+      if (busy() && sentBy === sendButton() && sendButton().getAttribute("data-mode") === "stop") {
+        if (stopping) {  // sent once: the run's end turns the button back into Send
+          event.detail.triggeringEvent.preventDefault();
+          event.preventDefault();
+          return;
+        }
+        // The button is Stop: the frame is a cancel, and the text stays where it is.
+        event.detail.parameters = {type: "cancel"};
+        stopping = true;
+        stopSent = true;
+        updateComposer();
+        return;
+      }
+    }
     if (isStop(event.target)) {
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
       if (button) { button.disabled = true; button.textContent = "Stopping…"; }
       return;
     }
-    if (!busy()) return;
-    var trigger = event.detail && event.detail.triggeringEvent;
-    if (trigger) trigger.preventDefault();  // no native form submit either
-    event.preventDefault();
-    showError(BUSY_MESSAGE);
+    // A message sent while a run goes is queued by the server (chat/store/queue.py).
+    configMessage(event);
   });
 
   document.addEventListener("keydown", function (event) {
@@ -94,6 +193,7 @@
     var example = event.target.closest("[data-example]");
     if (!example) return;
     input().value = example.getAttribute("data-example");
+    textChanged();
     input().focus();
   });
 
@@ -254,8 +354,8 @@
     var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
-      "#messages .run-status:is([data-status='running'], [data-status='waiting'])" +
-      " .stop-form button:not([disabled])");
+      "#send[data-mode='stop']:not([aria-disabled='true'])," +
+      " #messages .run-status[data-status='waiting'] .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
     stop.click();
@@ -274,7 +374,11 @@
     if (deny) deny.click();
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
-    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target)) return;
+    if (isStop(event.target) || approvalForm(event.target) || feedbackForm(event.target) ||
+        queueForm(event.target)) return;
+    // A retry, regenerate or edit (docs/branches.md) sends nothing from the composer.
+    if (event.target.closest && event.target.closest("[data-branch-form]")) return;
+    if (stopSent) { stopSent = false; return; }
     pending = input().value;
     stickToBottom = true;
   });
@@ -287,6 +391,7 @@
       // Clear what was sent, unless the person has typed something else since.
       if (pending !== null && input() && input().value === pending) input().value = "";
       pending = null;
+      textChanged();
     } else if (outcome === "message-refused") {
       pending = null;  // the text stays for another try
     } else if (outcome === "decision-refused") {

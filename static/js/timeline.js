@@ -1,6 +1,9 @@
 // A run's timeline (templates/chat/_timeline.html): running bars grow to "now" between
 // the server's redraws, a bar scrolls to its step, an opened timeline stays open when
-// its run is re-rendered whole. The bars themselves are drawn by the server.
+// its run is re-rendered whole. The bars themselves are drawn by the server. Every time
+// that says "so far" ([data-so-far-ms]: the timeline's summary, a running tool call's
+// card) counts on from what the server drew, and a running model turn's "waiting for the
+// first token" becomes "streaming" when its text or reasoning arrives.
 (function () {
   "use strict";
 
@@ -16,6 +19,22 @@
   // the time since this page received them is added to the axis and the running bars.
   function tick() {
     var now = performance.now();
+    document.querySelectorAll("[data-so-far-ms]").forEach(function (time) {
+      if (time._tlReceived === undefined) { time._tlReceived = now; return; }
+      var ms = Number(time.getAttribute("data-so-far-ms")) + Math.round(now - time._tlReceived);
+      var text = formatMs(ms);
+      if (time.textContent !== text) time.textContent = text;
+    });
+    document.querySelectorAll("[data-tl-first-token-wait]").forEach(function (flag) {
+      var link = flag.closest(".tl-link");
+      var id = link && link.getAttribute("data-step");
+      var text = id && document.getElementById("step-" + id + "-text");
+      var reasoning = id && document.getElementById("step-" + id + "-reasoning");
+      if ((text && text.textContent) || (reasoning && reasoning.textContent)) {
+        flag.removeAttribute("data-tl-first-token-wait");
+        flag.textContent = "streaming";
+      }
+    });
     document.querySelectorAll(".tl-body[data-running]").forEach(function (body) {
       if (body._tlReceived === undefined) { body._tlReceived = now; return; }
       var details = body.closest("details");

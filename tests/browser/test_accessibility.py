@@ -217,7 +217,7 @@ def test_esc_used_by_an_open_dialog_does_not_stop_the_run(start_app, browser_pag
     }""")  # fmt: skip
     page.keyboard.press("Escape")  # an open dialog takes it
     assert page.get_attribute(".run-status", "data-status") == "running"
-    assert not page.locator(".stop[disabled]").count()
+    assert not page.locator("#send[aria-disabled=true]").count()
 
     page.evaluate("document.getElementById('test-dialog').remove()")
     page.keyboard.press("Escape")

@@ -86,7 +86,7 @@ def test_a_running_run_shows_its_cards_open_and_folds_them_when_stopped(start_ap
     run = page.locator(".run").first
     assert open_states(run) == [True, True, True]
 
-    page.click(".run-status .stop")
+    page.click("#send[data-mode=stop]")
     page.wait_for_selector(".run-status[data-status=cancelled]")
     assert open_states(page.locator(".run").first) == [False, False, False]
 
@@ -217,7 +217,7 @@ def test_an_answer_cut_by_stop_keeps_the_answer_style_with_a_note(start_app, bro
         "() => { const t = document.querySelector('.turn-text.streaming');"
         " return t && t.textContent.trim().length > 0; }"
     )
-    page.click(".run-status .stop")
+    page.click("#send[data-mode=stop]")
     page.wait_for_selector(".run-status[data-status=cancelled]")
 
     turn = page.locator(".turn").last

@@ -31,14 +31,15 @@ def test_stop_cancels_the_run_in_both_tabs_and_the_chat_goes_on(start_app, brows
     page.fill("#composer-input", QUESTION)
     page.press("#composer-input", "Enter")
     page.wait_for_selector(".tool-card[data-status=running]")
-    other.wait_for_selector(".run-status .stop")  # the other tab can stop too
-    page.click(".run-status .stop")
+    other.wait_for_selector("#send[data-mode=stop]")  # the other tab can stop too
+    page.click("#send[data-mode=stop]")
 
     for tab in (page, other):
         tab.wait_for_selector(".run-status[data-status=cancelled]")
         status = tab.inner_text(".run-status")
         assert "Cancelled" in status and "Stopped at your request" in status
         assert tab.locator(".run-status .stop").count() == 0
+        assert tab.inner_text("#send") == "Send"
         assert tab.locator(".tool-card[data-status=running]").count() == 0
         assert tab.locator(".tool-card.unfinished[data-status=error]").count() == 3
         assert "tool error" not in status  # they did not fail: they never answered

@@ -76,7 +76,7 @@ def test_a_stopped_run_shows_the_tokens_and_cost_of_its_finished_model_turn(
     page.fill("#composer-input", TRAVEL_QUESTION)
     page.press("#composer-input", "Enter")
     page.wait_for_selector(".tool-card[data-status=running]")  # its first turn has ended
-    page.click(".run-status .stop")
+    page.click("#send[data-mode=stop]")
     page.wait_for_selector(".run-status[data-status=cancelled]")
     status = page.locator(".run-status")
     summary = status.locator(".run-usage summary").inner_text()

@@ -50,7 +50,10 @@ def make_run(
     """Store a run: a model turn asking for ``calls`` (name, id, args, result, status),
     the tool steps, then the answer turn. Error counts are set as the recorder sets them."""
     now = started_at or timezone.now()
-    message = Message.objects.create(conversation=conversation, role="user", content=question)
+    # Linked to the question before it, as run_start links a question to its branch's leaf.
+    before = conversation.messages.filter(role="user").order_by("-id").values_list("id").first()
+    message = Message.objects.create(conversation=conversation, role="user", content=question,
+                                     parent_id=before[0] if before else None)  # fmt: skip
     run = AgentRun.objects.create(
         conversation=conversation, user_message=message, strategy="tool_calling",
         provider="demo", model_name=model_name, status=status, started_at=now,

@@ -240,7 +240,10 @@ async def test_bad_duplicate_and_foreign_decisions_are_refused_and_change_nothin
     await tab.disconnect()
 
 
-async def test_a_message_while_waiting_is_refused_and_stop_ends_the_waiting_run():
+async def test_with_no_queue_a_message_while_waiting_is_refused_and_stop_ends_the_run(
+    settings,
+):
+    settings.CHAT_MAX_QUEUED = 0  # the queue off: refused as before it (docs/queue.md)
     user, conversation = await make_conversation()
     tab, _ = await ask_and_wait(conversation, user)
 

@@ -277,8 +277,12 @@ async def test_someone_elses_conversation_closes_the_socket():
         await communicator.disconnect()  # the server would; ends the app
 
 
-async def test_a_second_message_while_a_run_is_going_is_refused(scripted_model):
+async def test_with_no_queue_a_second_message_while_a_run_is_going_is_refused(
+    scripted_model, settings
+):
     from chat.consumers import RUN_GOING
+
+    settings.CHAT_MAX_QUEUED = 0  # the queue off: refused as before it (docs/queue.md)
 
     go_on = asyncio.Event()
     scripted_model.script = [AIMessage("a long answer " * 20)]

@@ -79,7 +79,9 @@ def test_a_run_renders_start_to_end_from_what_each_store_call_loaded(strategy):
     run = _start(conversation)
     with no_queries():
         started = fragments.run_started(run)
+        resumed = fragments.run_resumed(run)
     assert f'id="run-{run.pk}"' in started
+    assert 'data-status="running"' in resumed and 'hx-swap-oob="true"' in resumed
     shown = _steps(run)
     assert len(shown) == 8 and 'data-status="success"' in shown[-3]
     assert "format error" in shown[-1]
@@ -161,3 +163,18 @@ def test_a_card_with_an_image_and_an_artifact_renders_without_a_query():
         html = fragments.step_replaced(call)
     assert html.count("<img ") == 1 and f'src="data:image/png;base64,{image}"' in html
     assert '<details class="artifact"' in html and "&lt;b&gt;1&lt;/b&gt;" in html
+
+
+def test_the_queue_renders_from_what_the_store_listed_without_a_query():
+    from chat.models import QueuedMessage
+
+    conversation = Conversation.objects.create()
+    for text in ("second?", "third?"):
+        QueuedMessage.objects.create(conversation=conversation, content=text,
+                                     created_at=timezone.now())  # fmt: skip
+    listed = store.queue_list(conversation_id=conversation.pk)
+    with no_queries():
+        html = fragments.queue_replaced(listed)
+        empty = fragments.queue_replaced([])
+    assert html.count('class="queued-message"') == 2 and 'id="queued-messages"' in html
+    assert " hidden" in empty and 'hx-swap-oob="true"' in empty

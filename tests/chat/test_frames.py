@@ -54,3 +54,25 @@ def test_a_decision_whose_step_is_known_is_refused_beside_that_steps_card():
     with pytest.raises(DecisionRefused) as refused:
         parse({"type": "approval", "step": 3, "decision": "deny", "reason": 5})
     assert refused.value.step_id == 3 and str(refused.value) == BAD_DECISION
+
+
+def test_a_queued_messages_remove_and_send_now_and_a_messages_client_id_are_parsed():
+    from chat.frames import (
+        BAD_CLIENT_ID,
+        BAD_QUEUED,
+        QueueFrameRefused,
+        SteerFrame,
+        UnqueueFrame,
+    )
+
+    assert parse({"type": "unqueue", "queued": "12", "HEADERS": {}}) == UnqueueFrame(12)
+    assert parse({"type": "steer", "queued": 12}) == SteerFrame(12)
+    assert parse({"content": "hi", "client_id": "a-1_B"}) == MessageFrame("hi", "a-1_B")
+    for bad in (None, "x", 0, -1, True, "9" * 30):
+        with pytest.raises(QueueFrameRefused, match="'queued'") as refused:
+            parse({"type": "unqueue", "queued": bad})
+        assert str(refused.value) == BAD_QUEUED
+    for bad in (12, "has space", "x" * 65, "é"):
+        with pytest.raises(FrameRefused) as refused:
+            parse({"content": "hi", "client_id": bad})
+        assert str(refused.value) == BAD_CLIENT_ID

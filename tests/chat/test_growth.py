@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from django.contrib.auth.models import User
@@ -221,6 +222,9 @@ def bulk_exchanges(conversation: Conversation, count: int) -> list[int]:
         Message(conversation=conversation, role="user", content=f"Question {n}?")
         for n in range(count)
     )
+    for before, question in pairwise(questions):
+        question.parent = before  # in line, as run_start links each to the branch's leaf
+    Message.objects.bulk_update(questions[1:], ["parent"])
     runs = AgentRun.objects.bulk_create(
         _bulk_run(question, kind, start + timedelta(minutes=n))
         for n, (question, kind) in enumerate(zip(questions, kinds, strict=True))

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import time
 from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -246,6 +247,9 @@ def exchanges_rows(conversation, count: int) -> None:
         Message(conversation=conversation, role=Message.Role.USER, content=f"Rooms in town {n}?")
         for n in range(count)
     )
+    for before, question in pairwise(questions):
+        question.parent = before  # in line, as run_start links each to the branch's leaf
+    Message.objects.bulk_update(questions[1:], ["parent"])
     runs = AgentRun.objects.bulk_create(
         AgentRun(conversation=conversation, user_message=question, strategy="tool_calling",
                  provider="demo", model_name="m", status=RunStatus.SUCCEEDED, started_at=now,
@@ -295,7 +299,7 @@ async def test_a_conversation_of_1000_messages_still_answers_within_the_window(s
     )
     finished = await execute_run(row.pk, model=model, tools=[bnb_rooms])
 
-    assert len(exchanges) == 500 and queries == 2, loaded_ms
+    assert len(exchanges) == 500 and queries == 3, loaded_ms
     assert all(len(e.turns) == 2 and len(e.calls) == 1 for e in exchanges)
     assert finished.status == RunStatus.SUCCEEDED
     (sent,) = model.prompts

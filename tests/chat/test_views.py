@@ -15,7 +15,10 @@ pytestmark = pytest.mark.django_db
 
 def stored_run(conversation: Conversation, *, question: str, result: str, answer: str) -> AgentRun:
     now = timezone.now()
-    message = Message.objects.create(conversation=conversation, role="user", content=question)
+    # Linked to the question before it, as run_start links a question to its branch's leaf.
+    before = conversation.messages.filter(role="user").order_by("-id").values_list("id").first()
+    message = Message.objects.create(conversation=conversation, role="user", content=question,
+                                     parent_id=before[0] if before else None)  # fmt: skip
     run = AgentRun.objects.create(
         conversation=conversation, user_message=message, strategy="tool_calling",
         provider="demo", model_name="demo-scripted", status="succeeded", started_at=now,

@@ -1,0 +1,133 @@
+"""The queue and Send while offline, in Chromium: messages sent while a run goes wait
+under it (removable), go when it ends; Send with the connection down says so at once,
+keeps the text, and nothing is sent twice once it is back."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS
+from tests.browser.test_accessibility import assert_accessible
+from tests.timing import WAIT_S
+
+pytestmark = pytest.mark.browser
+
+QUESTION = "What's the weather in Hangzhou, and what is 17*23?"
+SECOND = "And in Chengdu?"
+THIRD = "And in Suzhou?"
+# The page reconnects every 250 ms rather than after htmx's back-off (tests/browser/test_crash.py).
+RECONNECT_AT_ONCE = (
+    "document.addEventListener('DOMContentLoaded', () => {"
+    " htmx.config.wsReconnectDelay = () => 250; })"
+)
+
+
+def finished_runs(page, count: int) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('.run-status:not([data-status=running])').length >= n",
+        arg=count,
+    )
+
+
+def send(page, text: str) -> None:
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+
+
+def stored_questions(database) -> list[str]:
+    with sqlite3.connect(database, timeout=WAIT_S) as db:
+        rows = db.execute("SELECT content FROM chat_message WHERE role = 'user' ORDER BY id")
+        return [content for (content,) in rows]
+
+
+def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
+    fake_provider, start_app, browser_page
+):
+    provider = fake_provider("ok+hold,ok")
+    app = start_app(env=provider.env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector(".run-status[data-status=running]")
+
+    send(page, SECOND)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+    page.wait_for_function("() => document.getElementById('composer-input').value === ''")
+    send(page, THIRD)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
+    assert page.locator("#queued-messages .queued-message").count() == 2
+    assert_accessible(page, "two messages queued")
+    page.screenshot(path=str(ARTIFACTS / "browser-queue.png"))
+
+    third = page.locator(".queued-message", has_text=THIRD)
+    third.get_by_role("button", name=f"Remove from the queue: {THIRD}").click()
+    page.wait_for_function("() => !document.body.innerText.includes('And in Suzhou?')")
+    page.reload()  # the reload shows the queue as the live page did
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator("#queued-messages .queued-text").all_inner_texts() == [SECOND]
+
+    provider.release()
+    finished_runs(page, 2)
+    assert page.locator(".run").count() == 2
+    assert SECOND in page.locator(".run").nth(1).locator(".msg.user").inner_text()
+    assert page.locator("#queued-messages").is_hidden()
+    assert stored_questions(app.database) == [QUESTION, SECOND]
+    assert not page.dialogs
+
+
+def test_stop_and_send_now_from_the_keyboard_sends_that_message_next(
+    fake_provider, start_app, browser_page
+):
+    provider = fake_provider("ok+hold,ok,ok")
+    app = start_app(env=provider.env)
+    page = browser_page
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector(".run-status[data-status=running]")
+    send(page, SECOND)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+    send(page, THIRD)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
+
+    page.get_by_role("button", name=f"Stop and send now: {THIRD}").focus()
+    page.keyboard.press("Enter")
+    finished_runs(page, 3)
+
+    runs = page.locator(".run")
+    assert runs.nth(0).locator(".run-status").get_attribute("data-status") == "cancelled"
+    assert [runs.nth(n).locator(".msg.user").inner_text() for n in (1, 2)] == [THIRD, SECOND]
+    assert stored_questions(app.database) == [QUESTION, THIRD, SECOND]
+    provider.release()  # the held answer's connection, long closed by the Stop
+
+
+def test_send_while_the_connection_is_down_says_so_keeps_the_text_and_sends_once(
+    start_app, browser_page
+):
+    app = start_app()
+    page = browser_page
+    page.add_init_script(RECONNECT_AT_ONCE)
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+
+    app.process.terminate()  # the connection goes down
+    app.process.wait(timeout=WAIT_S)
+    page.wait_for_selector("#connection[data-state=closed]")
+    for _ in range(3):  # pressed again and again, as people do
+        send(page, QUESTION)
+    assert "Not sent: the live connection is down" in page.inner_text("#chat-error")
+    assert page.input_value("#composer-input") == QUESTION  # kept
+
+    back = start_app(database=app.database, port=app.port)
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator(".run").count() == 0  # nothing went out on reconnect
+    page.press("#composer-input", "Enter")
+    finished_runs(page, 1)
+    assert page.input_value("#composer-input") == ""
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator(".run").count() == 1
+    assert stored_questions(back.database) == [QUESTION]
