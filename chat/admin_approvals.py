@@ -40,9 +40,16 @@ from chat.approvals import policy_of
 from chat.display import arguments_json
 from chat.export import owner_label
 from chat.forms import DecisionForm
-from chat.models import Approval, ApprovalOutcome, ToolApprovalPolicy, ToolGrant
+from chat.models import (
+    AgentStep,
+    Approval,
+    ApprovalOutcome,
+    StepKind,
+    ToolApprovalPolicy,
+    ToolGrant,
+)
 from chat.templatetags.chat_tags import reveal_hidden
-from chat.traces.viewing import shown_queryset
+from chat.traces.viewing import redact_loaded, redactor_for, shown_queryset
 
 logger = logging.getLogger(__name__)
 
@@ -189,11 +196,13 @@ class ApprovalAdmin(ReadOnlyAdmin):
     )  # fmt: skip
     fields = (
         ("tool", "tool_call_id"), ("run_link", "conversation_link", "owner"),
-        ("requested_full", "expires_full"), ("outcome", "decided_by_shown", "decided_full"),
+        "question", "model_said", ("requested_full", "expires_full"),
+        ("outcome", "decided_by_shown", "decided_full"),
         "reason", "always_allowed", "arguments_full", "edited_arguments_full",
     )  # fmt: skip
     readonly_fields = (
-        "tool", "tool_call_id", "run_link", "conversation_link", "owner", "requested_full",
+        "tool", "tool_call_id", "run_link", "conversation_link", "owner", "question",
+        "model_said", "requested_full",
         "expires_full", "outcome", "decided_by_shown", "decided_full", "reason",
         "always_allowed", "arguments_full", "edited_arguments_full",
     )  # fmt: skip
@@ -204,8 +213,29 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Approval]:
         """Return the approvals with the run and conversation their pages read, redacted
         (arguments, reason, the conversation's title) for staff who may not read them."""
-        approvals = super().get_queryset(request).select_related("run__conversation__owner")
+        approvals = (
+            super()
+            .get_queryset(request)
+            .select_related("run__conversation__owner", "run__user_message", "step")
+        )
         return shown_queryset(request.user, approvals)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Approval | None:
+        """Return the approval with what its page shows around the call: the run's
+        question (loaded with it) and the model turn that asked for the call
+        (``turn_before``, one query), both redacted as the rest of the page is."""
+        approval = super().get_object(request, object_id, from_field)
+        if approval is not None:
+            approval.turn_before = (
+                AgentStep.objects.filter(run_id=approval.run_id, kind=StepKind.MODEL_TURN,
+                                         iteration=approval.step.iteration)
+                .order_by("ordinal").first()
+            )  # fmt: skip
+            if approval.turn_before is not None:
+                redact_loaded(redactor_for(request.user), approval.turn_before)
+        return approval
 
     def has_decide_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("chat.decide_approval")
@@ -302,6 +332,21 @@ class ApprovalAdmin(ReadOnlyAdmin):
             "</span>",
             label, when(approval.expires_at, LIST_TIME),
         )  # fmt: skip
+
+    @admin.display(description="the question")
+    def question(self, approval: Approval) -> SafeString:
+        """Return the question of the run that asked for the call."""
+        return format_html(PRE, reveal_hidden(approval.run.user_message.content))
+
+    @admin.display(description="what the model said before the call")
+    def model_said(self, approval: Approval) -> SafeString | str:
+        """Return the text of the model turn that asked for the call (a text strategy's
+        reply the call was read from), or a dash when it wrote none."""
+        turn = getattr(approval, "turn_before", None)
+        text = (turn.text if turn is not None else "") or approval.step.text
+        if not text.strip():
+            return "– (nothing: the model only asked for tool calls)"
+        return format_html(PRE, reveal_hidden(text))
 
     @admin.display(description="requested at")
     def requested_full(self, approval: Approval) -> str:

@@ -80,6 +80,15 @@ class StepKind(models.TextChoices):
     TOOL_CALL = "tool_call", "Tool call"
 
 
+class TitleSource(models.TextChoices):
+    """Who made a conversation's title: only one made from the question may be replaced
+    by the model's (chat/titles.py); one its owner gave never is."""
+
+    QUESTION = "question", "Made from the first question"
+    MODEL = "model", "Made by the model"
+    OWNER = "owner", "Given by its owner"
+
+
 class Conversation(models.Model):
     """A chat, owned by a logged-in user or, for a visitor, by one browser's guest key.
 
@@ -96,6 +105,9 @@ class Conversation(models.Model):
     )
     guest_key = models.CharField(max_length=64, blank=True, db_index=True)
     title = models.CharField(max_length=200, blank=True)
+    title_source = models.CharField(
+        max_length=16, choices=TitleSource.choices, default=TitleSource.QUESTION
+    )
     strategy = models.CharField(
         max_length=32, choices=Strategy.choices, default=Strategy.TOOL_CALLING
     )

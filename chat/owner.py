@@ -50,6 +50,7 @@ from chat.runs import (
     stop_paused_if_asked,
     through_cancels,
 )
+from chat.titles import title_after_run
 from chat.traces import live as telemetry
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class RunOwner:
         self._runs: dict[int, LocalRun] = {}
         self._channel: asyncio.Future[str] = self.loop.create_future()
         self._background: list[asyncio.Task[None]] = []
+        self._titles: set[asyncio.Task[str]] = set()
         # Conversations whose queued message the rate limit holds: until when (loop time).
         self._held: dict[int, float] = {}
         self._sending: set[asyncio.Task[None]] = set()
@@ -113,9 +115,9 @@ class RunOwner:
 
     async def close(self) -> None:
         """Stop the background work (not the runs: see :meth:`finish_runs`)."""
-        for task in self._background:
+        for task in [*self._background, *self._titles]:
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*self._background, *self._titles, return_exceptions=True)
         if self._channel.done() and not self._channel.cancelled():
             try:
                 await self.layer.group_discard(OWNERS_GROUP, self._channel.result())
@@ -226,6 +228,8 @@ class RunOwner:
             finally:
                 if heartbeat is not None:
                     heartbeat.cancel()
+            if finished.status != RunStatus.WAITING:
+                self.title_after(finished)
             if finished.status == RunStatus.WAITING:
                 # Decisions that came while the turn's other calls ran found it not
                 # paused yet, and left its resuming to whoever finds it ready: here.
@@ -256,6 +260,21 @@ class RunOwner:
 
         task.add_done_callback(forget)
         return task
+
+    def title_after(self, run: AgentRun) -> None:
+        """Ask, in the background, for a model-made title of the ended run's conversation
+        (:func:`chat.titles.title_after_run`: due only after its first run with a real
+        model). A ``server``'s work alone: a command's process ends with its run."""
+        entry = run.provider_entry
+        if not self.server or self.stopping or entry is None or entry.scripted:
+            return
+        task = self.loop.create_task(title_after_run(run.pk, self.layer), name=f"title-{run.pk}")
+        self._titles.add(task)
+        task.add_done_callback(self._titles.discard)
+
+    def background_jobs(self) -> set[asyncio.Task[Any]]:
+        """Return the owner's jobs after runs that are still going (model-made titles)."""
+        return set(self._titles)
 
     async def _send_next_after(self, run_id: int, conversation_id: int | None = None) -> None:
         """Send the next queued message of run ``run_id``'s conversation, the run having
@@ -452,12 +471,13 @@ def _expire_and_find_ready(*, now: Any) -> list[int]:
 _current: RunOwner | None = None
 
 
-def running_tasks() -> set[asyncio.Task[AgentRun | None]]:
-    """Return the run tasks of this event loop's owner (none if it has none yet)."""
+def running_tasks() -> set[asyncio.Task[Any]]:
+    """Return the run tasks of this event loop's owner, and its jobs after runs (none if
+    it has none yet)."""
     owner = _current
     if owner is None or owner.loop is not asyncio.get_running_loop():
         return set()
-    return set(owner.running().values())
+    return set(owner.running().values()) | owner.background_jobs()
 
 
 def current() -> RunOwner:

@@ -48,6 +48,12 @@ class Row:
     first_token_ms: int | None = None
     format_error: bool = False
     unfinished: bool = False
+    # A held call's wait for a person's decision (its Approval's requested_at to
+    # decided_at), on the same axis; ``waiting`` while nobody has decided yet.
+    wait_start_ms: int | None = None
+    wait_end_ms: int | None = None
+    waiting: bool = False
+    decision: str = ""
     streaming: bool = False
 
     @property
@@ -69,6 +75,21 @@ class Row:
     def width_pct(self) -> float:
         """Return the bar's length, in percent of the axis."""
         return 100 * self.duration_ms / self.span_ms
+
+    @property
+    def waited_ms(self) -> int:
+        """Return how long the call waited for a decision (so far), 0 if not held."""
+        if self.wait_start_ms is None or self.wait_end_ms is None:
+            return 0
+        return self.wait_end_ms - self.wait_start_ms
+
+    @property
+    def wait_style(self) -> str:
+        """Return the CSS position of the wait for a decision ("" if not held)."""
+        if self.wait_start_ms is None:
+            return ""
+        left, width = 100 * self.wait_start_ms / self.span_ms, 100 * self.waited_ms / self.span_ms
+        return f"left: {left:.3f}%; width: {width:.3f}%"
 
     @property
     def first_token_pct(self) -> float | None:
@@ -121,8 +142,27 @@ class Timeline:
 
     @property
     def tool_calls(self) -> int:
-        """Return how many tool calls (format errors included) the run has had."""
-        return sum(1 for row in self.rows if not row.is_model_turn)
+        """Return how many tool calls the run has had, format errors left out: the
+        status line's count (``AgentRun.tool_call_count``), so the two agree."""
+        return sum(1 for row in self.rows if not row.is_model_turn and not row.format_error)
+
+    @property
+    def format_errors(self) -> int:
+        """Return how many of its calls never ran: the model's output did not parse."""
+        return sum(1 for row in self.rows if row.format_error)
+
+    @property
+    def waited_ms(self) -> int:
+        """Return the time its held calls waited for decisions (overlapping waits once)."""
+        spans = sorted((r.wait_start_ms, r.wait_end_ms) for r in self.rows
+                       if r.wait_start_ms is not None and r.wait_end_ms is not None)  # fmt: skip
+        total, reached = 0, 0
+        for start, end in spans:
+            start = max(start, reached)
+            if end > start:
+                total += end - start
+                reached = end
+        return total
 
 
 def _ms(later: datetime, earlier: datetime) -> int:
@@ -147,6 +187,15 @@ def step_name(step: Any) -> str:
     return step.tool_name or "(no tool named)"
 
 
+def held_approval(step: Any) -> Any | None:
+    """Return the approval a held call waited for when it was loaded with the step
+    (``select_related``, or set by the recorder), else None: never a query."""
+    state = getattr(step, "_state", None)
+    if state is not None:
+        return state.fields_cache.get("approval")
+    return getattr(step, "approval", None)  # a plain object (tests)
+
+
 def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
     """Return the timeline of ``run`` (an AgentRun) from ``steps`` (its AgentSteps).
 
@@ -161,12 +210,24 @@ def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
     running = run.finished_at is None
     run_end = now if running else run.finished_at
     spans: list[tuple[Any, int, int, bool]] = []
+    waits: dict[int, tuple[int, int, bool, str]] = {}
     for step in steps:
         start = _ms(step.started_at or origin, origin)
         is_running = step.status == StepStatus.RUNNING
         finished = step.finished_at if step.finished_at and not is_running else run_end
-        spans.append((step, start, max(start, _ms(finished, origin)), is_running))
-    span = max([1, _ms(run_end, origin), *(end for _, _, end, _ in spans)])
+        end = max(start, _ms(finished, origin))
+        if (approval := held_approval(step)) is not None and approval.requested_at:
+            undecided = approval.decided_at is None
+            decided = run_end if undecided else approval.decided_at
+            wait_start = _ms(approval.requested_at, origin)
+            wait_end = max(wait_start, _ms(decided, origin))
+            waits[id(step)] = (wait_start, wait_end, undecided, approval.outcome)
+            # Its own bar is the call running, after the decision (none while it waits).
+            start = max(start, wait_end)
+            end = max(start, end) if step.status != StepStatus.PENDING else start
+        spans.append((step, start, end, is_running))
+    span = max([1, _ms(run_end, origin), *(end for _, _, end, _ in spans),
+                *(end for _, end, _, _ in waits.values())])  # fmt: skip
     rows = tuple(
         Row(
             step_id=step.pk,
@@ -183,10 +244,19 @@ def timeline_of(run: Any, steps: Iterable[Any], *, now: datetime) -> Timeline:
             unfinished=bool(getattr(step, "is_unfinished", False)),
             streaming=step.kind == MODEL_TURN
             and bool(getattr(step, "text", "") or getattr(step, "reasoning", "")),
+            **_wait_fields(waits.get(id(step)), running),
         )
         for step, start, end, is_running in spans
     )
     return Timeline(run_id=run.pk, rows=rows, span_ms=span, running=running, ticks=ticks(span))
+
+
+def _wait_fields(wait: tuple[int, int, bool, str] | None, running: bool) -> dict[str, Any]:
+    if wait is None:
+        return {}
+    start, end, undecided, outcome = wait
+    return {"wait_start_ms": start, "wait_end_ms": end, "waiting": undecided and running,
+            "decision": outcome}  # fmt: skip
 
 
 def overlaps(a: Row, b: Row) -> bool:

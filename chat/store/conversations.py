@@ -18,19 +18,22 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Length, Substr
 
 from agents.history import CallRecord, Exchange, TurnRecord
-from chat.models import AgentStep, Conversation, Message, RunStatus, StepKind, StepStatus
+from chat.models import (
+    AgentStep,
+    Conversation,
+    Message,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    TitleSource,
+)
+
+# Re-exported: store.runs and store.limits take them from here.
+from chat.store.titles import TITLE_LENGTH as TITLE_LENGTH
+from chat.store.titles import title_from as title_from
 from chat.store.tree import exchange_path
 
-TITLE_LENGTH = 60
 GUEST_KEY = "chat_guest_key"
-
-
-def title_from(content: str) -> str:
-    """Return a conversation title from a question: one line, at most TITLE_LENGTH."""
-    title = " ".join(content.split())
-    if len(title) > TITLE_LENGTH:
-        title = title[: TITLE_LENGTH - 1] + "…"
-    return title
 
 
 @dataclass(frozen=True)
@@ -297,7 +300,10 @@ def conversation_rename(*, owner: Owner, conversation_id: int, title: str) -> Co
     if conversation is None:
         return None
     conversation.title = clean_title(title)
-    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    conversation.title_source = TitleSource.OWNER  # never replaced by a model's title
+    Conversation.objects.filter(pk=conversation.pk).update(
+        title=conversation.title, title_source=conversation.title_source
+    )
     return conversation
 
 

@@ -16,6 +16,10 @@ from chat.timeline import Row, Timeline, timeline_of
 
 register = template.Library()
 
+# A decision as the wait's note says it (ApprovalOutcome values; fixed text).
+DECISION_WORDS = {"approved": "approved", "denied": "denied", "expired": "expired: nobody decided",
+                  "cancelled": "the run was stopped"}  # fmt: skip
+
 
 @register.simple_tag
 def run_timeline(run: Any, steps: Iterable[Any]) -> Timeline:
@@ -57,6 +61,8 @@ def _row_html(row: Row) -> str:
     title = escape(f"{row.name}: {took}, from {start} to {end}")
     flag = _flag(row)
     meta = [f'<span class="tl-duration" data-tl-duration>{took}</span>']
+    if row.status == "pending":
+        meta = []  # a held call that has not run has no time of its own: only its wait
     if flag == WAITING_FOR_FIRST_TOKEN:
         meta.append(f'<span class="tl-flag" data-tl-first-token-wait>{flag}</span>')
     elif flag:
@@ -64,6 +70,22 @@ def _row_html(row: Row) -> str:
     if row.first_token_ms is not None:
         first = duration(row.first_token_ms)
         meta.append(f'<span class="tl-first-token">first token {first}</span>')
+    decision = ""
+    if row.wait_start_ms is not None:
+        if row.waiting:
+            classes += " waiting"
+            said = "waiting for a decision"
+        else:
+            said = f"waited {duration(row.waited_ms)} for a decision"
+            if row.decision in DECISION_WORDS:
+                said += f" ({DECISION_WORDS[row.decision]})"
+        meta.append(f'<span class="tl-decision-note" data-tl-waited>{said}</span>')
+        title = escape(f"{row.name}: {said}; ran {took}, from {start} to {end}")
+        decision = (
+            f'<span class="tl-decision" style="{row.wait_style}"'
+            f' data-start-ms="{int(row.wait_start_ms)}" data-end-ms="{int(row.wait_end_ms or 0)}">'
+            "</span>\n"
+        )
     meta.append(f'<span class="tl-sr">, from {start} to {end}</span>')
     wait = f'<span class="tl-wait" style="{row.first_token_style}"></span>'
     return (
@@ -72,7 +94,7 @@ def _row_html(row: Row) -> str:
         f' title="{title}">\n'
         f'<span class="tl-label">\n<span class="tl-name">{reveal_hidden(row.name)}</span>\n'
         f'<span class="tl-meta">\n' + "\n".join(meta) + "\n</span>\n</span>\n"
-        f'<span class="tl-track" aria-hidden="true">\n'
+        f'<span class="tl-track" aria-hidden="true">\n{decision}'
         f'<span class="tl-bar" style="{row.style}" data-start-ms="{int(row.start_ms)}"'
         f' data-end-ms="{int(row.end_ms)}">{wait if row.first_token_style else ""}</span>\n'
         "</span>\n</a>\n</li>"

@@ -157,7 +157,74 @@
   }
   PHONE.addEventListener("change", fitHeader);
 
+  // The list's width: dragged by its handle or set with its arrow keys (WAI-ARIA's
+  // window splitter pattern), kept in localStorage for every page of this browser.
+  var WIDTH_KEY = "sidebar-width", WIDTH_DEFAULT = 260, WIDTH_MIN = 200, WIDTH_MAX = 560;
+  var WIDTH_STEP = 16;
+
+  function widthLimit() { return Math.max(WIDTH_MIN, Math.min(WIDTH_MAX, window.innerWidth - 420)); }
+
+  function setWidth(px, save) {
+    var frame = layout(), handle = $("sidebar-resizer");
+    if (!frame || !handle) return;
+    var width = Math.round(Math.max(WIDTH_MIN, Math.min(widthLimit(), px)));
+    frame.style.setProperty("--sidebar-width", width + "px");
+    handle.setAttribute("aria-valuenow", String(width));
+    handle.setAttribute("aria-valuemax", String(widthLimit()));
+    if (save) {
+      try { localStorage.setItem(WIDTH_KEY, String(width)); } catch (e) { /* off or full */ }
+    }
+  }
+
+  function currentWidth() {
+    var sidebar = $("sidebar");
+    return sidebar ? sidebar.getBoundingClientRect().width : WIDTH_DEFAULT;
+  }
+
+  function storedWidth() {
+    try { return Number(localStorage.getItem(WIDTH_KEY)) || 0; } catch (e) { return 0; }
+  }
+
+  var dragging = null;
+  document.addEventListener("pointerdown", function (event) {
+    var handle = event.target.closest && event.target.closest("#sidebar-resizer");
+    if (!handle || event.button !== 0) return;
+    event.preventDefault();
+    handle.setPointerCapture(event.pointerId);
+    dragging = { left: $("sidebar").getBoundingClientRect().left, handle: handle };
+    handle.classList.add("dragging");
+    layout().classList.add("resizing");
+  });
+  document.addEventListener("pointermove", function (event) {
+    if (dragging) setWidth(event.clientX - dragging.left, false);
+  });
+  function endDrag() {
+    if (!dragging) return;
+    dragging.handle.classList.remove("dragging");
+    layout().classList.remove("resizing");
+    dragging = null;
+    setWidth(currentWidth(), true);
+  }
+  document.addEventListener("pointerup", endDrag);
+  document.addEventListener("pointercancel", endDrag);
+  document.addEventListener("dblclick", function (event) {
+    if (event.target.closest && event.target.closest("#sidebar-resizer")) setWidth(WIDTH_DEFAULT, true);
+  });
+  document.addEventListener("keydown", function (event) {
+    if (!event.target.closest || !event.target.closest("#sidebar-resizer")) return;
+    var width = currentWidth(), step = event.shiftKey ? WIDTH_STEP * 4 : WIDTH_STEP;
+    var next = { ArrowLeft: width - step, ArrowRight: width + step, Home: WIDTH_MIN,
+                 End: widthLimit(), Enter: WIDTH_DEFAULT }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    setWidth(next, true);
+  });
+  window.addEventListener("resize", function () {
+    if (!PHONE.matches && $("sidebar-resizer")) setWidth(storedWidth() || WIDTH_DEFAULT, false);
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
+    if (storedWidth()) setWidth(storedWidth(), false);
     fitPlaceholder();
     fitHeader();
     syncTitle();

@@ -52,6 +52,14 @@
           var label = row.querySelector("[data-tl-duration]");
           if (label) label.textContent = formatMs(end - start);
         }
+        // A held call's wait for a decision grows while nobody has decided.
+        var wait = row.querySelector(".tl-decision");
+        if (wait) {
+          var from = Number(wait.dataset.startMs);
+          var to = Number(wait.dataset.endMs) + (row.classList.contains("waiting") ? elapsed : 0);
+          wait.style.left = (100 * from / span).toFixed(3) + "%";
+          wait.style.width = (100 * (to - from) / span).toFixed(3) + "%";
+        }
       });
     });
   }

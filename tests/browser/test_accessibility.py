@@ -14,6 +14,7 @@ import re
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, ROOT, create_superuser
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -109,7 +110,7 @@ def test_the_chat_page_is_accessible_empty_and_after_a_run_in_each_strategy(live
             page.click("button.new-chat")
             page.wait_for_selector("#connection[data-state=open]")
         if strategy != "tool_calling":
-            page.select_option("#strategy-select", strategy)
+            pick_setting(page, "#strategy-select", strategy)
             page.wait_for_selector("#tool-choice-select", state="detached")
         ask(page, MALFORMED_QUESTION)
         wait_for_the_run_to_end(page)
@@ -164,7 +165,7 @@ def test_a_model_turn_cut_by_stop_is_announced_as_stopped_not_failed(
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
     if strategy != "tool_calling":
-        page.select_option("#strategy-select", strategy)
+        pick_setting(page, "#strategy-select", strategy)
         page.wait_for_selector("#tool-choice-select", state="detached")
     ask(page, "hello")
     page.wait_for_selector(".turn[data-status=running] .turn-text:not(:empty)")
@@ -239,7 +240,7 @@ def test_every_control_of_the_chat_is_reached_and_used_from_the_keyboard(live_ap
     tags = {(item["tag"], item["id"] or item["cls"]) for item in reached}
     assert ("TEXTAREA", "composer-input") in tags
     assert ("BUTTON", "send") in tags
-    assert ("SELECT", "strategy-select") in tags
+    assert ("SUMMARY", "settings-toggle") in tags  # the settings wait behind it
     assert any(tag == "BUTTON" and "example" in name for tag, name in tags)
     unringed = [item for item in reached if item["tag"] != "BODY" and not item["ring"]]
     assert not unringed, f"focused without a visible ring: {unringed}"

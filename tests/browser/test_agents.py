@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +21,7 @@ def test_the_almanac_agent_draws_a_chart_with_its_mcp_server(live_app, browser_p
     assert "Agent: Travel assistant" in page.locator("#agent-badge").inner_text()
 
     with page.expect_navigation():  # the picker reloads the page as the new agent's
-        page.select_option("#agent-select", "almanac")
+        pick_setting(page, "#agent-select", "almanac")
     page.wait_for_selector("#connection[data-state=open]")
     assert "Agent: Almanac (MCP tools)" in page.locator("#agent-badge").inner_text()
     composer = page.locator("#composer-input")

@@ -264,5 +264,12 @@ def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
     assert "A tool call waits for your approval" in said
     # The decision's controls are reached from the keyboard.
     page.locator(f"{HELD} textarea[name=arguments]").focus()
-    page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.name") == "reason"
+    reached = []
+    for _ in range(4):
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.name"))
+    assert reached == ["always", "decision", "reason", "decision"]
+    assert page.evaluate("document.activeElement.value") == "deny"  # Approve came first
+    expiry = page.locator(f"{HELD} .approval-ask time[data-until]")
+    assert expiry.inner_text().startswith("in ") and "UTC" not in expiry.inner_text()
+    assert expiry.get_attribute("title").startswith("at ")  # the local time, by the script

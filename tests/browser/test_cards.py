@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -21,7 +22,7 @@ def open_chat(page, url: str, strategy: str = "tool_calling") -> None:
     page.goto(url + "/")
     page.wait_for_selector("#connection[data-state=open]")
     if strategy != "tool_calling":
-        page.select_option("#strategy-select", strategy)
+        pick_setting(page, "#strategy-select", strategy)
         page.wait_for_selector("#tool-choice-select", state="detached")
 
 

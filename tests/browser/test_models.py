@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -33,7 +34,7 @@ def test_a_chat_picks_a_model_from_the_file_and_its_run_names_it(
     assert page.inner_text("#model-badge") == "Model: Offline demo model (scripted, not an LLM)"
     host = provider.base_url.split("//")[1].split("/")[0]
 
-    page.select_option("#model-select", "fake")
+    pick_setting(page, "#model-select", "fake")
     # The picker's answer brings the header's badge with it.
     page.wait_for_selector(f"#model-badge:has-text('fake-model via {host}')")
     page.fill("#composer-input", "Hello?")

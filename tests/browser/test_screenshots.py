@@ -13,6 +13,7 @@ import sqlite3
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +41,7 @@ def test_the_travel_question_in_every_strategy_is_pictured_on_desktop_and_phone_
             page.click("button.new-chat")
             page.wait_for_selector("#connection[data-state=open]")
         if strategy != "tool_calling":
-            page.select_option("#strategy-select", strategy)
+            pick_setting(page, "#strategy-select", strategy)
             page.wait_for_selector("#tool-choice-select", state="detached")
         page.fill("#composer-input", TRAVEL_QUESTION)
         page.press("#composer-input", "Enter")

@@ -8,6 +8,7 @@ from itertools import pairwise
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import open_settings
 from tests.browser.test_accessibility import assert_accessible
 from tests.timing import WAIT_MS
 
@@ -288,6 +289,7 @@ def test_the_header_with_a_model_menu_takes_at_most_two_lines_on_a_desktop(
     page = new_page(browser_page, viewport={"width": 1366, "height": 900})
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
+    open_settings(page)  # the picker waits by the composer, out of the header
     assert page.locator("#model-select").is_visible()
     tops = page.evaluate(
         "[...document.querySelectorAll('.meta > span, .meta label, .meta .settings > span')]"

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.settings_panel import pick_setting
 
 pytestmark = pytest.mark.browser
 
@@ -33,7 +34,7 @@ def test_every_strategy_recovers_from_a_format_error_in_the_page(live_app, brows
         if number > 1:
             new_chat(page)
         if strategy != "tool_calling":
-            page.select_option("#strategy-select", strategy)
+            pick_setting(page, "#strategy-select", strategy)
             # The picker answers with itself re-rendered: native options go for text ones.
             page.wait_for_selector("#tool-choice-select", state="detached")
         page.fill("#composer-input", QUESTION)

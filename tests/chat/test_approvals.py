@@ -90,8 +90,14 @@ async def test_the_booking_call_waits_with_a_card_while_the_other_calls_ran():
     assert approval.outcome == ApprovalOutcome.PENDING and approval.expires_at is not None
     assert f'data-approval-form aria-label="Decide on this call to {BOOKING}"' in html
     assert f'name="step" value="{step.pk}"' in html
-    # Its expiry with the date, not only a time of day (found by the walkthrough).
-    assert f"counts as denied from {approval.expires_at:%Y-%m-%d %H:%M} UTC" in html
+    # Its expiry in relative words, the exact moment (with its date) in the <time>.
+    assert re.search(
+        r"counts as denied <time datetime=\""
+        + re.escape(approval.expires_at.isoformat())
+        + r'" data-until title="\w{3} \d+ \w{3}, \d\d:\d\d UTC">'
+        r"in (\d+ min|\d+ h( \d+ min)?|less than a minute)</time>",
+        html,
+    )
     ran = await database_sync_to_async(lambda: list(
         AgentStep.objects.filter(run=run, kind="tool_call").exclude(pk=step.pk)
         .values_list("tool_name", "status")

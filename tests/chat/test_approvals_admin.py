@@ -664,3 +664,27 @@ def test_a_waiting_runs_vanished_model_is_not_replaced_under_it(alice):
                                             old_key="retired", model_key="demo")  # fmt: skip
 
     assert kept.model_key == "retired"  # the run resumes with the model it began with
+
+
+def test_an_approvals_page_shows_the_question_and_what_the_model_said_before_the_call(alice):
+    _, conversation = alice
+    approval = held_call(conversation)
+    AgentStep.objects.filter(run=approval.run, kind="model_turn").update(
+        text="I will check the B&B in Suzhou for you."
+    )
+    client = Client()
+    staff(client)
+
+    html = client.get(f"/admin/chat/approval/{approval.pk}/change/").content.decode()
+
+    assert "the question" in html.lower() and "Book it" in html
+    assert "what the model said before the call" in html.lower()
+    assert "I will check the B&amp;B in Suzhou for you." in html
+
+
+def test_an_approvals_page_says_when_the_model_wrote_nothing_before_the_call(alice):
+    _, conversation = alice
+    client = Client()
+    staff(client)
+    html = client.get(f"/admin/chat/approval/{held_call(conversation).pk}/change/").content.decode()
+    assert "nothing: the model only asked for tool calls" in html

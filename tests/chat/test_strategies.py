@@ -111,7 +111,7 @@ def picker_post(client: Client, conversation: Conversation, **data) -> object:
 def test_an_empty_chat_shows_the_strategy_picker(alice):
     client, conversation = alice
     html = client.get(f"/c/{conversation.pk}/").content.decode()
-    assert 'id="conversation-settings" class="settings"' in html
+    assert '<details id="conversation-settings" class="settings-panel">' in html  # folded
     for value in ("tool_calling", "react", "structured_chat", "xml"):
         assert f'<option value="{value}"' in html
     assert '<option value="weather_forecast"' in html  # a named tool_choice
@@ -406,3 +406,11 @@ def test_ask_refuses_native_options_for_a_continued_conversation():
     with pytest.raises(CommandError, match="keeps the options it started with"):
         call_command("ask", "hi", conversation=conversation.pk, tool_choice="weather_forecast")
     assert not AgentRun.objects.exists()
+
+
+def test_a_change_answers_with_the_settings_open_and_what_each_does(alice):
+    client, conversation = alice
+    html = picker_post(client, conversation, strategy="react").content.decode()
+    assert '<details id="conversation-settings" class="settings-panel" open>' in html
+    assert "How the model asks for tools" in html
+    assert "Fixed at the first message." in html

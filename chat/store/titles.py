@@ -1,0 +1,142 @@
+"""Conversation titles: one made from the question offline, one made by the model later.
+
+A title tells a conversation apart from the owner's others, so the words that differ
+(places, names, dates, numbers) must survive: the offline title drops the openers every
+question shares ("Can you", "Plan 3 days in") and puts a trip's place first, squeezes
+articles out before it cuts, and never cuts away a name. A model-made title
+(:mod:`chat.titles`) replaces the offline one only while the conversation still has it
+(``Conversation.title_source``): a title its owner gave is never overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+
+from chat.models import Conversation, Message, TitleSource
+
+TITLE_LENGTH = 60
+ELLIPSIS = "…"
+
+# Courtesy and preamble that open many questions and tell none apart.
+_OPENER = re.compile(
+    r"^(?:(?:hi|hello|hey|ok|okay|so|please)\b[,!.]?\s+"
+    r"|(?:can|could|would|will) you(?: please)?\s+"
+    r"|(?:i(?:'d| would) like(?: you)? to|i (?:want|need)(?: you)? to|help me(?: to)?|let'?s)\s+"
+    r"|(?:what(?:'s| is| are)|how(?:'s| is| are)|tell me about|show me|give me)\s+(?:the\s+)?"
+    r"|请|帮我|麻烦你?|能不能|可以)",
+    re.IGNORECASE,
+)
+_NUMBER = r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|a"
+_CLOSER = re.compile(r"[,\s]+(?:please|thanks?(?: you)?)$|(?<=\S)[,，]?(?:谢谢你?)$", re.IGNORECASE)
+# "Plan 3 days in Hangzhou: ..." -> "Hangzhou, 3 days: ..."
+_TRIP = re.compile(
+    r"^(?i:(?:plan|planning|organi[sz]e|make|build|suggest)\s+(?:me\s+)?(?:an?\s+|my\s+)?"
+    rf"(?P<length>{_NUMBER})[ -](?P<unit>day|night|week|weekend)s?"
+    r"(?:[ -](?:trip|visit|itinerary|holiday|vacation|stay|tour|break))?"
+    r"\s+(?:in|to|at|around|for|through)\s+)(?P<place>[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*)*)"
+    r"(?P<rest>.*)$",
+)
+_TRIP_PLAIN = re.compile(
+    r"^(?:plan|planning|organi[sz]e|suggest)\s+(?:me\s+)?(?:an?\s+|my\s+)?"
+    r"(?P<what>(?:trip|visit|itinerary|holiday|vacation|stay|tour|day|weekend)\b.*)$",
+    re.IGNORECASE,
+)
+# Words a title can lose before it loses a word that matters.
+_SQUEEZE = re.compile(r"\b(?:the|a|an|some|please|me|my)\s+|(?<=,)\s+and\b", re.IGNORECASE)
+# A name, a date or a number: what usually tells two questions apart.
+_DISTINCT = re.compile(r"^(?:[A-Z][\w'&.-]*[a-z0-9][\w'&.-]*|[\w-]*\d[\w:/.-]*)$")
+_NOT_NAMES = {"I", "I'm", "I'd", "I'll", "I've"}
+
+
+def title_from(content: str) -> str:
+    """Return a conversation title from a question: one line, at most TITLE_LENGTH.
+
+    The shared openers are dropped, a trip's place comes first ("Plan 3 days in
+    Hangzhou: sights…" is "Hangzhou, 3 days: sights…"), articles go before words are
+    cut, and a name the cut would lose is kept in front.
+    """
+    text = " ".join(content.split())
+    core = _core(text) or text
+    if len(core) > TITLE_LENGTH:
+        core = _SQUEEZE.sub("", core)
+        core = " ".join(core.split())
+    if len(core) <= TITLE_LENGTH:
+        return core
+    cut = _cut(core, TITLE_LENGTH)
+    lost = _names(core[len(cut) - 1 :], kept=cut)
+    if lost:
+        head = ", ".join(lost[:3])
+        room = TITLE_LENGTH - len(head) - 2
+        if room > 12:
+            return f"{head}: {_cut(core, room)}"
+        return _cut(head, TITLE_LENGTH)
+    return cut
+
+
+def _core(text: str) -> str:
+    """Return the question without its openers and a trip's place first (then
+    capitalised), or as asked."""
+    asked = text = _CLOSER.sub("", text.rstrip(" ?？!！.。"))
+    while (opener := _OPENER.match(text)) and opener.end() < len(text):
+        text = text[opener.end() :]
+    if trip := _TRIP.match(text):
+        length, unit = trip["length"].lower(), trip["unit"].lower()
+        length = "1" if length in ("a", "one") else length
+        if unit == "weekend":
+            span = "weekend" if length == "1" else f"{length} weekends"
+        else:
+            span = f"{length} {unit}" + ("" if length == "1" else "s")
+        text = f"{trip['place']}, {span}{trip['rest']}"
+    elif plain := _TRIP_PLAIN.match(text):
+        text = plain["what"]
+    if text == asked:
+        return text
+    return text[:1].upper() + text[1:]
+
+
+def _cut(text: str, limit: int) -> str:
+    """Return ``text`` cut at a word boundary to at most ``limit`` characters with an
+    ellipsis (within a word only when one word is that long, as CJK text is)."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - len(ELLIPSIS)]
+    if " " in head and not text[len(head)].isspace():
+        word_start = head.rstrip().rsplit(" ", 1)[0]
+        if len(word_start) > limit // 2:
+            head = word_start
+    return head.rstrip(" ,;:·-—") + ELLIPSIS
+
+
+def _names(text: str, *, kept: str) -> list[str]:
+    """Return the names, dates and numbers of ``text`` that ``kept`` does not hold."""
+    found: list[str] = []
+    for raw in text.split():
+        word = raw.strip(".,;:!?()[]\"'“”‘’…")
+        if not word or word in _NOT_NAMES or not _DISTINCT.match(word):
+            continue
+        if word not in kept and word not in found:
+            found.append(word)
+    return found
+
+
+def conversation_title_from_model(*, conversation_id: int, offline: str, title: str) -> bool:
+    """Set a model-made title if the conversation still has its offline one; return
+    whether it did.
+
+    One conditional UPDATE (made from the question, and still ``offline``, in its WHERE),
+    so a rename by its owner, before or while the model answered, always wins.
+    """
+    return bool(
+        Conversation.objects.filter(
+            pk=conversation_id, title=offline, title_source=TitleSource.QUESTION
+        ).update(title=title, title_source=TitleSource.MODEL)
+    )
+
+
+def first_question(*, conversation_id: int) -> Message | None:
+    """Return the conversation's first question (its offline title's source)."""
+    return (
+        Message.objects.filter(conversation_id=conversation_id, role=Message.Role.USER)
+        .order_by("created_at", "id")
+        .first()
+    )
