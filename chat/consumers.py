@@ -231,7 +231,7 @@ def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
     except store.RateLimited as exc:
         refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
     else:
-        return Accepted(interrupted, run.pk, fragments.branch_shown(run.conversation))
+        return Accepted(interrupted, fragments.branch_shown(run.conversation), run_id=run.pk)
     raise MessageRefused(refusal, interrupted=interrupted)
 
 
