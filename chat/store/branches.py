@@ -234,9 +234,10 @@ def conversation_fork(*, owner: Owner, conversation_id: int, question_id: int) -
     if conversation is None:
         raise BranchRefused(NOT_A_QUESTION)
     tree = question_tree(conversation.pk)
+    own = set(tree)  # before the walk: it adds the source's whole tree, every branch of it
     leaf = path_leaf(conversation, tree)
     on_path = set(ancestors(leaf, tree))
-    if question_id not in tree and question_id not in on_path:
+    if question_id not in own and question_id not in on_path:
         raise BranchRefused(NOT_A_QUESTION)
     if AgentRun.objects.filter(user_message_id=question_id, status__in=GOING).exists():
         raise BranchRefused(FORK_WHILE_GOING)  # the fork would show it half done, for good

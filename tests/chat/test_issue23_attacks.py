@@ -1,0 +1,210 @@
+"""Issue 23's branches, queue and comparisons attacked as a hostile user and a hostile
+world would: malformed frames, other people's ids, forks of forks, history after branch
+switches, ids too large for any row. Each test names the fault it found or the refusal
+it holds to."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+from langchain_core.messages import AIMessage
+
+from chat import store
+from chat.models import AgentRun, Conversation, QueuedMessage
+from chat.runs import create_run, execute_run
+from chat.store.branches import NOT_A_QUESTION
+from tests.chat.test_branches import asked, ended, make_conversation, regenerate
+from tests.fakes import ScriptedChatModel
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# Forks
+
+
+def test_a_fork_of_a_fork_is_refused_for_a_source_question_the_fork_does_not_show():
+    """Found: the fork's path check read the source's whole tree (``ancestors`` extends
+    the tree it is given), so a fork could be made from a source question on another
+    branch than the one the fork continues, showing and sending an exchange it never had."""
+    owner, conversation = make_conversation()
+    first = asked(conversation, "Q1", "A1")
+    second = asked(conversation, "Q2", "A2")
+    ended(regenerate(conversation, second), "A2 again")
+    fork = store.conversation_fork(owner=owner, conversation_id=conversation.pk,
+                                   question_id=first.user_message_id)  # fmt: skip
+
+    with pytest.raises(store.BranchRefused, match=NOT_A_QUESTION):
+        store.conversation_fork(owner=owner, conversation_id=fork.pk,
+                                question_id=second.user_message_id)  # fmt: skip
+    again = store.conversation_fork(owner=owner, conversation_id=fork.pk,
+                                    question_id=first.user_message_id)  # fmt: skip
+    assert again.forked_from_id == first.user_message_id
+
+
+def test_the_fork_view_answers_404_for_a_source_question_off_the_forks_path(client):
+    user = User.objects.create_user("alice")
+    client.force_login(user)
+    owner = store.Owner(user_id=user.pk, guest_key="")
+    conversation = Conversation.objects.create(owner=user)
+    first = asked(conversation, "Q1", "A1")
+    second = asked(conversation, "Q2", "A2")
+    fork = store.conversation_fork(owner=owner, conversation_id=conversation.pk,
+                                   question_id=first.user_message_id)  # fmt: skip
+
+    response = client.post(f"/c/{fork.pk}/fork/", {"question": second.user_message_id})
+
+    assert response.status_code == 404
+    assert Conversation.objects.count() == 2
+
+
+async def run_scripted(run: AgentRun, answer: str) -> ScriptedChatModel:
+    model = ScriptedChatModel(script=[AIMessage(answer)])
+    await execute_run(run.pk, model=model, tools=[])
+    return model
+
+
+async def test_a_fork_of_a_fork_sends_the_path_through_both_sources_and_no_sibling():
+    owner, conversation = await database_sync_to_async(make_conversation)()
+    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                      content="Q1")  # fmt: skip
+    await run_scripted(first, "A1")
+    later = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                      content="Q2")  # fmt: skip
+    await run_scripted(later, "A2")
+    again = await database_sync_to_async(regenerate)(conversation, first)
+    await run_scripted(again, "A1 again")
+    fork = await database_sync_to_async(store.conversation_fork)(
+        owner=owner, conversation_id=conversation.pk, question_id=first.user_message_id
+    )
+    own = await database_sync_to_async(create_run)(conversation_id=fork.pk, content="F1")
+    await run_scripted(own, "FA1")
+    fork2 = await database_sync_to_async(store.conversation_fork)(
+        owner=owner, conversation_id=fork.pk, question_id=own.user_message_id
+    )
+
+    deepest = await database_sync_to_async(create_run)(conversation_id=fork2.pk, content="G1")
+    model = await run_scripted(deepest, "GA1")
+
+    sent = [message.text for message in model.prompts[0][1:]]
+    assert sent == ["Q1", "A1", "F1", "FA1", "G1"]
+
+
+# History after branch switches
+
+
+async def test_history_after_switching_branches_holds_only_the_shown_branch():
+    owner, conversation = await database_sync_to_async(make_conversation)()
+    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                      content="Q1")  # fmt: skip
+    await run_scripted(first, "A1")
+    second = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                       content="Q2")  # fmt: skip
+    await run_scripted(second, "A2")
+    other = await database_sync_to_async(regenerate)(conversation, first)
+    await run_scripted(other, "A1 again")
+    # Back to the first take's branch: its newest leaf is Q2.
+    await database_sync_to_async(store.branch_switch)(
+        owner=owner, conversation_id=conversation.pk, question_id=first.user_message_id
+    )
+    third = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                      content="Q3")  # fmt: skip
+    model = await run_scripted(third, "A3")
+    await database_sync_to_async(store.branch_switch)(
+        owner=owner, conversation_id=conversation.pk, question_id=other.user_message_id
+    )
+    fourth = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
+                                                       content="Q4")  # fmt: skip
+    model4 = await run_scripted(fourth, "A4")
+
+    assert [m.text for m in model.prompts[0][1:]] == ["Q1", "A1", "Q2", "A2", "Q3"]
+    assert [m.text for m in model4.prompts[0][1:]] == ["Q1", "A1 again", "Q4"]
+
+
+# Ids too large for any row, in the compare views
+
+
+@pytest.fixture
+def owned(client) -> tuple[Client, Conversation]:
+    user = User.objects.create_user("alice")
+    client.force_login(user)
+    return client, Conversation.objects.create(owner=user)
+
+
+@pytest.mark.parametrize("huge", [2**63, 2**70, 10**40])
+def test_the_compare_views_answer_404_for_ids_too_large_for_a_row(owned, huge):
+    client, conversation = owned
+    run = asked(conversation, "Q1")
+
+    menu = client.get(f"/c/{conversation.pk}/runs/{huge}/compare/")
+    left = client.get(f"/c/{conversation.pk}/compare/{huge}/{run.pk}/")
+    right = client.get(f"/c/{conversation.pk}/compare/{run.pk}/{huge}/")
+    chat = client.get(f"/c/{huge}/compare/{run.pk}/{run.pk + 1}/")
+
+    assert [r.status_code for r in (menu, left, right, chat)] == [404] * 4
+
+
+def test_the_admin_compare_answers_404_for_a_run_id_too_large(admin_client):
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user)
+    run = asked(conversation, "Q1")
+
+    response = admin_client.get(f"/admin/chat/agentrun/{run.pk}/compare/?with={2**63}")
+    huge = admin_client.get(f"/admin/chat/agentrun/{2**70}/compare/?with={run.pk}")
+
+    assert response.status_code in (400, 404)
+    assert huge.status_code in (302, 404)
+
+
+# Queue frames with other people's ids
+
+
+def test_a_queued_message_of_another_conversation_cannot_be_removed_or_steered():
+    _, mine = make_conversation()
+    _, theirs = make_conversation("bob")
+    create_run(conversation_id=theirs.pk, content="Going")
+    row = QueuedMessage.objects.create(
+        conversation=theirs, content="Bob's next", created_at=timezone.now()
+    )
+
+    for change in (store.queue_remove, store.queue_steer):
+        kwargs = {"at": row.created_at} if change is store.queue_steer else {}
+        with pytest.raises(store.NotQueued):
+            change(conversation_id=mine.pk, queued_id=row.pk, **kwargs)
+
+    row.refresh_from_db()
+    assert row.steered_at is None
+
+
+def test_frames_with_hostile_ids_are_parsed_into_refusals_never_crashes():
+    from chat.frames import FrameRefused, QueueFrameRefused, parse_frame
+
+    hostile = [
+        {"type": "regenerate", "run": 1.5},
+        {"type": "regenerate", "run": -3},
+        {"type": "regenerate", "run": True},
+        {"type": "regenerate", "run": "1e3"},
+        {"type": "regenerate", "run": "\u0661"},
+        {"type": "regenerate", "run": 1, "model": {"key": "x"}},
+        {"type": "edit", "run": 1, "content": "a\x00b"},
+        {"type": "edit", "run": 1, "content": "x" * 10_001},
+        {"type": "edit", "run": 1, "content": ["x"]},
+        {"type": ["retry"], "run": 1},
+        {"type": {"t": 1}},
+    ]
+    for payload in hostile:
+        with pytest.raises(FrameRefused):
+            parse_frame(json.dumps(payload), None, max_chars=10_000)
+    for payload in (
+        {"type": "unqueue", "queued": 2.0},
+        {"type": "steer", "queued": -1},
+        {"type": "steer", "queued": 2**64},
+        {"type": "unqueue", "queued": None},
+        {"type": "unqueue", "queued": "9" * 5000},
+    ):
+        with pytest.raises(QueueFrameRefused):
+            parse_frame(json.dumps(payload), None, max_chars=10_000)
