@@ -5,7 +5,9 @@ it holds to."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from channels.db import database_sync_to_async
@@ -208,3 +210,23 @@ def test_frames_with_hostile_ids_are_parsed_into_refusals_never_crashes():
     ):
         with pytest.raises(QueueFrameRefused):
             parse_frame(json.dumps(payload), None, max_chars=10_000)
+
+
+# Edit: the question as it is, not as it is shown
+
+
+def test_the_edit_box_holds_the_question_as_stored_so_an_unchanged_edit_sends_the_same(owned):
+    """Found: the edit box was filled with the question through ``reveal_bidi``, which
+    shows a bidi control as the text "<U+200F>": a question with a right-to-left mark
+    (common in Hebrew and Arabic) came back from "Run edited question" with the marker's
+    eight characters in its place, a question the person never wrote."""
+    client, conversation = owned
+    question = "\u05e9\u05dc\u05d5\u05dd\u200f (hello)"
+    run = asked(conversation, question)
+
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    box = re.search(rf'<textarea id="run-{run.pk}-edit"[^>]*>(.*?)</textarea>', page, re.S)
+
+    assert box is not None
+    assert html.unescape(box.group(1)) == question
+    assert "&lt;U+200F&gt;" in page  # the question itself still shows the mark
