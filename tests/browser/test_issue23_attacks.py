@@ -1,0 +1,50 @@
+"""Issue 23's live Markdown attacked in headless Chromium: link targets the final render
+(nh3) removes must not be live while the answer streams (markdown-live.js, DOMPurify)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.markdown import render_markdown
+from tests.browser.test_streaming import LIVE, NOTHING_LIVE, start_streaming
+
+pytestmark = pytest.mark.browser
+
+# Schemes with a digit are schemes (RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / ".")):
+# nh3 removes their href; DOMPurify's regular expression took "ed2k:" for a relative URL.
+HOSTILE = [
+    "[e](ed2k://|file|x.exe|1|) [s](s3://bucket/key) [z](z39.50r://host/db) [w](web+a:x)",
+    "[j](JaVaScRiPt:alert(1)) [t](tel:123) [f](ftp://x.example/) [v](vbscript:x)",
+    "[r](//evil.example/x) [q](?q=1) [h](#frag) [n](1abc:rel) [p](foo/bar:baz)",
+    '[x](https://ok.example "a\\" onmouseover=\\"alert(1)") <mailto:a@b.c>',
+]
+
+
+def test_the_live_render_keeps_no_link_the_final_render_removes(
+    fake_provider, start_app, browser_page
+):
+    page = browser_page
+    provider = start_streaming(fake_provider, start_app, page)
+    page.wait_for_function(
+        "sel => { const e = document.querySelector(sel); return e && e.textContent; }",
+        arg=LIVE,
+    )
+    source_id = page.locator(LIVE).get_attribute("data-markdown-from")
+    for sample in HOSTILE:
+        shown = page.evaluate(
+            """([id, text]) => new Promise(resolve => {
+                document.getElementById(id).textContent = text;
+                document.dispatchEvent(new CustomEvent('htmx:wsAfterMessage'));
+                requestAnimationFrame(() => requestAnimationFrame(() => resolve(
+                    document.querySelector('[data-markdown-from="' + id + '"]').innerHTML)));
+            })""",
+            [source_id, sample],
+        )
+        expected = page.evaluate(
+            "html => { const d = document.createElement('div'); d.innerHTML = html;"
+            " return d.innerHTML; }",
+            render_markdown(sample),
+        )
+        assert shown == expected, sample
+    assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+    provider.release()
