@@ -48,3 +48,33 @@ def test_the_live_render_keeps_no_link_the_final_render_removes(
         assert shown == expected, sample
     assert page.evaluate(NOTHING_LIVE)["pwned"] is None
     provider.release()
+
+
+def test_stop_pressed_while_the_connection_is_down_says_so_and_is_not_kept_for_later(
+    fake_provider, start_app, browser_page
+):
+    """Found: the composer guarded Send while offline, but not Stop (nor a queued
+    message's "Stop and send now"): htmx kept the cancel frame and sent it on reconnect,
+    where it stops whatever run goes then (the queue's next, say), while the button said
+    "Stopping…" for a run the server never heard about."""
+    from tests.browser.test_queue import QUESTION, RECONNECT_AT_ONCE, send
+    from tests.timing import WAIT_S
+
+    provider = fake_provider("markdown+hold", word_delay_ms=5)
+    app = start_app(env=provider.env)
+    page = browser_page
+    page.add_init_script(RECONNECT_AT_ONCE)
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector("#send[data-mode=stop]")
+
+    app.process.terminate()  # the connection goes down mid-run
+    app.process.wait(timeout=WAIT_S)
+    page.wait_for_selector("#connection[data-state=closed]")
+    page.click("#send")
+
+    assert "Not sent: the live connection is down" in page.inner_text("#chat-error")
+    assert page.inner_text("#send") == "Stop"  # not "Stopping…": nothing was sent
+    assert page.get_attribute("#send", "aria-disabled") is None
+    provider.release()
