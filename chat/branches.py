@@ -79,7 +79,9 @@ def create_branch(
     :func:`chat.store.run_branch` refuses, which also raises ``ConversationGone``,
     ``RunWaiting`` / ``RunAlreadyGoing`` and (``rate_limited``) ``RateLimited``.
     """
-    conversation = Conversation.objects.get(pk=conversation_id)
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:  # removed outright (it had no message) while a tab was open
+        raise store.ConversationGone(conversation_id)
     options = branch_options(conversation)
     if model and model not in dict(options.models):
         raise store.BranchRefused(BAD_MODEL.format(model=model[:60]))

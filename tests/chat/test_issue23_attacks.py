@@ -5,6 +5,7 @@ it holds to."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -17,11 +18,17 @@ from django.utils import timezone
 from langchain_core.messages import AIMessage
 
 from chat import store
+from chat.consumers import CLOSE_DELETED
+from chat.fragments import MESSAGE_ACCEPTED, MESSAGE_REFUSED
 from chat.models import AgentRun, Conversation, QueuedMessage
 from chat.runs import create_run, execute_run
 from chat.store.branches import NOT_A_QUESTION
+from tests.chat.conftest import wait_for_runs
 from tests.chat.test_branches import asked, ended, make_conversation, regenerate
+from tests.chat.test_consumer import ask_over_socket, connect, receive_until
+from tests.chat.test_consumer import make_conversation as make_socket_conversation
 from tests.fakes import ScriptedChatModel
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -230,3 +237,92 @@ def test_the_edit_box_holds_the_question_as_stored_so_an_unchanged_edit_sends_th
     assert box is not None
     assert html.unescape(box.group(1)) == question
     assert "&lt;U+200F&gt;" in page  # the question itself still shows the mark
+
+
+# The socket: a chat deleted under it, two tabs at once, hostile queue frames
+
+
+async def closed_code(tab) -> int:
+    """Receive until the socket closes; return its close code."""
+    while True:
+        output = await tab.receive_output(timeout=WAIT_S)
+        if output["type"] == "websocket.close":
+            return output.get("code")
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        {"content": "Hello?"},
+        {"content": "Hello?", "client_id": "abc-1"},
+        {"type": "regenerate", "run": 1},
+    ],
+)
+async def test_a_frame_for_a_chat_deleted_with_no_message_closes_4410_not_a_crash(sent):
+    """Found: a chat with no message is deleted outright (not hidden); a frame that
+    reached its socket before the socket was closed met ``Conversation.DoesNotExist``
+    in the store, which the consumer does not catch (the socket died with 1011 and a
+    server error logged) instead of the 4410 a hidden chat gets."""
+    user, conversation = await make_socket_conversation()
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await database_sync_to_async(Conversation.objects.filter(pk=conversation.pk).delete)()
+
+    await tab.send_to(text_data=json.dumps(sent))
+
+    assert await closed_code(tab) == CLOSE_DELETED
+
+
+async def test_two_tabs_regenerating_at_once_start_one_run_and_refuse_the_other(scripted_model):
+    scripted_model.script = [AIMessage("A1"), AIMessage("A1 again"), AIMessage("A1 third")]
+    user, conversation = await make_socket_conversation()
+    await ask_over_socket(conversation, user, "Q1")
+    (old,) = await database_sync_to_async(list)(AgentRun.objects.filter(conversation=conversation))
+    tabs = [await connect(conversation.pk, user) for _ in range(2)]
+    for tab in tabs:
+        await tab.connect()
+        await tab.receive_from()  # the latest run, sent to a page that just connected
+
+    regenerate_frame = json.dumps({"type": "regenerate", "run": old.pk})
+    await asyncio.gather(*(tab.send_to(text_data=regenerate_frame) for tab in tabs))
+    answers = [
+        await receive_until(
+            tab, lambda f: 'hx-swap-oob="innerHTML:#messages"' in f or MESSAGE_REFUSED in f
+        )
+        for tab in tabs
+    ]
+    await wait_for_runs()
+    for tab in tabs:
+        await tab.disconnect()
+
+    runs = await database_sync_to_async(list)(AgentRun.objects.filter(conversation=conversation))
+    assert len(runs) == 2
+    refused = [frames[-1] for frames in answers if MESSAGE_REFUSED in frames[-1]]
+    # The second regenerate came while the first's run went (or after it ended, when it
+    # would be a third take): either way one refusal or one more run, never a crash.
+    assert len(refused) == 1
+
+
+async def test_queue_frames_with_other_peoples_and_impossible_ids_leave_the_socket_working(
+    scripted_model,
+):
+    scripted_model.script = [AIMessage("ok")]
+    user, conversation = await make_socket_conversation()
+    _, theirs = await make_socket_conversation("bob")
+    row = await database_sync_to_async(QueuedMessage.objects.create)(
+        conversation=theirs, content="Bob's", created_at=timezone.now()
+    )
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+
+    for queued in (row.pk, -1, 2**64, "1 OR 1=1", 0.5):
+        for kind in ("unqueue", "steer"):
+            await tab.send_to(text_data=json.dumps({"type": kind, "queued": queued}))
+            notice = await tab.receive_from()
+            assert 'id="chat-error"' in notice and "Bob" not in notice
+    await tab.send_to(text_data=json.dumps({"content": "Still there?"}))
+    await receive_until(tab, lambda f: MESSAGE_ACCEPTED in f)
+    await wait_for_runs()
+    await tab.disconnect()
+
+    assert await database_sync_to_async(QueuedMessage.objects.filter(pk=row.pk).exists)()
