@@ -326,3 +326,26 @@ async def test_queue_frames_with_other_peoples_and_impossible_ids_leave_the_sock
     await tab.disconnect()
 
     assert await database_sync_to_async(QueuedMessage.objects.filter(pk=row.pk).exists)()
+
+
+# A branch switch while a message waits in the queue
+
+
+def test_a_switch_is_refused_while_a_message_waits_so_it_goes_where_it_was_written():
+    """Found: the switch was refused while a run goes, but not while a message it queued
+    still waits (held by the rate limit, or its owner's process gone): switching then
+    sent that follow-up after another take's answer, one its writer had not read."""
+    owner, conversation = make_conversation()
+    first = asked(conversation, "Q1", "A1")
+    ended(regenerate(conversation, first), "A1 again")
+    going = create_run(conversation_id=conversation.pk, content="Q2")
+    QueuedMessage.objects.create(
+        conversation=conversation, content="And then?", created_at=timezone.now()
+    )
+    ended(going, "A2")
+
+    with pytest.raises(store.BranchRefused, match="waiting to be sent"):
+        store.branch_switch(owner=owner, conversation_id=conversation.pk,
+                            question_id=first.user_message_id)  # fmt: skip
+    conversation.refresh_from_db()
+    assert conversation.current_message_id == going.user_message_id
