@@ -18,9 +18,10 @@ from django.utils import timezone
 from langchain_core.messages import AIMessage
 
 from chat import store
+from chat.branches import create_branch
 from chat.consumers import CLOSE_DELETED
 from chat.fragments import MESSAGE_ACCEPTED, MESSAGE_REFUSED
-from chat.models import AgentRun, Conversation, QueuedMessage
+from chat.models import AgentRun, BranchKind, Conversation, QueuedMessage
 from chat.runs import create_run, execute_run
 from chat.store.branches import NOT_A_QUESTION
 from tests.chat.conftest import wait_for_runs
@@ -349,3 +350,27 @@ def test_a_switch_is_refused_while_a_message_waits_so_it_goes_where_it_was_writt
                             question_id=first.user_message_id)  # fmt: skip
     conversation.refresh_from_db()
     assert conversation.current_message_id == going.user_message_id
+
+
+# Hostile text in an edited question, an answer and the comparison of two runs
+
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+def test_hostile_text_of_an_edit_and_its_answer_is_inert_on_the_page_and_the_comparison(owned):
+    client, conversation = owned
+    old = asked(conversation, "Q1", "A1")
+    edit = create_branch(conversation_id=conversation.pk, run_id=old.pk,
+                         kind=BranchKind.EDIT, content=HOSTILE)  # fmt: skip
+    ended(edit, f"{HOSTILE}\n\n[x](javascript:alert(1))")
+
+    pages = [
+        client.get(f"/c/{conversation.pk}/").content.decode(),
+        client.get(f"/c/{conversation.pk}/compare/{old.pk}/{edit.pk}/").content.decode(),
+        client.get(f"/c/{conversation.pk}/runs/{old.pk}/compare/").content.decode(),
+    ]
+
+    for page in pages:
+        assert "<img" not in page and "<script>window.__pwned" not in page
+        assert 'href="javascript' not in page
+    assert html.escape(HOSTILE, quote=False)[:20] in pages[0]
