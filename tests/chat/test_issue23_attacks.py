@@ -12,6 +12,7 @@ import re
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
@@ -374,3 +375,38 @@ def test_hostile_text_of_an_edit_and_its_answer_is_inert_on_the_page_and_the_com
         assert "<img" not in page and "<script>window.__pwned" not in page
         assert 'href="javascript' not in page
     assert html.escape(HOSTILE, quote=False)[:20] in pages[0]
+
+
+# A chat deleted with messages queued
+
+
+async def test_a_chat_deleted_with_messages_queued_sends_none_of_them(scripted_model, settings):
+    from chat import owner
+    from chat.models import RunStatus
+    from tests.chat.test_queue_socket import a_run_with_a_queue
+
+    settings.AGENT_HEARTBEAT_S = 3600  # nothing but the run's end moves the queue
+    scripted_model.script = [AIMessage("a long answer " * 20)] * 2
+    go_on = asyncio.Event()
+    scripted_model.gates = {3: go_on}
+    conversation, run_id = await a_run_with_a_queue()
+    owner.current().start(run_id)
+
+    deleted = await database_sync_to_async(store.conversation_delete)(
+        owner=store.Owner(user_id=conversation.owner_id, guest_key=""),
+        conversation_id=conversation.pk, at=timezone.now(),
+    )  # fmt: skip
+    await owner.request_stop(get_channel_layer(), conversation.pk)  # as the delete view does
+    go_on.set()
+    await wait_for_runs()
+    await wait_for_runs()  # a queued message's run, had one been started
+
+    runs = await database_sync_to_async(list)(
+        AgentRun.objects.filter(conversation_id=conversation.pk).values_list("status", flat=True)
+    )
+    left = await database_sync_to_async(
+        QueuedMessage.objects.filter(conversation_id=conversation.pk).count
+    )()
+    assert deleted is True
+    assert runs == [RunStatus.CANCELLED]
+    assert left == 0
