@@ -243,7 +243,8 @@ async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[An
         accepted = await accepting
     except Exception:  # refused, or the database failed: nothing was stored
         return
-    await finish_if_running(accepted.run_id, listeners)
+    if accepted.run_id is not None:  # None: queued, or a copy stored already (no run)
+        await finish_if_running(accepted.run_id, listeners)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

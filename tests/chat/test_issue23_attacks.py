@@ -410,3 +410,20 @@ async def test_a_chat_deleted_with_messages_queued_sends_none_of_them(scripted_m
     assert deleted is True
     assert runs == [RunStatus.CANCELLED]
     assert left == 0
+
+
+# A server stopping while a queued message is taken
+
+
+async def test_a_consumer_killed_while_queueing_a_message_ends_no_run_and_raises_nothing():
+    """Found: ``_end_unstarted`` (a consumer killed, Daphne stopping, after the message
+    may have been stored) ended ``accepted.run_id`` whatever it was; a message that was
+    queued, or a copy sent again, has none, and ``run_get(None)`` raised
+    ``DoesNotExist`` where the consumer re-raises its cancel (a traceback per socket
+    at every restart with messages in flight)."""
+    from chat.consumers import Accepted, _end_unstarted
+
+    for accepted in (Accepted([], "<queue>", idle=True), Accepted([], "")):
+        accepting = asyncio.get_running_loop().create_future()
+        accepting.set_result(accepted)
+        await _end_unstarted(accepting, [])
