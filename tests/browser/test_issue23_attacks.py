@@ -78,3 +78,49 @@ def test_stop_pressed_while_the_connection_is_down_says_so_and_is_not_kept_for_l
     assert page.inner_text("#send") == "Stop"  # not "Stopping…": nothing was sent
     assert page.get_attribute("#send", "aria-disabled") is None
     provider.release()
+
+
+def test_a_message_queued_behind_a_run_cut_off_by_a_crash_is_sent_after_the_restart(
+    start_app, browser_page
+):
+    """kill -9 mid-run with a message queued: the new process marks the run interrupted
+    and sends the queued message (docs/queue.md, "its process died"), with no reload."""
+    from tests.browser.test_crash import (
+        ENV,
+        FOLLOW_UP,
+        KILLED_MID_RUN,
+        RECONNECT_AT_ONCE,
+        STALE_AFTER_S,
+        TRAVEL_QUESTION,
+        age_run,
+        ask_and_wait_for_a_running_tool,
+        db_rows,
+        kill_mid_run,
+        wait_for_status,
+    )
+    from tests.browser.test_queue import send, stored_questions
+
+    first = start_app(**KILLED_MID_RUN, env=ENV)
+    page = browser_page
+    page.goto(first.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.evaluate(RECONNECT_AT_ONCE)
+    ask_and_wait_for_a_running_tool(page, TRAVEL_QUESTION)
+    send(page, FOLLOW_UP)
+    page.wait_for_selector("#queued-messages:not([hidden]) .queued-message")
+    [(run_id, _, _)] = db_rows(first.database)[0]
+
+    kill_mid_run(first)
+    page.wait_for_selector("#connection[data-state=closed]")
+    age_run(first.database, run_id, STALE_AFTER_S + 60)
+    second = start_app(env=ENV, database=first.database, port=first.port)
+    page.wait_for_selector("#connection[data-state=open]")
+
+    wait_for_status(page, run_id, "interrupted")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.run-status[data-status=succeeded]').length === 1"
+    )
+    page.wait_for_selector("#queued-messages[hidden]", state="attached")
+    runs, _ = db_rows(second.database)
+    assert [status for _, status, _ in runs] == ["interrupted", "succeeded"]
+    assert stored_questions(second.database) == [TRAVEL_QUESTION, FOLLOW_UP]
