@@ -124,3 +124,31 @@ def test_a_message_queued_behind_a_run_cut_off_by_a_crash_is_sent_after_the_rest
     runs, _ = db_rows(second.database)
     assert [status for _, status, _ in runs] == ["interrupted", "succeeded"]
     assert stored_questions(second.database) == [TRAVEL_QUESTION, FOLLOW_UP]
+
+
+def test_a_reload_mid_regenerate_shows_what_the_live_page_showed(start_app, browser_page):
+    """A regenerate's run going: the live page and a reload mid-run show the same takes,
+    the same run running; the switcher, pressed meanwhile, says why it cannot switch."""
+    from tests.browser.test_branches import ask, run_ids
+
+    app = start_app(token_delay_ms=150)
+    page = browser_page
+    first = ask(app, page)
+    page.click(f"#{first} .regenerate")
+    page.wait_for_selector(".takes-count:has-text('2 / 2')")
+    (second,) = run_ids(page)
+    page.wait_for_selector(f"#{second} .run-status[data-status=running]")
+    live = page.inner_text(".takes-count"), run_ids(page)
+
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    reloaded = page.inner_text(".takes-count"), run_ids(page)
+    still_running = page.get_attribute(f"#{second}-status", "data-status") == "running"
+    if still_running and page.locator(".takes-previous:not([disabled])").count():
+        page.click(".takes-previous")
+        page.wait_for_selector("#chat-error:has-text('still working')")
+        assert run_ids(page) == [second]
+    page.wait_for_selector(f"#{second} .run-status[data-status=succeeded]")
+
+    assert reloaded == live
+    assert page.locator(".takes-count").inner_text() == "2 / 2"
