@@ -427,3 +427,31 @@ async def test_a_consumer_killed_while_queueing_a_message_ends_no_run_and_raises
         accepting = asyncio.get_running_loop().create_future()
         accepting.set_result(accepted)
         await _end_unstarted(accepting, [])
+
+
+# A plain Regenerate keeps the chat's model and strategy
+
+
+def test_a_plain_regenerate_sends_the_chats_own_model_and_strategy_even_if_no_longer_offered(
+    owned, settings
+):
+    """Found: the form's model and strategy selects are sent even folded, their first
+    option being the chat's own; when the agent no longer offered the chat's model or
+    strategy (its definition changed, the model was removed), the first option was
+    another, and a plain Regenerate silently ran with it."""
+    from tests.chat.test_branches import OTHER
+
+    settings.AGENT_EXTRA_MODELS = [OTHER]
+    client, conversation = owned
+    run = asked(conversation, "Q1")
+    Conversation.objects.filter(pk=conversation.pk).update(model_key="retired")
+
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    models = re.search(
+        rf'<select id="run-{run.pk}-regen-model"[^>]*>\s*<option value="([^"]*)"', page
+    )
+
+    assert models is not None and models.group(1) == "retired"
+    conversation.refresh_from_db()
+    again = regenerate(conversation, run, model="retired")  # what the form sends: allowed
+    assert again.model_key == ""  # the chat's own, as any next question would use
