@@ -45,7 +45,8 @@ def branch_options(conversation: Conversation) -> BranchOptions:
     """Return what a regenerate of ``conversation``'s runs may pick (reads settings only).
 
     The configured models its agent may use and the strategies it allows (all four when
-    it names none); an agent no longer configured allows only the conversation's own.
+    it names none), and the conversation's own always; an agent no longer configured
+    allows only the conversation's own.
     """
     agent = find_agent(conversation.agent_key)
     if agent is None:
@@ -56,6 +57,13 @@ def branch_options(conversation: Conversation) -> BranchOptions:
         (key, label) for key, label in Strategy.choices
         if not agent.strategies or key in agent.strategies
     ]  # fmt: skip
+    # The chat's own always, first: the form sends the selects even folded, so a plain
+    # Regenerate would otherwise run with another model or strategy than the chat's
+    # when the agent no longer offers its own (its next question still uses them).
+    if conversation.model_key not in dict(models):
+        models.insert(0, (conversation.model_key, conversation.model_key))
+    if conversation.strategy not in dict(strategies):
+        strategies.insert(0, (conversation.strategy, conversation.get_strategy_display()))
     models.sort(key=lambda pair: pair[0] != conversation.model_key)
     strategies.sort(key=lambda pair: pair[0] != conversation.strategy)
     return BranchOptions(models, strategies)
@@ -79,7 +87,9 @@ def create_branch(
     :func:`chat.store.run_branch` refuses, which also raises ``ConversationGone``,
     ``RunWaiting`` / ``RunAlreadyGoing`` and (``rate_limited``) ``RateLimited``.
     """
-    conversation = Conversation.objects.get(pk=conversation_id)
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:  # removed outright (it had no message) while a tab was open
+        raise store.ConversationGone(conversation_id)
     options = branch_options(conversation)
     if model and model not in dict(options.models):
         raise store.BranchRefused(BAD_MODEL.format(model=model[:60]))

@@ -231,7 +231,7 @@ def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
     except store.RateLimited as exc:
         refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
     else:
-        return Accepted(interrupted, fragments.branch_shown(run.conversation), run.pk)
+        return Accepted(interrupted, fragments.branch_shown(run.conversation), run_id=run.pk)
     raise MessageRefused(refusal, interrupted=interrupted)
 
 
@@ -243,7 +243,7 @@ async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[An
         accepted = await accepting
     except Exception:  # refused, or the database failed: nothing was stored
         return
-    if accepted.run_id is not None:  # None: queued, or a copy: no run was stored
+    if accepted.run_id is not None:  # None: queued, or a copy stored already (no run)
         await finish_if_running(accepted.run_id, listeners)
 
 

@@ -26,6 +26,7 @@ from chat.models import (
     BranchKind,
     Conversation,
     Message,
+    QueuedMessage,
     RunStatus,
     Strategy,
 )
@@ -52,6 +53,10 @@ NOT_RETRYABLE = (
 NOT_A_QUESTION = "No such question in this conversation. Nothing was changed."
 FORK_WHILE_GOING = (
     "That exchange's run has not ended yet: fork it once it has. Nothing was changed."
+)
+SWITCH_WHILE_QUEUED = (
+    "Messages are waiting to be sent after this branch's last answer: remove them (or let "
+    "them go) before switching branch. Nothing was changed."
 )
 SWITCH_WHILE_GOING = (
     "The agent is still working on this chat: wait for it to finish (or press Stop) "
@@ -197,8 +202,8 @@ def branch_switch(*, owner: Owner, conversation_id: int, question_id: int) -> Co
     it is not ``owner``'s.
 
     Raises :class:`BranchRefused` for a question that is not one of this conversation's,
-    and while a run of it is going or waiting (its live fragments belong to the branch
-    shown).
+    while a run of it is going or waiting (its live fragments belong to the branch
+    shown), and while messages wait in its queue (they follow the branch shown).
     """
     with transaction.atomic():
         conversation = conversation_get(owner=owner, conversation_id=conversation_id)
@@ -210,6 +215,8 @@ def branch_switch(*, owner: Owner, conversation_id: int, question_id: int) -> Co
             raise BranchRefused(NOT_A_QUESTION)
         if conversation.runs.filter(status__in=GOING).exists():
             raise BranchRefused(SWITCH_WHILE_GOING)
+        if QueuedMessage.objects.filter(conversation=conversation).exists():
+            raise BranchRefused(SWITCH_WHILE_QUEUED)  # they follow the branch shown
         conversation.current_message_id = newest_leaf(question_id, tree)
         Conversation.objects.filter(pk=conversation.pk).update(
             current_message_id=conversation.current_message_id
@@ -234,9 +241,10 @@ def conversation_fork(*, owner: Owner, conversation_id: int, question_id: int) -
     if conversation is None:
         raise BranchRefused(NOT_A_QUESTION)
     tree = question_tree(conversation.pk)
+    own = set(tree)  # before the walk: it adds the source's whole tree, every branch of it
     leaf = path_leaf(conversation, tree)
     on_path = set(ancestors(leaf, tree))
-    if question_id not in tree and question_id not in on_path:
+    if question_id not in own and question_id not in on_path:
         raise BranchRefused(NOT_A_QUESTION)
     if AgentRun.objects.filter(user_message_id=question_id, status__in=GOING).exists():
         raise BranchRefused(FORK_WHILE_GOING)  # the fork would show it half done, for good

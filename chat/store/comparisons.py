@@ -15,6 +15,8 @@ from django.db.models import Q
 from chat.models import AgentRun, AgentStep
 
 OTHER_TAKES_SHOWN = 20
+# Row ids are 64-bit signed integers (an URL's <int:> takes any number of digits).
+MAX_ROW_ID = 2**63
 
 
 def run_other_takes(*, run: AgentRun, limit: int = OTHER_TAKES_SHOWN) -> list[AgentRun]:
@@ -42,6 +44,9 @@ def runs_for_comparison(
     asked, each with its conversation and question loaded and ``compared_steps`` set: its
     steps in order, each with its run and approval (two queries). Raises
     ``AgentRun.DoesNotExist`` if either is not there."""
+    if not all(0 < run_id < MAX_ROW_ID for run_id in run_ids):
+        # An ``__in`` lookup sends the number as it is: past 64 bits the driver raises.
+        raise AgentRun.DoesNotExist(f"runs {run_ids} are not both there")
     runs = AgentRun.objects.filter(pk__in=run_ids)
     if conversation_id is not None:
         runs = runs.filter(conversation_id=conversation_id)

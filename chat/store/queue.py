@@ -76,9 +76,10 @@ def _seen(conversation_id: int, client_id: str) -> bool:
 
 def _lock(conversation_id: int) -> Conversation:
     """Return the conversation, locked for the transaction (every message of a
-    conversation is stored under this lock); raise :class:`ConversationGone` if deleted."""
-    conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-    if conversation.hidden_at is not None:
+    conversation is stored under this lock); raise :class:`ConversationGone` if deleted
+    (hidden, or removed outright: a chat with no message, while a tab of it still sends)."""
+    conversation = Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+    if conversation is None or conversation.hidden_at is not None:
         raise ConversationGone(conversation_id)
     return conversation
 

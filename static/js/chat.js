@@ -117,11 +117,15 @@
   var sentId = null;  // the client_id of `pending`
   var OFFLINE_MESSAGE = "Not sent: the live connection is down (reconnecting…). Your text " +
     "is kept; send it again once the header says live.";
+  var OFFLINE_STOP = "Not sent: the live connection is down (reconnecting…). Press it " +
+    "again once the header says live.";
   document.addEventListener("htmx:wsOpen", function () {
     socketOpen = true;
     // Back online: the notice's advice is followed by sending again.
     var notice = document.getElementById("chat-error");
-    if (notice && notice.textContent === OFFLINE_MESSAGE) showError("");
+    if (notice && (notice.textContent === OFFLINE_MESSAGE || notice.textContent === OFFLINE_STOP)) {
+      showError("");
+    }
   });
   document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
 
@@ -134,19 +138,22 @@
     }).join("");
   }
 
+  // A frame pressed while offline is not kept for the reconnect: said here, not sent.
+  // A Stop kept for later would stop whatever runs then (the queue's next, say).
+  function refusedOffline(event, notice) {
+    if (socketOpen) return false;
+    var trigger = event.detail && event.detail.triggeringEvent;
+    if (trigger) trigger.preventDefault();  // no native form submit either
+    event.preventDefault();
+    // Closed for good (FINAL_CLOSES): its notice, already shown, says what to do.
+    var connection = document.getElementById("connection");
+    if (!connection || connection.getAttribute("data-state") !== "ended") showError(notice);
+    return true;
+  }
+
   // The composer's message: refused here while offline, else sent with its client_id.
   function configMessage(event) {
-    var trigger = event.detail && event.detail.triggeringEvent;
-    if (!socketOpen) {
-      if (trigger) trigger.preventDefault();  // no native form submit either
-      event.preventDefault();
-      // Closed for good (FINAL_CLOSES): its notice, already shown, says what to do.
-      var connection = document.getElementById("connection");
-      if (!connection || connection.getAttribute("data-state") !== "ended") {
-        showError(OFFLINE_MESSAGE);
-      }
-      return;
-    }
+    if (refusedOffline(event, OFFLINE_MESSAGE)) return;
     sentId = clientId(input().value);
     event.detail.parameters.client_id = sentId;
   }
@@ -163,7 +170,11 @@
       form.setAttribute("data-sent", "");
       return;
     }
-    if (feedbackForm(event.target) || queueForm(event.target)) return;
+    if (feedbackForm(event.target)) return;
+    if (queueForm(event.target)) {  // "Stop and send now" stops the run going
+      refusedOffline(event, OFFLINE_STOP);
+      return;
+    }
     if (event.target === composer()) {
       var sentBy = event.detail && event.detail.triggeringEvent &&
         event.detail.triggeringEvent.submitter;
@@ -173,6 +184,7 @@
           event.preventDefault();
           return;
         }
+        if (refusedOffline(event, OFFLINE_STOP)) return;
         // The button is Stop: the frame is a cancel, and the text stays where it is.
         event.detail.parameters = {type: "cancel"};
         stopping = true;
@@ -182,6 +194,7 @@
       }
     }
     if (isStop(event.target)) {
+      if (refusedOffline(event, OFFLINE_STOP)) return;
       // Stop: sent once; the button waits for the run's end to replace it.
       var button = event.target.querySelector("button");
       if (button) { button.disabled = true; button.textContent = "Stopping…"; }

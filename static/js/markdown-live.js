@@ -31,10 +31,12 @@
         if (allAttributes.indexOf(name) === -1) allAttributes.push(name);
       });
     });
-    // As nh3 (ammonia): these schemes, or a relative URL (no scheme at all).
+    // As nh3 (ammonia): these schemes, or a relative URL (no scheme at all). A scheme
+    // may hold digits (RFC 3986; "ed2k:", "s3:"): DOMPurify's own expression, which this
+    // one followed, took those for relative URLs and kept links nh3 removes.
     var uri = new RegExp(
       "^(?:(?:" + policy.url_schemes.map(escapeRegExp).join("|") + "):|[^a-z]|" +
-      "[a-z+.\\-]+(?:[^a-z+.\\-:]|$))", "i");
+      "[a-z0-9+.\\-]+(?:[^a-z0-9+.\\-:]|$))", "i");
     // nh3's attributes are per tag; DOMPurify's list is one for all tags.
     purify.addHook("uponSanitizeAttribute", function (node, data) {
       var allowed = attributes[node.nodeName.toLowerCase()] || [];
