@@ -173,6 +173,24 @@ class Accepted:
     idle: bool = False
 
 
+# What the store refuses a message or another take for, in the words of _refusal.
+REFUSED = (store.QueueFull, store.BranchRefused, store.RunAlreadyGoing, store.RateLimited)
+
+
+def _refusal(exc: Exception, *, going: str) -> str:
+    """Return the notice for a store refusal in :data:`REFUSED` (``going``: the words for
+    a run already going, which differ for a message and a take)."""
+    match exc:
+        case store.RunWaiting():
+            return RUN_WAITING
+        case store.RunAlreadyGoing():
+            return going
+        case store.RateLimited(limit=limit, retry_after_s=seconds):
+            return RATE_LIMITED.format(limit=limit, seconds=seconds)
+        case _:  # QueueFull, BranchRefused: their text says why
+            return str(exc)
+
+
 def _accept_message(*, conversation_id: int, content: str, client_id: str = "") -> Accepted:
     """Sweep the conversation's stale runs, then store the message and its run, or queue
     it behind the run going (sync, one ORM call: the run starts after one wait in the ORM
@@ -189,21 +207,13 @@ def _accept_message(*, conversation_id: int, content: str, client_id: str = "") 
             conversation_id=conversation_id, content=content, client_id=client_id,
             at=utcnow(), cap=settings.CHAT_MAX_QUEUED, start=queued.start_for(conversation_id),
         )  # fmt: skip
-    except store.QueueFull as exc:
-        refusal = str(exc)
-    except store.RunWaiting:
-        refusal = RUN_WAITING
-    except store.RunAlreadyGoing:
-        refusal = RUN_GOING
-    except store.RateLimited as exc:
-        refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
-    else:
-        if sent.run is not None:
-            return Accepted(interrupted, fragments.run_started(sent.run), run_id=sent.run.pk)
-        if sent.queued:
-            return Accepted(interrupted, queued.queue_fragment(conversation_id), idle=sent.idle)
-        return Accepted(interrupted, "")
-    raise MessageRefused(refusal, interrupted=interrupted)
+    except REFUSED as exc:
+        raise MessageRefused(_refusal(exc, going=RUN_GOING), interrupted=interrupted) from None
+    if sent.run is not None:
+        return Accepted(interrupted, fragments.run_started(sent.run), run_id=sent.run.pk)
+    if sent.queued:
+        return Accepted(interrupted, queued.queue_fragment(conversation_id), idle=sent.idle)
+    return Accepted(interrupted, "")
 
 
 def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
@@ -222,17 +232,10 @@ def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
             model=frame.model, strategy=frame.strategy, content=frame.content,
             rate_limited=True,
         )  # fmt: skip
-    except store.BranchRefused as exc:
-        refusal = str(exc)
-    except store.RunWaiting:
-        refusal = RUN_WAITING
-    except store.RunAlreadyGoing:
-        refusal = BRANCH_WHILE_GOING
-    except store.RateLimited as exc:
-        refusal = RATE_LIMITED.format(limit=exc.limit, seconds=exc.retry_after_s)
-    else:
-        return Accepted(interrupted, fragments.branch_shown(run.conversation), run_id=run.pk)
-    raise MessageRefused(refusal, interrupted=interrupted)
+    except REFUSED as exc:
+        refusal = _refusal(exc, going=BRANCH_WHILE_GOING)
+        raise MessageRefused(refusal, interrupted=interrupted) from None
+    return Accepted(interrupted, fragments.branch_shown(run.conversation), run_id=run.pk)
 
 
 async def _end_unstarted(accepting: asyncio.Future[Accepted], listeners: list[Any]) -> None:
