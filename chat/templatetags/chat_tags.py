@@ -52,6 +52,16 @@ def reveal_bidi(text: str, autoescape: bool = True) -> SafeString:
     return mark_safe(BIDI_CONTROLS.sub(_marker, escaped))
 
 
+@register.filter(needs_autoescape=True)
+def bidi_as_references(text: str, autoescape: bool = True) -> SafeString:
+    """Escape ``text`` with its bidi control characters as numeric character references
+    (``&#x202E;``): a form field's value keeps them (an edit sends the question as
+    stored), while the page's source holds none raw (no Trojan Source reordering)."""
+    escaped = conditional_escape(text) if autoescape else text
+    # Safe: the text was escaped above and the references are fixed text.
+    return mark_safe(BIDI_CONTROLS.sub(lambda m: f"&#x{ord(m.group(0)):04X};", escaped))
+
+
 @register.filter
 def duration(ms: int | None) -> str:
     """Return milliseconds as "850 ms" or "2.4 s"."""

@@ -235,6 +235,8 @@ def test_bidi_controls_in_questions_titles_and_answers_are_shown_as_markers(clie
     assert 'see <span class="ctl">&lt;U+202E&gt;</span>exe.txt' in html
     assert '<span class="ctl">&lt;U+202E&gt;</span>gnp.exe</h1>' in html
     assert "<strong>&lt;U+202E&gt;ok</strong>" in html
+    # The edit box holds the question as stored (an edit sends it back so), by reference.
+    assert "required>see &#x202E;exe.txt</textarea>" in html
 
 
 def test_zero_width_joiners_in_chat_text_are_left_alone(client):
