@@ -152,6 +152,11 @@ class Timeline:
         return sum(1 for row in self.rows if row.format_error)
 
     @property
+    def waiting(self) -> bool:
+        """Return True while a held call of the run waits for a decision (its wait grows)."""
+        return any(row.waiting for row in self.rows)
+
+    @property
     def waited_ms(self) -> int:
         """Return the time its held calls waited for decisions (overlapping waits once)."""
         spans = sorted((r.wait_start_ms, r.wait_end_ms) for r in self.rows

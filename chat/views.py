@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
@@ -69,6 +70,9 @@ def _new_chat_settings() -> dict[str, str]:
     return {"model_key": model_key, "strategy": strategy}
 
 
+# The page is the conversation's state when it was drawn: Back (from the compare page, say)
+# must draw it again, not show a copy from before a message, a rename or a switch of branch.
+@never_cache
 @require_GET
 def conversation_page(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Render a conversation's newest ``CHAT_PAGE_EXCHANGES`` runs with their steps, and a

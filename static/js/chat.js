@@ -247,9 +247,15 @@
       var box = messages();
       if (!box) return;
       new ResizeObserver(function () {
-        if (stickToBottom && !(keptInView && keptInView.isConnected)) {
-          box.scrollTop = box.scrollHeight;
+        var bottom = box.scrollHeight - box.clientHeight;
+        if (keptInView && keptInView.isConnected) {
+          // A held call's card is kept in view: go to the bottom (its status line and
+          // Stop) only when the card's top stays on screen there.
+          var top = keptInView.getBoundingClientRect().top - (bottom - box.scrollTop);
+          if (top >= box.getBoundingClientRect().top) box.scrollTop = bottom;
+          return;
         }
+        if (stickToBottom) box.scrollTop = bottom;
       }).observe(box);
     });
   }

@@ -146,3 +146,30 @@ def test_send_while_the_connection_is_down_says_so_keeps_the_text_and_sends_once
     page.wait_for_selector("#connection[data-state=open]")
     assert page.locator(".run").count() == 1
     assert stored_questions(back.database) == [QUESTION]
+
+
+def test_on_a_phone_a_message_queued_while_a_call_waits_keeps_the_status_line_in_view(
+    start_app, browser_page
+):
+    """Found by a new-user walk: the queue appearing under the list hid the waiting run's
+    status line and its Stop on a phone (the list kept the held card's place)."""
+    from tests.browser.test_approvals import POLICY, ask_and_wait
+
+    page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    ask_and_wait(start_app(env=POLICY), page)
+    send(page, SECOND)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+    page.wait_for_function(
+        """() => {
+            const list = document.getElementById('messages').getBoundingClientRect();
+            const status = document.querySelector('.run-status[data-status=waiting]');
+            return status.getBoundingClientRect().bottom <= list.bottom + 1;
+        }"""
+    )
+    # The decision is still in view too.
+    approve, box = (
+        page.locator("button.approve").bounding_box(),
+        page.locator("#messages").bounding_box(),
+    )
+    assert box["y"] <= approve["y"] and approve["y"] + approve["height"] <= box["y"] + box["height"]

@@ -48,7 +48,7 @@ def test_an_approved_calls_wait_is_drawn_before_its_bar_and_counted_in_the_summa
 
     assert (call.wait_start_ms, call.wait_end_ms, call.waited_ms) == (600, 4_600, 4_000)
     assert (call.start_ms, call.end_ms) == (4_610, 5_010)  # the call ran after the decision
-    assert not call.waiting and timeline.waited_ms == 4_000
+    assert not call.waiting and not timeline.waiting and timeline.waited_ms == 4_000
     assert timeline.tool_calls == 1  # a wait is not a call
 
     html = render_to_string("chat/_timeline.html", {"run": run, "steps": steps})
@@ -69,6 +69,8 @@ def test_a_call_still_waiting_shows_a_growing_wait_and_no_bar_of_its_own():
     assert 'status-pending waiting"' in html and "waiting for a decision<" in html
     assert html.count("data-tl-duration") == 1  # none ("0 ms") for a call that has not run
     assert " so far · " in html and " of it waiting for a decision" in html
+    # The wait counts on in the page while nobody decides (static/js/timeline.js).
+    assert timeline.waiting and "</span> of it waiting for a decision" in html
 
 
 def test_a_denied_call_is_said_denied_and_its_bar_follows_the_decision():

@@ -262,3 +262,15 @@ def test_the_page_shows_a_preview_of_a_huge_result_and_the_admin_all_of_it(clien
     client.force_login(admin)
     trace = client.get(f"/admin/chat/agentrun/{run.pk}/change/").content.decode()
     assert "y" * 5_000 in trace
+
+
+def test_the_chat_page_is_never_served_from_a_cache(client):
+    """Found by a new-user walk: Back from the compare page showed the page as first
+    loaded ("New chat", the settings still open) because nothing forbade a cached copy."""
+    user = User.objects.create_user("alice")
+    conversation = Conversation.objects.create(owner=user, title="Suzhou")
+    client.force_login(user)
+
+    response = client.get(f"/c/{conversation.pk}/")
+
+    assert "no-store" in response["Cache-Control"] and "no-cache" in response["Cache-Control"]
