@@ -397,10 +397,12 @@
     var theirs = ".sidebar, [data-approval-form], .tool-card[data-status='pending'], .feedback";
     if (target && target.closest && target.closest(theirs)) return;
     var stop = document.querySelector(
-      "#send[data-mode='stop']:not([aria-disabled='true'])," +
+      "#send[data-mode='stop']:not([aria-disabled='true']), #send[data-mode='queue']," +
       " #messages .run-status[data-status='waiting'] .stop-form button:not([disabled])");
     if (!stop) return;
     event.preventDefault();
+    // The button queues while text is typed; Esc stops all the same (the text stays).
+    if (stop.getAttribute("data-mode") === "queue") stop.setAttribute("data-mode", "stop");
     stop.click();
   });
   // Enter in a held call's reason field denies the call: the field is the denial's

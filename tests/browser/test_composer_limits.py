@@ -110,14 +110,15 @@ def test_send_becomes_a_whole_stop_target_on_a_phone_and_send_again_after(
     page.screenshot(path=str(ARTIFACTS / "composer-stop-phone.png"))
     assert_accessible(page, "the composer while a run goes")
 
-    # Typed text is not what Stop sends, and it stays; the keyboard presses Stop.
+    # With text typed the button queues it (docs/queue.md); Esc still stops the run, and
+    # the typed text is not what Stop sends: it stays.
     page.fill("#composer-input", "A follow-up")
-    button.focus()
-    page.keyboard.press("Enter")
+    page.wait_for_selector("#send[data-mode=queue]")
+    assert button.inner_text() == "Queue"
+    page.press("#composer-input", "Escape")
     page.wait_for_selector(".run-status[data-status=cancelled]")
     page.wait_for_selector("#send[data-mode=send]")
     assert button.inner_text() == "Send" and not button.is_disabled()
-    assert page.evaluate("document.activeElement.id") == "send"  # the focus stayed on it
     assert page.input_value("#composer-input") == "A follow-up"
     assert {"type": "cancel"} in [{k: v for k, v in f.items() if k != "HEADERS"} for f in sent]
     assert all(frame.get("content") != "A follow-up" for frame in sent)

@@ -203,3 +203,12 @@ async def test_a_first_run_that_failed_asks_for_no_title(server):
     assert "status-failed" in frames[-1]
     assert await title_of(conversation) == OFFLINE
     assert len(server.requests) == 1 and not server.unscripted
+
+
+def test_the_fake_provider_tells_the_title_request_from_a_runs():
+    """scripts/fake_provider.py answers the title request aside (it takes no step of a
+    browser test's script): it knows the request by how the prompt starts."""
+    from chat.titles import TITLE_PROMPT
+    from scripts.fake_provider import TITLE_REQUEST
+
+    assert TITLE_PROMPT.encode().startswith(TITLE_REQUEST)
