@@ -408,7 +408,9 @@ async def test_a_chat_deleted_with_messages_queued_sends_none_of_them(scripted_m
         QueuedMessage.objects.filter(conversation_id=conversation.pk).count
     )()
     assert deleted is True
-    assert runs == [RunStatus.CANCELLED]
+    # No queued message's run: the one run only (cancelled, or succeeded when the Stop went
+    # over Redis after the model was let go: the test does not order the two).
+    assert len(runs) == 1 and runs[0] in (RunStatus.CANCELLED, RunStatus.SUCCEEDED)
     assert left == 0
 
 
