@@ -11,7 +11,7 @@ QUESTION = "Plan 3 days in Suzhou: sights to visit, the weather, and a B&B room.
 
 
 def test_the_models_title_replaces_the_offline_one_live(fake_provider, start_app, browser_page):
-    app = start_app(env=fake_provider("ok").env)  # the run's answer, then the title's
+    app = start_app(env=fake_provider("ok").env)  # the run's answer; the title is answered aside
     page = browser_page
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
@@ -20,10 +20,10 @@ def test_the_models_title_replaces_the_offline_one_live(fake_provider, start_app
     page.wait_for_selector("#conversation-title:has-text('Suzhou, 3 days')")  # offline first
     page.wait_for_selector(".run-status[data-status=succeeded]")
 
-    # The fake provider's one answer, made a title: "This answer comes from fake provider…"
-    page.wait_for_selector("#conversation-title:has-text('This answer comes from')")
+    # The fake provider's title (scripts/fake_provider.py FAKE_TITLE).
+    page.wait_for_selector("#conversation-title:has-text('Fake provider chat')")
     link = page.locator(".conversation-link.active")
-    assert link.inner_text().startswith("This answer comes from")
-    page.wait_for_function("document.title.startsWith('This answer comes from')")
+    assert link.inner_text().startswith("Fake provider chat")
+    page.wait_for_function("document.title.startsWith('Fake provider chat')")
     page.reload()
-    assert page.inner_text("#conversation-title").startswith("This answer comes from")
+    assert page.inner_text("#conversation-title").startswith("Fake provider chat")
