@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, assert_never
 
 from channels.consumer import get_handler_name
@@ -411,12 +413,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         :class:`chat.store.ConversationGone`; see :func:`_accept_message`.
         """
         assert self.conversation_id is not None
+        accept = partial(_accept_message, conversation_id=self.conversation_id,
+                         content=content, client_id=client_id)  # fmt: skip
+        await self._accept_and_start(accept, fragments.message_accepted())
+
+    async def _accept_and_start(self, accept: Callable[[], Accepted], outcome: str) -> None:
+        """Run ``accept`` (sync, in the ORM's thread), show what it stored in every tab
+        followed by ``outcome`` (the fragment that tells the sending page), and start its
+        run here, or send the queue's first when it queued behind no run.
+
+        Raises what ``accept`` raises; a refusal's sweep fragments are published first.
+        """
+        assert self.conversation_id is not None
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        accepting = asyncio.ensure_future(
-            database_sync_to_async(_accept_message)(
-                conversation_id=self.conversation_id, content=content, client_id=client_id
-            )
-        )
+        accepting = asyncio.ensure_future(database_sync_to_async(accept)())
         try:
             try:
                 accepted = await asyncio.shield(accepting)
@@ -425,9 +435,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 raise
             await publish_each(self.channel_layer, accepted.interrupted)
             if not accepted.html:  # a copy sent again: stored once already
-                await self.send(text_data=fragments.message_accepted())
+                await self.send(text_data=outcome)
                 return
-            await publisher.publish(accepted.html + fragments.message_accepted())
+            await publisher.publish(accepted.html + outcome)
         except asyncio.CancelledError:
             # This consumer is being killed (Daphne stopping) after the run may have been
             # stored but before its task started: end it, or it would stay "running" with
@@ -471,24 +481,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         :class:`chat.store.ConversationGone`; see :func:`_accept_branch`.
         """
         assert self.conversation_id is not None
-        publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        accepting = asyncio.ensure_future(
-            database_sync_to_async(_accept_branch)(
-                conversation_id=self.conversation_id, frame=frame
-            )
-        )
-        try:
-            try:
-                accepted = await asyncio.shield(accepting)
-            except MessageRefused as refused:
-                await publish_each(self.channel_layer, refused.interrupted)
-                raise
-            await publish_each(self.channel_layer, accepted.interrupted)
-            await publisher.publish(accepted.html + fragments.error(""))
-        except asyncio.CancelledError:
-            await asyncio.shield(_end_unstarted(accepting, [publisher]))  # as a message's
-            raise
-        owner.current().start(accepted.run_id, listeners=[publisher])
+        accept = partial(_accept_branch, conversation_id=self.conversation_id, frame=frame)
+        await self._accept_and_start(accept, fragments.error(""))
 
     async def _cancel_run(self) -> None:
         """Stop the conversation's run, in whichever process runs it
