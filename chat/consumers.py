@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, assert_never
@@ -56,6 +56,7 @@ from chat.frames import (
     StopFrame,
     UnqueueFrame,
     parse_frame,
+    parse_going,
 )
 from chat.live import (
     FRAGMENT_MESSAGE_TYPE,
@@ -132,16 +133,19 @@ def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | N
     return None if conversation is None else conversation.pk
 
 
-def _catch_up(*, conversation_id: int) -> tuple[list[Addressed], list[str]]:
+def _catch_up(
+    *, conversation_id: int, shown_going: Sequence[int] = ()
+) -> tuple[list[Addressed], list[str]]:
     """Return what a page that just joined its group may have missed (sync, one ORM call).
 
     The runs of a dead process, marked interrupted and rendered for every tab
-    (:func:`chat.live.interrupt_stale_runs`), then the running runs and the latest one
+    (:func:`chat.live.interrupt_stale_runs`), then the running runs, the latest one and
+    those the page says it shows as going, ``shown_going``
     (:func:`chat.fragments.runs_caught_up`), for this socket; the last frame brings the
     queue too (a chat with no run has none).
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
-    caught_up = fragments.runs_caught_up(conversation_id=conversation_id)
+    caught_up = fragments.runs_caught_up(conversation_id=conversation_id, shown_going=shown_going)
     if caught_up:
         caught_up[-1] += queued.queue_fragment(conversation_id)
     return interrupted, caught_up
@@ -322,7 +326,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         owner.current()  # opened with the process under Daphne; here for tests and runserver
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
-        interrupted, caught_up = await database_sync_to_async(_catch_up)(conversation_id=found)
+        going = parse_going(self.scope.get("query_string", b""))
+        interrupted, caught_up = await database_sync_to_async(_catch_up)(
+            conversation_id=found, shown_going=going
+        )
         await publish_each(self.channel_layer, interrupted)
         for html in caught_up:
             await self.send(text_data=html)

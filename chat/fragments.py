@@ -13,6 +13,8 @@ database access forbidden.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings as conf
 from django.template.loader import render_to_string
 from django.utils.html import conditional_escape, format_html
@@ -269,13 +271,14 @@ def error(message: str) -> str:
     return _render("chat/_error.html", {"message": message})
 
 
-def runs_caught_up(*, conversation_id: int) -> list[str]:
+def runs_caught_up(*, conversation_id: int, shown_going: Sequence[int] = ()) -> list[str]:
     """Load and render the runs a page that just connected may have missed (sync).
 
-    The running runs and the latest one (:func:`chat.store.runs_to_catch_up`), whole,
+    The running runs, the latest one and those the page shows as going
+    (:func:`chat.store.runs_to_catch_up`), whole,
     then the header's summed usage (a run may have ended while the page was away).
     """
-    runs = store.runs_to_catch_up(conversation_id=conversation_id)
+    runs = store.runs_to_catch_up(conversation_id=conversation_id, shown_going=shown_going)
     if not runs:
         return []
     usage = summed_usage(conversation_id=conversation_id)

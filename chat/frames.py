@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from chat.store.approvals import NOT_A_HELD_CALL
 from chat.store.feedback import NOT_A_RUN
@@ -55,6 +56,8 @@ UNQUEUE = "unqueue"
 STEER = "steer"
 APPROVAL = "approval"
 FEEDBACK = "feedback"
+# The most run ids a reconnecting page names in its socket's ``going`` parameter.
+MAX_GOING = 20
 
 
 class FrameRefused(Exception):
@@ -238,6 +241,21 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         return MessageFrame(clean_message(content, max_chars=max_chars), client_id=client_id)
     except MessageError as exc:
         raise FrameRefused(str(exc)) from None
+
+
+def parse_going(query_string: bytes) -> tuple[int, ...]:
+    """Return the run ids of the socket URL's ``going`` parameter (``?going=3,7``): the
+    runs the reconnecting page still shows running or waiting (static/js/chat.js).
+
+    A hint, never an order: ids that are not row ids are left out, and all but the newest
+    :data:`MAX_GOING`; which of them belong to the conversation is the catch-up's to
+    say (:func:`chat.store.runs_to_catch_up`). Why: a run that ended while the page
+    was away, with the queue's next run started since, is neither going nor the latest.
+    """
+    values = parse_qs(query_string.decode("latin-1")).get("going", [])
+    ids = (_row_id(part) for value in values for part in value.split(","))
+    going = sorted({run for run in ids if run is not None and 0 < run < MAX_STEP_ID})
+    return tuple(going[-MAX_GOING:])  # the newest, as the page sends them
 
 
 def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | SteerFrame:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -142,9 +142,10 @@ def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
     return list(runs_loaded(runs).order_by("started_at", "id"))
 
 
-def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
-    """Return the runs a newly connected page may have missed: running or waiting ones and
-    the latest of the branch shown.
+def runs_to_catch_up(*, conversation_id: int, shown_going: Sequence[int] = ()) -> list[AgentRun]:
+    """Return the runs a newly connected page may have missed: running or waiting ones,
+    the latest of the branch shown, and those of ``shown_going`` (the runs the page shows
+    as going: one may have ended while it was away, the queue's next started since).
 
     Loaded like :func:`conversation_runs`, oldest first.
     """
@@ -158,7 +159,8 @@ def runs_to_catch_up(*, conversation_id: int) -> list[AgentRun]:
     if latest is None:
         return []
     # Only those runs are loaded, not a long conversation's whole history with its steps.
-    wanted = runs.filter(Q(pk=latest) | Q(status__in=(RunStatus.RUNNING, RunStatus.WAITING)))
+    going = Q(status__in=(RunStatus.RUNNING, RunStatus.WAITING)) | Q(pk__in=shown_going)
+    wanted = runs.filter(Q(pk=latest) | going)
     return list(runs_loaded(wanted).order_by("started_at", "id"))
 
 

@@ -129,6 +129,27 @@
   });
   document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
 
+  // A (re)connecting page names the runs it still shows running or waiting
+  // (`?going=3,7`, the newest 20): one may have ended while it was away, with the queue's
+  // next run started since, and the catch-up sends those again too (chat/frames.py,
+  // parse_going). htmx.createWebSocket is the ws extension's hook for this.
+  var MAX_GOING = 20;
+  var createWebSocket = window.htmx && window.htmx.createWebSocket;
+  if (createWebSocket) {
+    window.htmx.createWebSocket = function (url) {
+      var shown = document.querySelectorAll(
+        '#messages .run-status[data-status="running"], #messages .run-status[data-status="waiting"]');
+      var ids = [];
+      shown.forEach(function (status) {
+        var found = /^run-(\d+)-status$/.exec(status.id);
+        if (found) ids.push(found[1]);
+      });
+      ids = ids.slice(-MAX_GOING);
+      if (ids.length) url += (url.indexOf("?") < 0 ? "?" : "&") + "going=" + ids.join(",");
+      return createWebSocket(url);
+    };
+  }
+
   function clientId(text) {
     if (pending !== null && sentId && text === pending) return sentId;
     var bytes = new Uint8Array(16);

@@ -10,7 +10,7 @@ import pytest
 
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_accessibility import assert_accessible
-from tests.timing import WAIT_S
+from tests.timing import WAIT_S, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -22,6 +22,34 @@ RECONNECT_AT_ONCE = (
     "document.addEventListener('DOMContentLoaded', () => {"
     " htmx.config.wsReconnectDelay = () => 250; })"
 )
+
+
+# A network the test takes down and brings back: while ``__offline``, every socket the
+# page opens goes to a closed port (a real 1006 close, so htmx keeps reconnecting), and
+# ``__drop()`` ends the sockets open now as a network failure would.
+FLAKY_NETWORK = """(() => {
+    const Real = window.WebSocket;
+    const sockets = [];
+    window.__offline = false;
+    window.WebSocket = function (url, protocols) {
+        const socket = new Real(window.__offline ? "ws://127.0.0.1:9/" : url, protocols);
+        sockets.push(socket);
+        return socket;
+    };
+    window.WebSocket.prototype = Real.prototype;
+    Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+    window.__drop = () => sockets.splice(0).forEach(socket => {
+        const onclose = socket.onclose;
+        socket.onclose = null;
+        socket.close();
+        if (onclose) onclose.call(socket, new CloseEvent("close", {code: 1006}));
+    });
+})()"""
+
+
+def stored_runs(database) -> list[str]:
+    with sqlite3.connect(database, timeout=WAIT_S) as db:
+        return [status for (status,) in db.execute("SELECT status FROM chat_agentrun ORDER BY id")]
 
 
 def finished_runs(page, count: int) -> None:
@@ -90,6 +118,40 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     assert page.locator("#queued-messages").is_hidden()
     assert stored_questions(app.database) == [QUESTION, SECOND]
     assert not page.dialogs
+
+
+def test_a_run_that_ends_while_the_page_is_offline_and_the_next_starts_shows_ended_on_return(
+    fake_provider, start_app, browser_page
+):
+    """Offline while a run ends and the queue's next runs: back online, the first is shown
+    ended, not running for good (the catch-up sent only the running and the latest run;
+    found by CI as a crash test's race, chat/frames.py parse_going)."""
+    provider = fake_provider("ok+hold,ok")
+    app = start_app(env=provider.env)
+    page = browser_page
+    page.add_init_script(RECONNECT_AT_ONCE)
+    page.add_init_script(FLAKY_NETWORK)
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector(".run-status[data-status=running]")
+    send(page, SECOND)
+    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+
+    page.evaluate("() => { window.__offline = true; window.__drop(); }")
+    page.wait_for_selector("#connection:not([data-state=open])")
+    provider.release()
+    wait_until(lambda: stored_runs(app.database) == ["succeeded", "succeeded"], "both runs ended")
+    assert page.locator(".run-status[data-status=running]").count() == 1  # as it was left
+
+    page.evaluate("() => { window.__offline = false; }")
+    page.wait_for_selector("#connection[data-state=open]")
+    finished_runs(page, 2)
+    assert page.locator(".run-status[data-status=succeeded]").count() == 2
+    assert page.locator("#queued-messages .queued-message").count() == 0
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]")
+    assert page.locator(".run-status[data-status=succeeded]").count() == 2
 
 
 def test_stop_and_send_now_from_the_keyboard_sends_that_message_next(

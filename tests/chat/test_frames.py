@@ -76,3 +76,14 @@ def test_a_queued_messages_remove_and_send_now_and_a_messages_client_id_are_pars
         with pytest.raises(FrameRefused) as refused:
             parse({"content": "hi", "client_id": bad})
         assert str(refused.value) == BAD_CLIENT_ID
+
+
+def test_the_runs_a_reconnecting_page_shows_going_are_read_from_its_url_as_a_hint():
+    from chat.frames import MAX_GOING, parse_going
+
+    assert parse_going(b"") == ()
+    assert parse_going(b"going=7,3&going=12") == (3, 7, 12)
+    # Not row ids: left out, never a refusal (the page still gets its catch-up).
+    assert parse_going(b"going=x,-1,0,%C2%B2,," + b"9" * 30 + b",5&other=1") == (5,)
+    many = ",".join(str(run) for run in range(1, 100)).encode()
+    assert parse_going(b"going=" + many) == tuple(range(100 - MAX_GOING, 100))

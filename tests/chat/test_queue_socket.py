@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from channels.routing import URLRouter
 from django.contrib.auth.models import User
 from django.utils import timezone
 from langchain_core.messages import AIMessage
@@ -20,8 +21,9 @@ from chat.fragments import MESSAGE_ACCEPTED, MESSAGE_REFUSED
 from chat.frames import BAD_QUEUED
 from chat.models import AgentRun, Conversation, Message, QueuedMessage, RunStatus
 from chat.owner import RunOwner, running_tasks
+from chat.routing import websocket_urlpatterns
 from chat.store.queue import NOT_QUEUED
-from tests.chat.conftest import wait_for_runs
+from tests.chat.conftest import Communicator, wait_for_runs
 from tests.chat.test_consumer import connect, make_conversation, receive_until
 from tests.timing import WAIT_S
 
@@ -146,6 +148,50 @@ async def test_a_page_that_connects_late_is_sent_the_queue_with_the_runs(scripte
     await wait_for_all_runs()
     for tab in (*tabs, late):
         await tab.disconnect()
+
+
+async def test_a_page_back_after_a_run_ended_and_the_next_began_is_sent_the_ended_run(
+    scripted_model,
+):
+    """The page names the runs it shows going (``?going=``): the first, ended while the
+    page was away, is neither going nor the latest, and is sent all the same; a run of
+    another chat named there is not."""
+    tabs, conversation, go_on = await held_run(scripted_model)
+    await tabs[0].send_to(text_data=message("second"))
+    await until_queue(tabs[0], lambda q: "second" in q)
+    for tab in tabs:
+        await tab.disconnect()
+    go_on.set()
+    await wait_for_all_runs()
+    first, second = await database_sync_to_async(
+        lambda: list(AgentRun.objects.filter(conversation=conversation).order_by("id"))
+    )()
+    _, other = await make_conversation("bob")
+
+    @database_sync_to_async
+    def a_run_of_another_chat() -> AgentRun:
+        question = Message.objects.create(conversation=other, role="user", content="q")
+        return AgentRun.objects.create(
+            conversation=other, user_message=question, strategy="tool_calling",
+            provider="demo", model_name="demo-scripted", started_at=timezone.now(),
+            status=RunStatus.SUCCEEDED,
+        )  # fmt: skip
+
+    elsewhere = await a_run_of_another_chat()
+    user = await database_sync_to_async(lambda: conversation.owner)()
+
+    back = Communicator(
+        URLRouter(websocket_urlpatterns),
+        f"/ws/chat/{conversation.pk}/?going={first.pk},{elsewhere.pk},junk",
+    )
+    back.scope.update(user=user, session=None)
+    await back.connect()
+    frames = await receive_until(back, lambda f: queue_in(f) is not None)
+    sent = "".join(frames)
+    ended = re.compile(rf'id="run-{first.pk}-status" data-status="succeeded"')
+    assert ended.search(sent) and f'id="run-{second.pk}"' in sent
+    assert f'id="run-{elsewhere.pk}"' not in sent
+    await back.disconnect()
 
 
 async def test_remove_takes_a_message_out_of_the_queue_in_every_tab(scripted_model):
