@@ -138,8 +138,21 @@
              held: cardsHeld.length > 0 };
   }
 
+  // Room under the list (px, the CSS variable --kept-room): what is below the anchor may
+  // shrink (cards fold, a status line gets shorter) with the list scrolled to its end,
+  // where the anchor could only move; and a reader who had scrolled up must stay off the
+  // bottom, or chat.js would take them for following it. Used up as the list grows, gone
+  // once the reader follows the bottom with nothing held.
+  var room = 0;
+  function setRoom(box, px) {
+    px = Math.max(0, Math.ceil(px));
+    if (px === room) return;
+    room = px;
+    box.style.setProperty("--kept-room", px + "px");
+  }
+
   // Scroll so that the anchor is where it was on screen (found again by id when the
-  // message replaced it).
+  // message replaced it), making room under the list when it is short of it.
   function keepAnchor(anchor) {
     var box = messagesBox();
     if (!anchor || !box) return;
@@ -147,6 +160,9 @@
       (anchor.id && document.getElementById(anchor.id));
     if (!element) return;
     var moved = element.getBoundingClientRect().top - anchor.top;
+    var below = box.scrollHeight - box.clientHeight - box.scrollTop - moved;
+    var short = (anchor.held ? 0 : FOLLOWING_PX) - below;
+    if (short > 0) setRoom(box, room + short);
     if (Math.abs(moved) >= 1) box.scrollTop += moved;
   }
 
@@ -196,11 +212,21 @@
   // the bottom), and kept after its cards fold; a card the reader is on is kept in place
   // whatever the message did (the page does not follow the newest text meanwhile).
   var anchorBefore = null;
+  var heightBefore = 0;
   document.addEventListener("htmx:wsBeforeMessage", function () {
     anchorBefore = readerAnchor();
     heldBefore = heldNow();
+    var box = messagesBox();
+    heightBefore = box ? box.scrollHeight : 0;
+    // Until the next message: the live answer is drawn after this one (markdown-live.js).
+    if (box) box.classList.toggle("holding", !!(anchorBefore && anchorBefore.held));
   });
   document.addEventListener("htmx:wsAfterMessage", function () {
+    var box = messagesBox();
+    if (box && room) {
+      if (!anchorBefore) setRoom(box, 0);
+      else if (box.scrollHeight > heightBefore) setRoom(box, room - (box.scrollHeight - heightBefore));
+    }
     var folded = applyChanged();
     if (folded || (anchorBefore && anchorBefore.held)) keepAnchor(anchorBefore);
     anchorBefore = null;

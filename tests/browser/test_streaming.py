@@ -132,22 +132,7 @@ def test_the_live_render_equals_the_servers_render(fake_provider, start_app, bro
     provider.release()
 
 
-# Since issue 23's parts were merged, the card still moves after Approve when the reader
-# hovers it (27 px) or has scrolled up (337 px); focus holds. Not found yet: issue 23 stays
-# open for it (its progress note).
-MOVED_SINCE_THE_MERGE = pytest.mark.xfail(
-    strict=True, reason="the card the reader is on moves after Approve since the merge"
-)
-
-
-@pytest.mark.parametrize(
-    "how",
-    [
-        pytest.param("hover", marks=MOVED_SINCE_THE_MERGE),
-        "focus",
-        pytest.param("scrolled", marks=MOVED_SINCE_THE_MERGE),
-    ],
-)
+@pytest.mark.parametrize("how", ["hover", "focus", "scrolled"])
 def test_cards_fold_when_the_answer_starts_without_moving_the_card_the_reader_is_on(
     fake_provider, start_app, browser_page, how
 ):
