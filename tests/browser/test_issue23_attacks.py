@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.markdown import render_markdown
-from tests.browser.test_streaming import LIVE, NOTHING_LIVE, start_streaming
+from tests.browser.test_streaming import assert_live_renders_as_the_server, start_streaming
 
 pytestmark = pytest.mark.browser
 
@@ -23,30 +22,8 @@ HOSTILE = [
 def test_the_live_render_keeps_no_link_the_final_render_removes(
     fake_provider, start_app, browser_page
 ):
-    page = browser_page
-    provider = start_streaming(fake_provider, start_app, page)
-    page.wait_for_function(
-        "sel => { const e = document.querySelector(sel); return e && e.textContent; }",
-        arg=LIVE,
-    )
-    source_id = page.locator(LIVE).get_attribute("data-markdown-from")
-    for sample in HOSTILE:
-        shown = page.evaluate(
-            """([id, text]) => new Promise(resolve => {
-                document.getElementById(id).textContent = text;
-                document.dispatchEvent(new CustomEvent('htmx:wsAfterMessage'));
-                requestAnimationFrame(() => requestAnimationFrame(() => resolve(
-                    document.querySelector('[data-markdown-from="' + id + '"]').innerHTML)));
-            })""",
-            [source_id, sample],
-        )
-        expected = page.evaluate(
-            "html => { const d = document.createElement('div'); d.innerHTML = html;"
-            " return d.innerHTML; }",
-            render_markdown(sample),
-        )
-        assert shown == expected, sample
-    assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+    provider = start_streaming(fake_provider, start_app, browser_page)
+    assert_live_renders_as_the_server(browser_page, HOSTILE)
     provider.release()
 
 

@@ -52,6 +52,18 @@ def stored_runs(database) -> list[str]:
         return [status for (status,) in db.execute("SELECT status FROM chat_agentrun ORDER BY id")]
 
 
+def ask_and_queue(page, app, *queued: str) -> None:
+    """Open a new chat, ask :data:`QUESTION` and, while its run goes, send ``queued``;
+    return once each shows in the queue."""
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    send(page, QUESTION)
+    page.wait_for_selector(".run-status[data-status=running]")
+    for text in queued:
+        send(page, text)
+        page.wait_for_selector(f"#queued-messages .queued-text:text-is('{text}')")
+
+
 def finished_runs(page, count: int) -> None:
     page.wait_for_function(
         "n => document.querySelectorAll('.run-status:not([data-status=running])').length >= n",
@@ -131,12 +143,7 @@ def test_a_run_that_ends_while_the_page_is_offline_and_the_next_starts_shows_end
     page = browser_page
     page.add_init_script(RECONNECT_AT_ONCE)
     page.add_init_script(FLAKY_NETWORK)
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
-    send(page, QUESTION)
-    page.wait_for_selector(".run-status[data-status=running]")
-    send(page, SECOND)
-    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
+    ask_and_queue(page, app, SECOND)
 
     page.evaluate("() => { window.__offline = true; window.__drop(); }")
     page.wait_for_selector("#connection:not([data-state=open])")
@@ -160,14 +167,7 @@ def test_stop_and_send_now_from_the_keyboard_sends_that_message_next(
     provider = fake_provider("ok+hold,ok,ok")
     app = start_app(env=provider.env)
     page = browser_page
-    page.goto(app.url + "/")
-    page.wait_for_selector("#connection[data-state=open]")
-    send(page, QUESTION)
-    page.wait_for_selector(".run-status[data-status=running]")
-    send(page, SECOND)
-    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{SECOND}')")
-    send(page, THIRD)
-    page.wait_for_selector(f"#queued-messages .queued-text:text-is('{THIRD}')")
+    ask_and_queue(page, app, SECOND, THIRD)
 
     page.get_by_role("button", name=f"Stop and send now: {THIRD}").focus()
     page.keyboard.press("Enter")

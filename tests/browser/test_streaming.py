@@ -101,18 +101,16 @@ SAMPLES = [
 ]
 
 
-def test_the_live_render_equals_the_servers_render(fake_provider, start_app, browser_page):
-    page = browser_page
-    provider = start_streaming(fake_provider, start_app, page)
+def assert_live_renders_as_the_server(page, samples: list[str]) -> None:
+    """Put each of ``samples`` in the streaming answer's source, as a whole-text snapshot
+    from the server would, and check the live render equals ``render_markdown``'s, tag
+    for tag, and that nothing in them ran."""
     page.wait_for_function(
         "sel => { const e = document.querySelector(sel); return e && e.textContent; }",
         arg=LIVE,
     )
-    live = page.locator(LIVE)
-    source_id = live.get_attribute("data-markdown-from")
-    for sample in SAMPLES:
-        # As a whole-text snapshot from the server would: the source replaced, then the
-        # page told a message came in.
+    source_id = page.locator(LIVE).get_attribute("data-markdown-from")
+    for sample in samples:
         shown = page.evaluate(
             """([id, text]) => new Promise(resolve => {
                 document.getElementById(id).textContent = text;
@@ -129,6 +127,11 @@ def test_the_live_render_equals_the_servers_render(fake_provider, start_app, bro
         )
         assert shown == expected, sample
     assert page.evaluate(NOTHING_LIVE)["pwned"] is None
+
+
+def test_the_live_render_equals_the_servers_render(fake_provider, start_app, browser_page):
+    provider = start_streaming(fake_provider, start_app, browser_page)
+    assert_live_renders_as_the_server(browser_page, SAMPLES)
     provider.release()
 
 

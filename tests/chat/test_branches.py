@@ -246,19 +246,27 @@ def test_a_fork_is_refused_for_someone_elses_conversation():
 
 
 async def run_scripted(run: AgentRun, answer: str) -> ScriptedChatModel:
+    """Run ``run`` with a model that answers ``answer``; return the model (its prompts)."""
     model = ScriptedChatModel(script=[AIMessage(answer)])
     await execute_run(run.pk, model=model, tools=[])
     return model
 
 
+async def answered(
+    conversation_id: int, question: str, answer: str
+) -> tuple[AgentRun, ScriptedChatModel]:
+    """Ask ``question`` in the conversation (on the branch shown) and run it, answering
+    ``answer``; return the run and the model."""
+    run = await database_sync_to_async(create_run)(
+        conversation_id=conversation_id, content=question
+    )
+    return run, await run_scripted(run, answer)
+
+
 async def test_a_regenerated_answer_is_not_sent_the_answer_it_replaces():
     _, conversation = await database_sync_to_async(make_conversation)()
-    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q1")  # fmt: skip
-    await run_scripted(first, "A1")
-    second = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                       content="Q2")  # fmt: skip
-    await run_scripted(second, "A2 the first take")
+    await answered(conversation.pk, "Q1", "A1")
+    second, _ = await answered(conversation.pk, "Q2", "A2 the first take")
 
     again = await database_sync_to_async(regenerate)(conversation, second)
     model = await run_scripted(again, "A2 the second take")
@@ -269,17 +277,12 @@ async def test_a_regenerated_answer_is_not_sent_the_answer_it_replaces():
 
 async def test_a_forks_first_question_is_sent_the_source_exchanges_before_it():
     owner, conversation = await database_sync_to_async(make_conversation)()
-    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q1")  # fmt: skip
-    await run_scripted(first, "A1")
-    later = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q2")  # fmt: skip
-    await run_scripted(later, "A2")
+    first, _ = await answered(conversation.pk, "Q1", "A1")
+    await answered(conversation.pk, "Q2", "A2")
     fork = await database_sync_to_async(store.conversation_fork)(
         owner=owner, conversation_id=conversation.pk, question_id=first.user_message_id
     )
 
-    own = await database_sync_to_async(create_run)(conversation_id=fork.pk, content="Q3")
-    model = await run_scripted(own, "A3")
+    _, model = await answered(fork.pk, "Q3", "A3")
 
     assert [message.text for message in model.prompts[0][1:]] == ["Q1", "A1", "Q3"]

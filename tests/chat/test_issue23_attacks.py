@@ -23,13 +23,19 @@ from chat.branches import create_branch
 from chat.consumers import CLOSE_DELETED
 from chat.fragments import MESSAGE_ACCEPTED, MESSAGE_REFUSED
 from chat.models import AgentRun, BranchKind, Conversation, QueuedMessage
-from chat.runs import create_run, execute_run
+from chat.runs import create_run
 from chat.store.branches import NOT_A_QUESTION
 from tests.chat.conftest import wait_for_runs
-from tests.chat.test_branches import asked, ended, make_conversation, regenerate
+from tests.chat.test_branches import (
+    answered,
+    asked,
+    ended,
+    make_conversation,
+    regenerate,
+    run_scripted,
+)
 from tests.chat.test_consumer import ask_over_socket, connect, receive_until
 from tests.chat.test_consumer import make_conversation as make_socket_conversation
-from tests.fakes import ScriptedChatModel
 from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,33 +79,21 @@ def test_the_fork_view_answers_404_for_a_source_question_off_the_forks_path(clie
     assert Conversation.objects.count() == 2
 
 
-async def run_scripted(run: AgentRun, answer: str) -> ScriptedChatModel:
-    model = ScriptedChatModel(script=[AIMessage(answer)])
-    await execute_run(run.pk, model=model, tools=[])
-    return model
-
-
 async def test_a_fork_of_a_fork_sends_the_path_through_both_sources_and_no_sibling():
     owner, conversation = await database_sync_to_async(make_conversation)()
-    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q1")  # fmt: skip
-    await run_scripted(first, "A1")
-    later = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q2")  # fmt: skip
-    await run_scripted(later, "A2")
+    first, _ = await answered(conversation.pk, "Q1", "A1")
+    await answered(conversation.pk, "Q2", "A2")
     again = await database_sync_to_async(regenerate)(conversation, first)
     await run_scripted(again, "A1 again")
     fork = await database_sync_to_async(store.conversation_fork)(
         owner=owner, conversation_id=conversation.pk, question_id=first.user_message_id
     )
-    own = await database_sync_to_async(create_run)(conversation_id=fork.pk, content="F1")
-    await run_scripted(own, "FA1")
+    own, _ = await answered(fork.pk, "F1", "FA1")
     fork2 = await database_sync_to_async(store.conversation_fork)(
         owner=owner, conversation_id=fork.pk, question_id=own.user_message_id
     )
 
-    deepest = await database_sync_to_async(create_run)(conversation_id=fork2.pk, content="G1")
-    model = await run_scripted(deepest, "GA1")
+    _, model = await answered(fork2.pk, "G1", "GA1")
 
     sent = [message.text for message in model.prompts[0][1:]]
     assert sent == ["Q1", "A1", "F1", "FA1", "G1"]
@@ -110,27 +104,19 @@ async def test_a_fork_of_a_fork_sends_the_path_through_both_sources_and_no_sibli
 
 async def test_history_after_switching_branches_holds_only_the_shown_branch():
     owner, conversation = await database_sync_to_async(make_conversation)()
-    first = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q1")  # fmt: skip
-    await run_scripted(first, "A1")
-    second = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                       content="Q2")  # fmt: skip
-    await run_scripted(second, "A2")
+    first, _ = await answered(conversation.pk, "Q1", "A1")
+    await answered(conversation.pk, "Q2", "A2")
     other = await database_sync_to_async(regenerate)(conversation, first)
     await run_scripted(other, "A1 again")
     # Back to the first take's branch: its newest leaf is Q2.
     await database_sync_to_async(store.branch_switch)(
         owner=owner, conversation_id=conversation.pk, question_id=first.user_message_id
     )
-    third = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                      content="Q3")  # fmt: skip
-    model = await run_scripted(third, "A3")
+    _, model = await answered(conversation.pk, "Q3", "A3")
     await database_sync_to_async(store.branch_switch)(
         owner=owner, conversation_id=conversation.pk, question_id=other.user_message_id
     )
-    fourth = await database_sync_to_async(create_run)(conversation_id=conversation.pk,
-                                                       content="Q4")  # fmt: skip
-    model4 = await run_scripted(fourth, "A4")
+    _, model4 = await answered(conversation.pk, "Q4", "A4")
 
     assert [m.text for m in model.prompts[0][1:]] == ["Q1", "A1", "Q2", "A2", "Q3"]
     assert [m.text for m in model4.prompts[0][1:]] == ["Q1", "A1 again", "Q4"]
