@@ -51,3 +51,15 @@ async def test_every_tab_is_told_the_run_goes_on_once_it_is_decided(choice):
         assert f'id="step-{step.pk}"' in "".join(frames[: running + 1])
     for communicator in (tab, other):
         await communicator.disconnect()
+
+
+async def test_the_waiting_status_line_names_the_model_and_strategy_as_the_running_one_did():
+    """Found by a new-user walk: while waiting, the status line dropped the strategy."""
+    user, conversation = await make_conversation()
+    tab, frames = await ask_and_wait(conversation, user)
+    waiting = next(frame for frame in frames if is_waiting(frame))
+    running = next(frame for frame in frames if 'class="run-status status-running' in frame)
+    for shown in (running, waiting):
+        assert 'class="model-name"' in shown
+        assert '<span class="strategy-name">Native tool calling</span>' in shown
+    await tab.disconnect()
