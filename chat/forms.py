@@ -112,6 +112,8 @@ class StrategyForm(forms.Form):
         choices = tool_choice_choices(tool_names)
         self.tool_choices = dict(choices)
         self.fields["tool_choice"].widget.choices = choices  # type: ignore[attr-defined]
+        # CharField gives its widget a maxlength, which means nothing on a <select>.
+        self.fields["tool_choice"].widget.attrs.pop("maxlength", None)
         self.fields["model"].choices = list(models)  # type: ignore[attr-defined]
         keys = [key for key, _ in models]
         self.default_model = default_model if default_model in keys else next(iter(keys), "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from channels.db import database_sync_to_async
@@ -116,6 +117,8 @@ def test_an_empty_chat_shows_the_strategy_picker(alice):
         assert f'<option value="{value}"' in html
     assert '<option value="weather_forecast"' in html  # a named tool_choice
     assert 'name="parallel_tool_calls"' in html
+    select = re.search(r'<select name="tool_choice"[^>]*>', html).group(0)
+    assert "maxlength" not in select  # meaningless on a <select> (a walk's find)
 
 
 def test_the_picker_sets_the_strategy_and_hides_native_options_for_text_ones(alice):
