@@ -149,3 +149,19 @@ def test_the_admin_run_page_compares_a_run_with_another_of_its_question(start_ap
     page.press("#compare-with-id", "Enter")
     page.wait_for_selector("#compare-error")
     assert "That is this run" in page.inner_text("#compare-error")
+
+    # The same box on the run's own page, which sits inside the admin's change form: it
+    # went to the change form (a 403) until its fields named a form of their own (a walk).
+    page.goto(f"{app.url}/admin/chat/agentrun/{first}/change/")
+    href = page.locator(".run-compare-with a", has_text="Compare with run ").first.get_attribute(
+        "href"
+    )
+    other = int(re.search(r"with=(\d+)", href).group(1))
+    page.fill("#compare-with-id", str(other))
+    page.press("#compare-with-id", "Enter")
+    page.wait_for_selector("#comparison")
+    assert page.url.endswith(f"/admin/chat/agentrun/{first}/compare/?with={other}")
+    page.goto(f"{app.url}/admin/chat/agentrun/{first}/change/")
+    page.fill("#compare-with-id", str(other))
+    page.click(".compare-with-form button")
+    page.wait_for_selector("#comparison")
