@@ -108,6 +108,8 @@ def test_the_menu_lists_the_other_runs_of_the_question_by_text_branch_and_siblin
     body = text_of(response)
     assert f"{compare_url(first, again)}" in body
     assert "Regenerated answer" in body and "question edited" in body
+    # When each ran, in the reader's time zone as the chat's other times (static/js/times.js).
+    assert f'<time datetime="{again.started_at.isoformat()}" data-local' in body
 
 
 def test_a_run_with_no_other_take_says_so_in_its_menu(alice_chat):
