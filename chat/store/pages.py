@@ -81,12 +81,14 @@ def runs_window(*, conversation_id: int, exchanges: int, before: int | None = No
 @dataclass(frozen=True)
 class Takes:
     """A question's place among the takes of it (retries, regenerations, edits): the
-    switcher's "< 2 / 3 >" and the questions its arrows show."""
+    switcher's "< 2 / 3 >", the questions its arrows show, and all of them (``questions``,
+    by which the page finds the switcher again after the list is replaced)."""
 
     index: int
     count: int
     previous: int | None
     next: int | None
+    questions: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, question: int, takes: list[int]) -> Takes | None:
@@ -95,7 +97,8 @@ class Takes:
             return None
         n = takes.index(question)
         return cls(index=n + 1, count=len(takes), previous=takes[n - 1] if n else None,
-                   next=takes[n + 1] if n + 1 < len(takes) else None)  # fmt: skip
+                   next=takes[n + 1] if n + 1 < len(takes) else None,
+                   questions=tuple(takes))  # fmt: skip
 
 
 def run_steps_before(*, conversation_id: int, run_id: int, before: int) -> list[AgentStep]:

@@ -105,3 +105,47 @@ def test_a_later_questions_regenerate_shows_live_in_both_tabs(start_app, browser
         assert kept == first and third not in (first, second)
         tab.wait_for_selector(f"#{third} .run-status[data-status=succeeded]")
     assert page.inner_text("#send") == "Send"
+
+
+def test_the_list_replaced_keeps_the_focus_the_switchers_place_and_a_typed_edit(
+    start_app, browser_page
+):
+    """Found by a new-user walk: Regenerate and the arrows dropped the focus to the page,
+    the switcher jumped off screen, and another tab's take closed an Edit box and lost
+    its text (every take replaces the list, static/js/takes.js)."""
+    app = start_app()
+    page = browser_page
+    page.set_viewport_size({"width": 1000, "height": 600})
+    first = ask(app, page)
+    page.fill("#composer-input", "What is 2*3?")
+    page.press("#composer-input", "Enter")
+    page.wait_for_function("() => document.querySelectorAll('.regenerate').length === 2")
+    _, last = run_ids(page)
+    in_switcher = "() => !!document.activeElement.closest('.takes')"
+
+    page.focus(f"#{first} .regenerate")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".takes-count:has-text('2 / 2')")
+    page.wait_for_function(in_switcher)
+    page.wait_for_selector(".run-status[data-status=succeeded] .regenerate")
+    page.focus(".takes-previous")
+    top = page.locator(".takes").evaluate("nav => nav.getBoundingClientRect().top")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".takes-count:has-text('1 / 2')")
+    assert run_ids(page) == [first, last]
+    page.wait_for_function(in_switcher)
+    assert abs(page.locator(".takes").evaluate("n => n.getBoundingClientRect().top") - top) < 2
+
+    # Another tab takes the last question again while this one is editing the first.
+    page.click(f"#{first} .edit-question summary")
+    page.fill(f"#run-{first.removeprefix('run-')}-edit", "What is 17*25?")
+    other = page.context.new_page()
+    other.goto(page.url)
+    other.wait_for_selector("#connection[data-state=open]")
+    other.click(f"#{last} .regenerate")
+    page.wait_for_function(
+        "n => document.querySelectorAll('.takes').length === n", arg=2
+    )  # the list was replaced here too
+    assert page.input_value(f"#run-{first.removeprefix('run-')}-edit") == "What is 17*25?"
+    assert page.locator(f"#{first} .edit-question").evaluate("d => d.open")
+    other.close()
