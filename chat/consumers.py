@@ -57,6 +57,7 @@ from chat.frames import (
     UnqueueFrame,
     parse_frame,
     parse_going,
+    parse_last,
 )
 from chat.live import (
     FRAGMENT_MESSAGE_TYPE,
@@ -134,18 +135,21 @@ def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | N
 
 
 def _catch_up(
-    *, conversation_id: int, shown_going: Sequence[int] = ()
+    *, conversation_id: int, shown_going: Sequence[int] = (), last_shown: int | None = None
 ) -> tuple[list[Addressed], list[str]]:
     """Return what a page that just joined its group may have missed (sync, one ORM call).
 
     The runs of a dead process, marked interrupted and rendered for every tab
     (:func:`chat.live.interrupt_stale_runs`), then the running runs, the latest one and
-    those the page says it shows as going, ``shown_going``
+    those the page says it shows as going, ``shown_going``, or the whole list when the
+    newest run it shows, ``last_shown``, is not the latest
     (:func:`chat.fragments.runs_caught_up`), for this socket; the last frame brings the
     queue too (a chat with no run has none).
     """
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=utcnow())
-    caught_up = fragments.runs_caught_up(conversation_id=conversation_id, shown_going=shown_going)
+    caught_up = fragments.runs_caught_up(
+        conversation_id=conversation_id, shown_going=shown_going, last_shown=last_shown
+    )
     if caught_up:
         caught_up[-1] += queued.queue_fragment(conversation_id)
     return interrupted, caught_up
@@ -326,9 +330,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         owner.current()  # opened with the process under Daphne; here for tests and runserver
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
-        going = parse_going(self.scope.get("query_string", b""))
+        query = self.scope.get("query_string", b"")
         interrupted, caught_up = await database_sync_to_async(_catch_up)(
-            conversation_id=found, shown_going=going
+            conversation_id=found, shown_going=parse_going(query), last_shown=parse_last(query)
         )
         await publish_each(self.channel_layer, interrupted)
         for html in caught_up:

@@ -271,18 +271,27 @@ def error(message: str) -> str:
     return _render("chat/_error.html", {"message": message})
 
 
-def runs_caught_up(*, conversation_id: int, shown_going: Sequence[int] = ()) -> list[str]:
+def runs_caught_up(
+    *, conversation_id: int, shown_going: Sequence[int] = (), last_shown: int | None = None
+) -> list[str]:
     """Load and render the runs a page that just connected may have missed (sync).
 
     The running runs, the latest one and those the page shows as going
-    (:func:`chat.store.runs_to_catch_up`), whole,
-    then the header's summed usage (a run may have ended while the page was away).
+    (:func:`chat.store.runs_to_catch_up`), whole, then the header's summed usage (a run
+    may have ended while the page was away). When the page names the newest run it shows,
+    ``last_shown``, and the branch's latest is another (a take made meanwhile in another
+    tab, or queued messages sent one after the other), appending would not make what a
+    reload shows: the list is sent whole instead (:func:`branch_shown`).
     """
-    runs = store.runs_to_catch_up(conversation_id=conversation_id, shown_going=shown_going)
-    if not runs:
+    latest = store.latest_run_shown(conversation_id=conversation_id)
+    if latest is None:
         return []
     usage = summed_usage(conversation_id=conversation_id)
     header = _render("chat/_conversation_usage.html", {"usage": usage, "runs": None, "oob": True})
+    if last_shown is not None and latest != last_shown:
+        conversation = Conversation.objects.get(pk=conversation_id)
+        return [branch_shown(conversation) + header]
+    runs = store.runs_to_catch_up(conversation_id=conversation_id, shown_going=shown_going)
     frames = [run_caught_up(run) for run in runs]
     frames[-1] += header  # one frame per run, as before: the header goes with the last
     return frames

@@ -258,6 +258,15 @@ def parse_going(query_string: bytes) -> tuple[int, ...]:
     return tuple(going[-MAX_GOING:])  # the newest, as the page sends them
 
 
+def parse_last(query_string: bytes) -> int | None:
+    """Return the run id of the socket URL's ``last`` parameter (``?last=12``): the newest
+    run the (re)connecting page shows, 0 for none; None when it is missing or not a row id
+    (a hint, as :func:`parse_going`'s)."""
+    values = parse_qs(query_string.decode("latin-1")).get("last", [])
+    last = _row_id(values[-1]) if values else None
+    return last if last is not None and 0 <= last < MAX_STEP_ID else None
+
+
 def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | SteerFrame:
     """Return the frame of a queued message's Remove (``unqueue``) or "Send now"
     (``steer``); a form sends ``queued`` as text.

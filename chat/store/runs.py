@@ -142,6 +142,18 @@ def conversation_runs(*, conversation_id: int) -> list[AgentRun]:
     return list(runs_loaded(runs).order_by("started_at", "id"))
 
 
+def latest_run_shown(*, conversation_id: int) -> int | None:
+    """Return the id of the latest run of the branch the conversation shows (not of
+    another branch), or of its latest run; None when it has none of its own."""
+    runs = AgentRun.objects.filter(conversation_id=conversation_id)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    latest = runs.filter(user_message_id=path_leaf(conversation)).values_list("id", flat=True)
+    latest = latest.first()
+    if latest is None:
+        latest = runs.order_by("-started_at", "-id").values_list("id", flat=True).first()
+    return latest
+
+
 def runs_to_catch_up(*, conversation_id: int, shown_going: Sequence[int] = ()) -> list[AgentRun]:
     """Return the runs a newly connected page may have missed: running or waiting ones,
     the latest of the branch shown, and those of ``shown_going`` (the runs the page shows
@@ -150,12 +162,7 @@ def runs_to_catch_up(*, conversation_id: int, shown_going: Sequence[int] = ()) -
     Loaded like :func:`conversation_runs`, oldest first.
     """
     runs = AgentRun.objects.filter(conversation_id=conversation_id)
-    conversation = Conversation.objects.get(pk=conversation_id)
-    # The latest of the branch shown, not of another branch the page does not show.
-    latest = runs.filter(user_message_id=path_leaf(conversation)).values_list("id", flat=True)
-    latest = latest.first()
-    if latest is None:
-        latest = runs.order_by("-started_at", "-id").values_list("id", flat=True).first()
+    latest = latest_run_shown(conversation_id=conversation_id)
     if latest is None:
         return []
     # Only those runs are loaded, not a long conversation's whole history with its steps.

@@ -130,9 +130,11 @@
   document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
 
   // A (re)connecting page names the runs it still shows running or waiting
-  // (`?going=3,7`, the newest 20): one may have ended while it was away, with the queue's
-  // next run started since, and the catch-up sends those again too (chat/frames.py,
-  // parse_going). htmx.createWebSocket is the ws extension's hook for this.
+  // (`going=3,7`, the newest 20): one may have ended while it was away, with the queue's
+  // next run started since, and the catch-up sends those again too; and the newest run
+  // it shows (`last=12`, 0 for none): if the branch's latest is another, the catch-up
+  // sends the whole list (chat/frames.py, parse_going and parse_last).
+  // htmx.createWebSocket is the ws extension's hook for this.
   var MAX_GOING = 20;
   var createWebSocket = window.htmx && window.htmx.createWebSocket;
   if (createWebSocket) {
@@ -145,7 +147,10 @@
         if (found) ids.push(found[1]);
       });
       ids = ids.slice(-MAX_GOING);
-      if (ids.length) url += (url.indexOf("?") < 0 ? "?" : "&") + "going=" + ids.join(",");
+      var runs = document.querySelectorAll("#messages section.run[id^='run-']");
+      var last = runs.length ? runs[runs.length - 1].id.slice(4) : "0";
+      url += (url.indexOf("?") < 0 ? "?" : "&") + "last=" + last;
+      if (ids.length) url += "&going=" + ids.join(",");
       return createWebSocket(url);
     };
   }

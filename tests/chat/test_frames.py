@@ -87,3 +87,13 @@ def test_the_runs_a_reconnecting_page_shows_going_are_read_from_its_url_as_a_hin
     assert parse_going(b"going=x,-1,0,%C2%B2,," + b"9" * 30 + b",5&other=1") == (5,)
     many = ",".join(str(run) for run in range(1, 100)).encode()
     assert parse_going(b"going=" + many) == tuple(range(100 - MAX_GOING, 100))
+
+
+def test_the_newest_run_a_reconnecting_page_shows_is_read_from_its_url_as_a_hint():
+    from chat.frames import parse_last
+
+    assert parse_last(b"") is None
+    assert parse_last(b"last=12&going=3") == 12
+    assert parse_last(b"last=0") == 0  # the page shows no run
+    for junk in (b"last=x", b"last=-1", b"last=" + b"9" * 30, b"last="):
+        assert parse_last(junk) is None

@@ -193,6 +193,20 @@ async def test_a_page_back_after_a_run_ended_and_the_next_began_is_sent_the_ende
     assert f'id="run-{elsewhere.pk}"' not in sent
     await back.disconnect()
 
+    # Naming the newest run it shows, the page that missed the second is sent the list
+    # whole, as a reload shows it; one that has it is sent the runs alone.
+    for last, whole in ((first.pk, True), (second.pk, False)):
+        tab = Communicator(
+            URLRouter(websocket_urlpatterns), f"/ws/chat/{conversation.pk}/?last={last}"
+        )
+        tab.scope.update(user=user, session=None)
+        await tab.connect()
+        sent = "".join(await receive_until(tab, lambda f: queue_in(f) is not None))
+        assert ('hx-swap-oob="innerHTML:#messages"' in sent) is whole
+        assert f'id="run-{first.pk}"' in sent or not whole
+        assert f'id="run-{second.pk}"' in sent
+        await tab.disconnect()
+
 
 async def test_remove_takes_a_message_out_of_the_queue_in_every_tab(scripted_model):
     tabs, conversation, go_on = await held_run(scripted_model)
