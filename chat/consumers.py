@@ -92,6 +92,7 @@ RUN_WAITING = (
     "(or press Stop) before sending another message."
 )
 NOTHING_TO_STOP = "Nothing to stop: the agent is not working on anything in this chat."
+STOPPED_NOTHING_ENDED = "That run had already ended when the Stop arrived: nothing was stopped."
 RUN_GOING = "The agent is still working on your last message. Wait for it to finish."
 BRANCH_WHILE_GOING = (
     "The agent is still working on this chat: wait for it to finish (or press Stop) before "
@@ -392,7 +393,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 case MessageFrame(content=content, client_id=client_id):
                     await self._send_message(content, client_id)
                 case StopFrame():
-                    await self._cancel_run()
+                    await self._cancel_run(frame)
                 case DecisionFrame():
                     await self._decide(frame)
                 case FeedbackFrame():
@@ -481,7 +482,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         if not isinstance(frame, SteerFrame):
             return
-        if await request_stop(self.channel_layer, self.conversation_id) == StopOutcome.NOTHING:
+        stopped = await request_stop(self.channel_layer, self.conversation_id, frame.run_id)
+        if stopped == StopOutcome.NOTHING:
             await owner.current().send_next(self.conversation_id)
 
     async def _branch(self, frame: BranchFrame) -> None:
@@ -495,12 +497,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         accept = partial(_accept_branch, conversation_id=self.conversation_id, frame=frame)
         await self._accept_and_start(accept, fragments.error(""))
 
-    async def _cancel_run(self) -> None:
-        """Stop the conversation's run, in whichever process runs it
-        (:func:`chat.owner.request_stop`); say so if nothing runs."""
+    async def _cancel_run(self, frame: StopFrame) -> None:
+        """Stop the conversation's run (the frame's, when it names one), in whichever
+        process runs it (:func:`chat.owner.request_stop`); say so if nothing runs."""
         assert self.conversation_id is not None
-        if await request_stop(self.channel_layer, self.conversation_id) == StopOutcome.NOTHING:
-            await self.send(text_data=fragments.error(NOTHING_TO_STOP))
+        stopped = await request_stop(self.channel_layer, self.conversation_id, frame.run_id)
+        if stopped == StopOutcome.NOTHING:
+            said = NOTHING_TO_STOP if frame.run_id is None else STOPPED_NOTHING_ENDED
+            await self.send(text_data=fragments.error(said))
 
     async def _decide(self, frame: DecisionFrame) -> None:
         """Store a decision on a held tool call, show it in every tab, and resume the run

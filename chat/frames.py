@@ -2,7 +2,7 @@
 
 The page sends JSON (the htmx websocket extension's ``ws-send`` posts its form, with a
 ``HEADERS`` key): the composer's ``{"content": "..."}``, the Stop button's
-``{"type": "cancel"}``, a held call's card's ``{"type": "approval", ...}``, an
+``{"type": "cancel", "run": ID}``, a held call's card's ``{"type": "approval", ...}``, an
 answer's thumbs and comment, ``{"type": "feedback", ...}``, an exchange's Retry,
 Regenerate and Edit, ``{"type": "retry" | "regenerate" | "edit", ...}``, and a queued
 message's Remove and "Send now", ``{"type": "unqueue" | "steer", "queued": ID}``.
@@ -32,6 +32,7 @@ UNKNOWN_TYPE = (
 )
 BAD_CLIENT_ID = "A message's 'client_id' must be 1 to 64 letters, digits, '-' or '_'."
 BAD_QUEUED = "'unqueue' and 'steer' need 'queued': the queued message's id."
+BAD_STOP_RUN = "A stop's 'run' must be the id of the run to stop. Nothing was stopped."
 BAD_DECISION = (
     "An approval needs 'step' (the held call's step id), 'decision' ('approve' or "
     "'deny'), and optionally 'arguments' (JSON text), 'reason' (text) and 'always' (true)."
@@ -108,10 +109,13 @@ class MessageFrame:
 
 @dataclass(frozen=True)
 class StopFrame:
-    """``{"type": "cancel"}``: stop the conversation's run going on.
+    """``{"type": "cancel", "run": ID}``: stop the conversation's run going on; ``run``
+    (optional) is the one the page showed going, and only it is stopped.
 
     Its own type, not a string: a message whose text is "cancel" must not stop anything.
     """
+
+    run_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,10 +186,12 @@ class UnqueueFrame:
 
 @dataclass(frozen=True)
 class SteerFrame:
-    """``{"type": "steer", "queued": ID}``: stop the run going and send queued message
-    ``queued_id`` as soon as it has ended (it goes first in the queue)."""
+    """``{"type": "steer", "queued": ID, "run": ID}``: stop the run going (only ``run``,
+    the one the page showed going, when sent) and send queued message ``queued_id`` as
+    soon as it has ended (it goes first in the queue)."""
 
     queued_id: int
+    run_id: int | None = None
 
 
 Frame = (
@@ -220,7 +226,7 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         raise FrameRefused(NOT_OBJECT)
     kind = payload.get("type", "message")
     if kind == CANCEL:
-        return StopFrame()
+        return StopFrame(_run_shown_going(payload, FrameRefused))
     if kind == APPROVAL:
         return parse_decision(payload)
     if kind == FEEDBACK:
@@ -277,7 +283,23 @@ def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | Stee
     queued = _row_id(payload.get("queued"))
     if queued is None or not 0 < queued < MAX_STEP_ID:
         raise QueueFrameRefused(BAD_QUEUED)
-    return SteerFrame(queued) if steer else UnqueueFrame(queued)
+    if not steer:
+        return UnqueueFrame(queued)
+    return SteerFrame(queued, _run_shown_going(payload, QueueFrameRefused))
+
+
+def _run_shown_going(payload: dict[str, Any], refused: type[Exception]) -> int | None:
+    """Return the optional ``run`` of a Stop or "Stop and send now" (None if absent).
+
+    Raises ``refused`` (an exception class) with :data:`BAD_STOP_RUN` for one that is
+    not a row id.
+    """
+    if payload.get("run") in (None, ""):
+        return None
+    run = _row_id(payload.get("run"))
+    if run is None or not 0 < run < MAX_STEP_ID:
+        raise refused(BAD_STOP_RUN)
+    return run
 
 
 def parse_decision(payload: dict[str, Any]) -> DecisionFrame:

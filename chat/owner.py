@@ -503,17 +503,17 @@ class _Stop:
     run_id: int = 0
 
 
-def _stop_rows(conversation_id: int) -> _Stop:
+def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
     """Do in the database what a Stop does (sync, one ORM call): see :func:`request_stop`."""
     now = utcnow()
     interrupted = interrupt_stale_runs(conversation_id=conversation_id, now=now)
     if interrupted:
         return _Stop(StopOutcome.INTERRUPTED, conversation_id, interrupted=interrupted)
-    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now)
+    waiting = store.run_stop_waiting(conversation_id=conversation_id, at=now, run_id=run_id)
     if waiting is not None:
         return _Stop(StopOutcome.STOPPED_WAITING, conversation_id,
                      ended=end_if_running(waiting.pk))  # fmt: skip
-    run = store.run_request_cancel(conversation_id=conversation_id, at=now)
+    run = store.run_request_cancel(conversation_id=conversation_id, at=now, run_id=run_id)
     if run is None:
         return _Stop(StopOutcome.NOTHING, conversation_id)
     return _Stop(StopOutcome.REQUESTED, conversation_id, owner_channel=run.owner_channel,
@@ -530,8 +530,10 @@ async def _tell(layer: Any, stop: _Stop) -> StopOutcome:
     return stop.outcome
 
 
-async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
-    """Stop the conversation's run, wherever it runs; tell its pages what changed.
+async def request_stop(layer: Any, conversation_id: int, run_id: int | None = None) -> StopOutcome:
+    """Stop the conversation's run (only if it is ``run_id``, the run the page showed
+    going, when given: one that ended meanwhile is not followed by stopping the queue's
+    next), wherever it runs; tell its pages what changed.
 
     A run of a dead process is marked interrupted; a run waiting for decisions has no
     task, so its cancelled end is recorded here; a running run gets a stop request in
@@ -540,7 +542,7 @@ async def request_stop(layer: Any, conversation_id: int) -> StopOutcome:
     first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
     a running run's owner sends it when the run ends.
     """
-    outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id))
+    outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
     if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING):
         await current().send_next(conversation_id)
     return outcome

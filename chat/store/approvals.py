@@ -213,16 +213,18 @@ def run_resume_state(*, run: AgentRun, at: datetime, timeout_s: float) -> Resume
     return ResumeState(turns=turns, calls=calls, decisions=decisions, spent_s=max(0.0, spent))
 
 
-def run_stop_waiting(*, conversation_id: int, at: datetime) -> AgentRun | None:
-    """Stop the conversation's waiting run: its pending approvals become ``cancelled``
-    and it is taken back to ``running`` (with its stop request) for the caller to record
-    its cancelled end. Return it, or None when none waits (or another took it first)."""
+def run_stop_waiting(
+    *, conversation_id: int, at: datetime, run_id: int | None = None
+) -> AgentRun | None:
+    """Stop the conversation's waiting run (only if it is ``run_id``, when given): its
+    pending approvals become ``cancelled`` and it is taken back to ``running`` (with its
+    stop request) for the caller to record its cancelled end. Return it, or None when
+    none waits (or another took it first)."""
     with transaction.atomic():
-        run = (
-            AgentRun.objects.select_for_update()
-            .filter(conversation_id=conversation_id, status=RunStatus.WAITING)
-            .first()
-        )
+        waiting = AgentRun.objects.filter(conversation_id=conversation_id, status=RunStatus.WAITING)
+        if run_id is not None:
+            waiting = waiting.filter(pk=run_id)
+        run = waiting.select_for_update().first()
         if run is None:
             return None
         approvals_close(run_id=run.pk, at=at)

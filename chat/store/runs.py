@@ -181,18 +181,20 @@ def run_set_owner(*, run_id: int, owner_channel: str) -> None:
     AgentRun.objects.filter(pk=run_id).update(owner_channel=owner_channel)
 
 
-def run_request_cancel(*, conversation_id: int, at: datetime) -> AgentRun | None:
-    """Ask for the conversation's running run to stop; return it, or None if none runs.
+def run_request_cancel(
+    *, conversation_id: int, at: datetime, run_id: int | None = None
+) -> AgentRun | None:
+    """Ask for the conversation's running run to stop (only if it is ``run_id``, when
+    given); return it, or None if none runs.
 
     Only records the request (``cancel_requested_at``); the run's owner cancels its task
     when told (:func:`chat.owner.request_stop`) or when its heartbeat notices.
     """
     with transaction.atomic():
-        run = (
-            AgentRun.objects.select_for_update()
-            .filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
-            .first()
-        )
+        running = AgentRun.objects.filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
+        if run_id is not None:
+            running = running.filter(pk=run_id)
+        run = running.select_for_update().first()
         if run is None:
             return None
         if run.cancel_requested_at is None:

@@ -25,6 +25,16 @@
     return !!document.querySelector('#messages .run-status[data-status="running"]');
   }
 
+  // The id of the run this page shows going (running or waiting), "" for none: a Stop
+  // names it, so a run that ended meanwhile is not followed by stopping the next one.
+  function goingRunId() {
+    var statuses = document.querySelectorAll(
+      '#messages .run-status[data-status="running"], #messages .run-status[data-status="waiting"]');
+    var last = statuses.length ? statuses[statuses.length - 1] : null;
+    var found = last && /^run-(\d+)-status$/.exec(last.id);
+    return found ? found[1] : "";
+  }
+
   // A run of this conversation is going or waiting for a decision: a message is queued.
   function going() {
     return busy() || !!document.querySelector('#messages .run-status[data-status="waiting"]');
@@ -198,7 +208,9 @@
     }
     if (feedbackForm(event.target)) return;
     if (queueForm(event.target)) {  // "Stop and send now" stops the run going
-      refusedOffline(event, OFFLINE_STOP);
+      if (refusedOffline(event, OFFLINE_STOP)) return;
+      var shown = goingRunId();
+      if (event.detail.parameters.type === "steer" && shown) event.detail.parameters.run = shown;
       return;
     }
     if (event.target === composer()) {
@@ -212,7 +224,7 @@
         }
         if (refusedOffline(event, OFFLINE_STOP)) return;
         // The button is Stop: the frame is a cancel, and the text stays where it is.
-        event.detail.parameters = {type: "cancel"};
+        event.detail.parameters = {type: "cancel", run: goingRunId()};
         stopping = true;
         stopSent = true;
         updateComposer();

@@ -97,3 +97,18 @@ def test_the_newest_run_a_reconnecting_page_shows_is_read_from_its_url_as_a_hint
     assert parse_last(b"last=0") == 0  # the page shows no run
     for junk in (b"last=x", b"last=-1", b"last=" + b"9" * 30, b"last="):
         assert parse_last(junk) is None
+
+
+def test_a_stop_and_a_send_now_may_name_the_run_the_page_showed_going():
+    from chat.frames import BAD_STOP_RUN, QueueFrameRefused, SteerFrame
+
+    assert parse({"type": "cancel"}) == StopFrame()
+    assert parse({"type": "cancel", "run": "12", "HEADERS": {}}) == StopFrame(12)
+    assert parse({"type": "cancel", "run": ""}) == StopFrame()  # none going on the page
+    assert parse({"type": "steer", "queued": 3, "run": 12}) == SteerFrame(3, 12)
+    for bad in ("x", 0, -1, True, "9" * 30):
+        with pytest.raises(FrameRefused) as refused:
+            parse({"type": "cancel", "run": bad})
+        assert str(refused.value) == BAD_STOP_RUN
+        with pytest.raises(QueueFrameRefused):
+            parse({"type": "steer", "queued": 3, "run": bad})

@@ -17,6 +17,7 @@ from django.utils import timezone
 from langchain_core.messages import AIMessage
 
 from chat import owner, queued, store
+from chat.consumers import STOPPED_NOTHING_ENDED
 from chat.fragments import MESSAGE_ACCEPTED, MESSAGE_REFUSED
 from chat.frames import BAD_QUEUED
 from chat.models import AgentRun, Conversation, Message, QueuedMessage, RunStatus
@@ -309,6 +310,57 @@ async def test_stop_and_send_now_stops_the_run_and_sends_that_message_first(scri
     assert await user_messages(conversation.pk) == ["first", "third", "second"]
     statuses = await run_statuses(conversation.pk)
     assert statuses == [RunStatus.CANCELLED, RunStatus.SUCCEEDED, RunStatus.SUCCEEDED]
+
+
+async def test_a_stop_or_send_now_naming_a_run_that_ended_stops_nothing_else(scripted_model):
+    """Found by an adversarial pass: a Stop (or "Stop and send now") pressed as the run
+    ended stopped the queue's next run, which had just started; the page names the run it
+    showed going, and only that one is stopped."""
+    go_on, held_next = asyncio.Event(), asyncio.Event()
+
+    class Gates:
+        """The first run's turn waits for ``go_on``, the next runs' for ``held_next``."""
+
+        turns = 0
+
+        async def wait(self) -> None:
+            self.turns += 1
+            await (go_on if self.turns == 1 else held_next).wait()
+
+    scripted_model.script = [LONG] * 3
+    scripted_model.gates = {3: Gates()}
+    user, conversation = await make_conversation()
+    tabs = [await connect(conversation.pk, user) for _ in range(2)]
+    for tab in tabs:
+        await tab.connect()
+    await tabs[0].send_to(text_data=message("first"))
+    await receive_until(tabs[0], lambda f: MESSAGE_ACCEPTED in f)
+    await tabs[0].send_to(text_data=message("second"))
+    await until_queue(tabs[0], lambda q: "second" in q)
+    go_on.set()
+    async with asyncio.timeout(WAIT_S):
+        while await run_statuses(conversation.pk) != [RunStatus.SUCCEEDED, RunStatus.RUNNING]:
+            await asyncio.sleep(0.05)
+    first = (await database_sync_to_async(
+        lambda: AgentRun.objects.filter(conversation=conversation).order_by("id").first()
+    )()).pk  # fmt: skip
+
+    await tabs[0].send_to(text_data=json.dumps({"type": "cancel", "run": first}))
+    await receive_until(tabs[0], lambda f: STOPPED_NOTHING_ENDED in f)
+    await tabs[0].send_to(text_data=message("third"))
+    await until_queue(tabs[0], lambda q: "third" in q)
+    third = (await queued_rows(conversation.pk))[0]
+    steer = {"type": "steer", "queued": third.pk, "run": str(first)}
+    await tabs[1].send_to(text_data=json.dumps(steer))
+    await until_queue(tabs[1], lambda q: "third" in q)
+    assert await run_statuses(conversation.pk) == [RunStatus.SUCCEEDED, RunStatus.RUNNING]
+
+    held_next.set()
+    await wait_for_all_runs()
+    for tab in tabs:
+        await tab.disconnect()
+    assert await user_messages(conversation.pk) == ["first", "second", "third"]
+    assert await run_statuses(conversation.pk) == [RunStatus.SUCCEEDED] * 3
 
 
 async def test_send_now_with_no_run_going_sends_at_once(scripted_model, settings):
