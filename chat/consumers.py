@@ -302,12 +302,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _close_ended_session(self) -> None:
         log_refusal(self.scope, CLOSE_SESSION_ENDED, REFUSED_SESSION_ENDED)
+        await self._leave_and_close(CLOSE_SESSION_ENDED)
+
+    async def _leave_and_close(self, code: int) -> None:
+        """Leave the conversation's group, then close with ``code``: the fragments
+        published to it from now on are not relayed to a closed socket (an error in the
+        log for each, "Attempt to send on a closed protocol")."""
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(
                 group_name(self.conversation_id), self.channel_name
             )
             self.conversation_id = None
-        await self.close(code=CLOSE_SESSION_ENDED)
+        await self.close(code=code)
 
     async def connect(self) -> None:
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
@@ -572,7 +578,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         else anything)."""
         reason = REFUSED_DELETED.format(conversation_id=self.conversation_id)
         log_refusal(self.scope, CLOSE_DELETED, reason)
-        await self.close(code=CLOSE_DELETED)
+        await self._leave_and_close(CLOSE_DELETED)
 
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
         """Close this socket: the conversation was deleted (see ``chat.live``)."""
