@@ -119,8 +119,10 @@ class MessageRefused(FrameRefused):
     are the sweep's fragments (:func:`chat.live.interrupt_stale_runs`), which the pages
     need all the same."""
 
-    def __init__(self, message: str, *, interrupted: list[Addressed]) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, interrupted: list[Addressed], of_message: bool = True
+    ) -> None:
+        super().__init__(message, of_message=of_message)
         self.interrupted = interrupted
 
 
@@ -245,7 +247,7 @@ def _accept_branch(*, conversation_id: int, frame: BranchFrame) -> Accepted:
         )  # fmt: skip
     except REFUSED as exc:
         refusal = _refusal(exc, going=BRANCH_WHILE_GOING)
-        raise MessageRefused(refusal, interrupted=interrupted) from None
+        raise MessageRefused(refusal, interrupted=interrupted, of_message=False) from None
     return Accepted(interrupted, fragments.branch_shown(run.conversation), run_id=run.pk)
 
 
@@ -411,7 +413,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 case _:
                     assert_never(frame)
         except FrameRefused as refused:
-            await self.send(text_data=fragments.message_refused(str(refused)))
+            said = fragments.message_refused if refused.of_message else fragments.error
+            await self.send(text_data=said(str(refused)))
         except DecisionRefused as refused:
             # Said beside the card's buttons too, where the reader is looking.
             await self.send(text_data=fragments.decision_refused(refused.step_id, str(refused)))

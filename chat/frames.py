@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -64,9 +66,15 @@ MAX_GOING = 20
 class FrameRefused(Exception):
     """A frame the chat does not act on: a message it refuses, or a frame it cannot read.
 
-    The text says why, for the user; the page is told the message was refused
-    (:func:`chat.fragments.message_refused`), so the composer keeps its text.
+    The text says why, for the user. ``of_message``: a refused message (or a frame of no
+    known type), of which the page is told (:func:`chat.fragments.message_refused`), so
+    the composer keeps its text for another try; False for a frame of another type
+    (a take, a Stop, a decision...), which must not touch the message the composer sent.
     """
+
+    def __init__(self, message: str, *, of_message: bool = True) -> None:
+        super().__init__(message)
+        self.of_message = of_message
 
 
 class QueueFrameRefused(Exception):
@@ -226,7 +234,7 @@ def parse_frame(text_data: str | None, bytes_data: bytes | None, *, max_chars: i
         raise FrameRefused(NOT_OBJECT)
     kind = payload.get("type", "message")
     if kind == CANCEL:
-        return StopFrame(_run_shown_going(payload, FrameRefused))
+        return StopFrame(_run_shown_going(payload, partial(FrameRefused, of_message=False)))
     if kind == APPROVAL:
         return parse_decision(payload)
     if kind == FEEDBACK:
@@ -288,10 +296,10 @@ def parse_queued(payload: dict[str, Any], *, steer: bool) -> UnqueueFrame | Stee
     return SteerFrame(queued, _run_shown_going(payload, QueueFrameRefused))
 
 
-def _run_shown_going(payload: dict[str, Any], refused: type[Exception]) -> int | None:
+def _run_shown_going(payload: dict[str, Any], refused: Callable[[str], Exception]) -> int | None:
     """Return the optional ``run`` of a Stop or "Stop and send now" (None if absent).
 
-    Raises ``refused`` (an exception class) with :data:`BAD_STOP_RUN` for one that is
+    Raises ``refused(BAD_STOP_RUN)`` (an exception of the frame's kind) for one that is
     not a row id.
     """
     if payload.get("run") in (None, ""):
@@ -312,9 +320,9 @@ def parse_decision(payload: dict[str, Any]) -> DecisionFrame:
     """
     step, decision = _row_id(payload.get("step")), payload.get("decision")
     if step is None or decision not in ("approve", "deny"):
-        raise FrameRefused(BAD_DECISION)
+        raise FrameRefused(BAD_DECISION, of_message=False)
     if not 0 < step < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
-        raise FrameRefused(NOT_A_HELD_CALL)
+        raise FrameRefused(NOT_A_HELD_CALL, of_message=False)
     arguments, reason = payload.get("arguments"), payload.get("reason", "")
     arguments = "" if arguments is None else arguments
     if not isinstance(arguments, str) or not isinstance(reason, str):
@@ -344,9 +352,9 @@ def parse_feedback(payload: dict[str, Any]) -> FeedbackFrame:
     """
     run = _row_id(payload.get("run"))
     if run is None:
-        raise FrameRefused(BAD_FEEDBACK)
+        raise FrameRefused(BAD_FEEDBACK, of_message=False)
     if not 0 < run < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
-        raise FrameRefused(NOT_A_RUN)
+        raise FrameRefused(NOT_A_RUN, of_message=False)
     rating, comment = payload.get("rating"), payload.get("comment")
     fields = (rating, comment)
     if all(field is None for field in fields) or any(
@@ -368,16 +376,16 @@ def parse_branch(payload: dict[str, Any], kind: str, *, max_chars: int) -> Branc
     model, strategy = payload.get("model") or "", payload.get("strategy") or ""
     needs = " and 'content' (the edited question)" if kind == "edit" else ""
     if run is None or not isinstance(model, str) or not isinstance(strategy, str):
-        raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+        raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs), of_message=False)
     if not 0 < run < MAX_STEP_ID:  # a database's integer overflows past it (a crash)
-        raise FrameRefused(NOT_A_BRANCHED_RUN)
+        raise FrameRefused(NOT_A_BRANCHED_RUN, of_message=False)
     content = ""
     if kind == "edit":
         raw = payload.get("content")
         if not isinstance(raw, str):
-            raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs))
+            raise FrameRefused(BAD_BRANCH.format(kind=kind, content=needs), of_message=False)
         try:
             content = clean_message(raw, max_chars=max_chars)
         except MessageError as exc:
-            raise FrameRefused(str(exc)) from None
+            raise FrameRefused(str(exc), of_message=False) from None
     return BranchFrame(kind, run, content=content, model=model[:100], strategy=strategy[:100])

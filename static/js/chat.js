@@ -207,6 +207,12 @@
       return;
     }
     if (feedbackForm(event.target)) return;
+    if (event.target.closest && event.target.closest("[data-branch-form]")) {
+      // A retry, regenerate or edit: refused while offline as a message is, and not the
+      // composer's message (its client_id stays the composer's text's).
+      refusedOffline(event, OFFLINE_MESSAGE);
+      return;
+    }
     if (queueForm(event.target)) {  // "Stop and send now" stops the run going
       if (refusedOffline(event, OFFLINE_STOP)) return;
       var shown = goingRunId();

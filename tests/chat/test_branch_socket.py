@@ -54,8 +54,10 @@ async def connected(conversation, user):
 
 
 async def refusal(tab) -> str:
+    """Receive the notice of a refused take: said, and not as a refused message, which
+    would make the page forget the message its composer sent (an adversarial pass)."""
     html = await tab.receive_from()
-    assert 'data-outcome="message-refused"' in html, html
+    assert 'id="chat-error"' in html and "data-outcome" not in html, html
     return html
 
 
