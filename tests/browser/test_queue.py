@@ -91,6 +91,10 @@ def test_messages_sent_during_a_run_wait_under_it_and_go_when_it_ends(
     page.set_viewport_size({"width": 390, "height": 844})  # a phone: the queue takes room
     page.goto(app.url + "/")
     page.wait_for_selector("#connection[data-state=open]")
+    # The header's badges scroll sideways on a phone; the connection's is on screen, as
+    # the offline notice asks to watch it (a walk found it 494 px in, past the edge).
+    box = page.locator("#connection").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
     send(page, QUESTION)
     page.wait_for_selector(".run-status[data-status=running]")
     # The button says what it will do: Queue with text typed, Stop with none.
