@@ -196,7 +196,7 @@ def conversation_usage(run: AgentRun) -> str:
     """
     if run.conversation_usage is None:
         return ""
-    context = {"usage": run.conversation_usage, "runs": None, "oob": True}
+    context = {"usage": run.conversation_usage, "oob": True}
     return _render("chat/_conversation_usage.html", context)
 
 
@@ -287,7 +287,7 @@ def runs_caught_up(
     if latest is None:
         return []
     usage = summed_usage(conversation_id=conversation_id)
-    header = _render("chat/_conversation_usage.html", {"usage": usage, "runs": None, "oob": True})
+    header = _render("chat/_conversation_usage.html", {"usage": usage, "oob": True})
     if last_shown is not None and latest != last_shown:
         conversation = Conversation.objects.get(pk=conversation_id)
         return [branch_shown(conversation) + header]

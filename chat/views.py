@@ -22,6 +22,7 @@ from chat.forms import ConversationTitleForm, StrategyForm
 from chat.live import interrupt_stale_runs, publish_each_sync
 from chat.models import TOOL_CHOICE_AUTO, Conversation
 from chat.owner import request_stop_sync
+from chat.store.usage import conversation_usage
 from chat.timeline import timeline_of
 from chat.validation import TOO_LONG_REASON
 
@@ -103,6 +104,9 @@ def conversation_page(request: HttpRequest, conversation_id: int) -> HttpRespons
         **list_context(owner, query=request.GET.get("q", ""), active=conversation.pk),
         "runs": window.runs,
         "earlier": window.earlier,
+        # Summed as the live header is (a fork's inherited runs, earlier pages and other
+        # takes alike), not from the runs this page renders.
+        "usage": conversation_usage(conversation_id=conversation.pk),
         "queued": queued,
         "ws_path": f"/ws/chat/{conversation.pk}/",
         "model_badge": model_badge(model_key=conversation.model_key),

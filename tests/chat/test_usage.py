@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -344,6 +345,27 @@ def test_the_chat_page_header_shows_the_conversations_cost(alice):
     html = client.get(f"/c/{conversation.pk}/").content.decode()
     assert 'id="conversation-usage"' in html
     assert "≈1,000 tokens" in html and "≈$0.00015" in html
+
+
+def test_the_page_sums_what_the_live_header_sums_a_forks_own_runs_and_every_take(alice):
+    """Found by a new-user walk: a fresh fork's header counted its source's run as "this
+    conversation's 1 finished run", then dropped it once the fork ran its own (the page
+    summed the runs it rendered, the live header the conversation's own)."""
+    client, conversation = alice
+    _price("demo-*")
+    run = store.run_start(conversation_id=conversation.pk, content="q", started_at=timezone.now(),
+                          **DEMO)  # fmt: skip
+    _finish(run, usage={"input_tokens": 1000, "output_tokens": 0, "total_tokens": 1000})
+    owner = store.Owner(user_id=conversation.owner_id, guest_key="")
+    fork = store.conversation_fork(owner=owner, conversation_id=conversation.pk,
+                                   question_id=run.user_message_id)  # fmt: skip
+
+    html = client.get(f"/c/{fork.pk}/").content.decode()
+    assert '<span class="conversation-usage" id="conversation-usage"></span>' in html
+    live = fragments.runs_caught_up(conversation_id=conversation.pk)[-1]
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    shown = re.search(r'<span class="conversation-usage".*?</span>', page).group(0)
+    assert shown in live.replace(' hx-swap-oob="true"', "")
 
 
 def test_an_empty_conversation_has_an_empty_usage_element_to_fill(alice):
