@@ -96,6 +96,14 @@ async def held_run(scripted_model, answers: int = 2):
     return tabs, conversation, go_on
 
 
+async def let_go(tabs, go_on: asyncio.Event) -> None:
+    """Let the held run go on, wait for it and the runs the queue started, close the tabs."""
+    go_on.set()
+    await wait_for_all_runs()
+    for tab in tabs:
+        await tab.disconnect()
+
+
 async def test_a_message_sent_while_a_run_goes_is_queued_in_every_tab_and_sent_at_its_end(
     scripted_model,
 ):
@@ -129,10 +137,7 @@ async def test_the_page_shows_the_queue_from_the_rows_as_the_socket_did(scripted
     assert reloaded.replace(' hx-swap-oob="true"', "") == live.replace(' hx-swap-oob="true"', "")
     assert "second &lt;b&gt;bold&lt;/b&gt;" in live  # escaped
 
-    go_on.set()
-    await wait_for_all_runs()
-    for tab in tabs:
-        await tab.disconnect()
+    await let_go(tabs, go_on)
 
 
 async def test_a_page_that_connects_late_is_sent_the_queue_with_the_runs(scripted_model):
@@ -220,10 +225,7 @@ async def test_remove_takes_a_message_out_of_the_queue_in_every_tab(scripted_mod
     for tab in tabs:
         await until_queue(tab, lambda q: "second" not in q and "third" in q)
 
-    go_on.set()
-    await wait_for_all_runs()
-    for tab in tabs:
-        await tab.disconnect()
+    await let_go(tabs, go_on)
     assert await user_messages(conversation.pk) == ["first", "third"]
 
 
@@ -248,10 +250,7 @@ async def test_remove_is_refused_for_a_message_not_queued_here(scripted_model):
     # The next message still works.
     await tabs[0].send_to(text_data=message("second"))
     await until_queue(tabs[0], lambda q: "second" in q)
-    go_on.set()
-    await wait_for_all_runs()
-    for tab in tabs:
-        await tab.disconnect()
+    await let_go(tabs, go_on)
     assert await user_messages(conversation.pk) == ["first", "second"]
 
 
@@ -267,10 +266,7 @@ async def test_a_full_queue_refuses_the_next_message_and_keeps_the_page_text(
     refused = await receive_until(tabs[0], lambda f: MESSAGE_REFUSED in f)
     assert "1 messages are waiting" in refused[-1]
 
-    go_on.set()
-    await wait_for_all_runs()
-    for tab in tabs:
-        await tab.disconnect()
+    await let_go(tabs, go_on)
     assert await user_messages(conversation.pk) == ["first", "second"]
 
 
@@ -391,10 +387,7 @@ async def test_stop_sends_the_queue_after_a_cancelled_run(scripted_model):
 
     await tabs[0].send_to(text_data=json.dumps({"type": "cancel"}))
     await until_queue(tabs[1], lambda q: "second" not in q)
-    go_on.set()
-    await wait_for_all_runs()
-    for tab in tabs:
-        await tab.disconnect()
+    await let_go(tabs, go_on)
 
     assert await run_statuses(conversation.pk) == [RunStatus.CANCELLED, RunStatus.SUCCEEDED]
     assert await user_messages(conversation.pk) == ["first", "second"]
