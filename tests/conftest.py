@@ -95,6 +95,16 @@ def _fresh_channel_layers():
     channel_layers.backends.clear()
 
 
+@pytest.fixture(autouse=True)
+def _nothing_learned():
+    """Forget what model servers taught (agents.providers.learned) after each test: the
+    lessons are kept by base URL, and a fake server's port is used again by later tests."""
+    yield
+    from agents.providers.learned import forget
+
+    forget()
+
+
 @pytest.fixture
 def redis_url() -> str:
     """Return ``REDIS_URL``, or skip: the test is about the Redis channel layer, which CI's

@@ -46,8 +46,9 @@ class Reply:
     connection off after that many events (mid-body, as a crashed server does);
     ``stall_after`` stops sending after that many events, the connection left open until
     the test ends (a server stuck mid-reply); ``delay_s`` pauses before each event.
-    Another status answers with an OpenAI-style error body carrying ``message`` (and
-    ``retry-after-ms: 10``, so the client's retries do not wait their usual backoff).
+    Another status answers with an OpenAI-style error body carrying ``message`` (or
+    ``body`` as it is, in another server's shape) and ``retry-after-ms: 10``, so the
+    client's retries do not wait their usual backoff.
     ``hang`` never answers, until the test ends.
     """
 
@@ -59,6 +60,7 @@ class Reply:
     stall_after: int | None = None
     delay_s: float = 0.0
     hang: bool = False
+    body: dict[str, Any] | None = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,9 +114,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.shutdown(socket.SHUT_RDWR)
 
     def _error(self, reply: Reply) -> None:
-        payload = json.dumps(
-            {"error": {"message": reply.message, "type": "fake_error", "code": reply.status}}
-        ).encode()
+        body = reply.body or {
+            "error": {"message": reply.message, "type": "fake_error", "code": reply.status}
+        }
+        payload = json.dumps(body).encode()
         self.send_response(reply.status)
         self.send_header("content-type", "application/json")
         self.send_header("retry-after-ms", "10")

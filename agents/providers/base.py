@@ -12,6 +12,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
+from agents.providers.call_ids import STYLES
+
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
@@ -91,6 +93,11 @@ class Quirks:
       ``"max_completion_tokens"`` (OpenAI's current name, what langchain-openai sends) or
       ``"max_tokens"`` (what llama.cpp, Ollama, LM Studio, DashScope and DeepSeek read;
       llama.cpp ignores the other, so its output is not capped).
+    - ``tool_call_ids``: the form of the tool-call ids sent
+      (:data:`agents.providers.call_ids.STYLES`): ``"portable"`` (at most 40 letters,
+      digits, ``_`` and ``-``, what OpenAI and the others take) or ``"alnum9"`` (nine
+      letters and digits, all Mistral takes). Ids of another form, or repeated within a
+      request, are rewritten in the request only, each call still paired with its result.
 
     What no conforming server sends is repaired for every entry and needs no flag (see
     :mod:`agents.providers.compatible`): tool-call arguments as a JSON object, a tool
@@ -101,11 +108,16 @@ class Quirks:
     send_reasoning_content: bool = False
     empty_content_with_tool_calls: bool = False
     max_tokens_field: str = "max_completion_tokens"
+    tool_call_ids: str = "portable"
 
     def __post_init__(self) -> None:
         if self.max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(
                 f"max_tokens_field is one of {MAX_TOKENS_FIELDS}, not {self.max_tokens_field!r}"
+            )
+        if self.tool_call_ids not in STYLES:
+            raise ValueError(
+                f"tool_call_ids is one of {sorted(STYLES)}, not {self.tool_call_ids!r}"
             )
 
 

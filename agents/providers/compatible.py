@@ -37,7 +37,14 @@ Received, for every provider (nothing a conforming server sends is changed):
 
 Sent, for every provider: arguments that are not a JSON object (an invalid tool call
 sent back) as ``"{}"``, since llama.cpp's server answers HTTP 500 to the whole request
-otherwise (:func:`object_arguments`).
+otherwise (:func:`object_arguments`); tool-call ids in the profile's style, unique within
+the request (:mod:`agents.providers.call_ids`).
+
+Refused: a request the server refuses for something :mod:`agents.providers.learned`
+reads (a field the model does not take, reasoning it wants back, ids of another form) is
+sent again once with that lesson, which every later request to the server and model
+keeps; a reply whose own tool-call ids are all nine letters and digits teaches that
+style too.
 
 Sent, by profile: ``reasoning_content`` back on assistant messages
 (``send_reasoning_content``; ``ChatDeepSeek`` 1.1.1 receives it but does not send it
@@ -52,6 +59,8 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
@@ -61,11 +70,26 @@ from langchain_openai import ChatOpenAI
 from pydantic import ConfigDict
 
 from agents.model_errors import EmptyReply, ErrorEvent, IncompleteReply
-from agents.providers.base import Quirks
+from agents.providers.base import MAX_TOKENS_FIELDS, Quirks
+from agents.providers.call_ids import ALNUM9, STYLES, sendable_ids
+from agents.providers.learned import (
+    ALNUM9_SEEN,
+    Learned,
+    learn,
+    learned,
+    lesson_from,
+    server_key,
+)
 
 # Where servers put reasoning text in a streamed delta, the first found wins: vLLM in
 # its transition sent both names with the same text.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+# Lessons one refused request may teach before its refusal is final (each is learned once).
+MAX_LESSONS = 3
+
+# The body of the request being sent, for reading what its refusal refers to.
+_sent: ContextVar[dict[str, Any] | None] = ContextVar("sent_request", default=None)
 
 # The OpenAI SDK dumps each streamed chunk with pydantic, which warns (once per chunk) that
 # an object ``arguments`` is not the ``str`` its type says; the object is repaired here.
@@ -130,16 +154,53 @@ class CompatibleChatOpenAI(ChatOpenAI):
         return generation
 
     def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
-        repair = StreamRepair()
-        for generation in super()._stream(*args, **kwargs):
-            yield repair.chunk(generation)
-        repair.end()
+        for attempt in range(MAX_LESSONS + 1):
+            repair = StreamRepair()
+            try:
+                for generation in super()._stream(*args, **kwargs):
+                    yield repair.chunk(generation)
+            except Exception as exc:
+                if repair.chunks or attempt == MAX_LESSONS or not self._learned_from(exc):
+                    raise
+                continue
+            self._ended(repair)
+            return
 
     async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
-        repair = StreamRepair()
-        async for generation in super()._astream(*args, **kwargs):
-            yield repair.chunk(generation)
+        for attempt in range(MAX_LESSONS + 1):
+            repair = StreamRepair()
+            try:
+                async for generation in super()._astream(*args, **kwargs):
+                    yield repair.chunk(generation)
+            except Exception as exc:
+                if repair.chunks or attempt == MAX_LESSONS or not self._learned_from(exc):
+                    raise
+                continue
+            self._ended(repair)
+            return
+
+    @property
+    def server_key(self) -> str:
+        """Return the key of what was learned about this server and model
+        (:mod:`agents.providers.learned`)."""
+        return server_key(self.openai_api_base or "https://api.openai.com/v1", self.model_name)
+
+    def _learned_from(self, exc: Exception) -> bool:
+        """Learn what refusal ``exc`` of the request just sent teaches; return True when
+        the request is worth sending again (it will be sent otherwise)."""
+        lesson = lesson_from(exc, _sent.get() or {})
+        return lesson is not None and learn(self.server_key, lesson)
+
+    def _ended(self, repair: StreamRepair) -> None:
+        """Check the reply ``repair`` saw was whole; learn the server's id style from it.
+
+        A server whose own tool-call ids are all nine letters and digits (Mistral's API,
+        vLLM with a Mistral tokenizer) refuses any other: later requests send that style.
+        """
         repair.end()
+        ids = [call["id"] for call in repair.calls.values() if call["id"]]
+        if ids and all(STYLES[ALNUM9].fullmatch(i) for i in ids):
+            learn(self.server_key, ALNUM9_SEEN)
 
     # Sent ---------------------------------------------------------------------------
 
@@ -152,15 +213,32 @@ class CompatibleChatOpenAI(ChatOpenAI):
         dict is paired with the message it came from.
         """
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        known = learned(self.server_key)
+        quirks = with_learned(self.quirks, known)
         if isinstance(payload.get("messages"), list):
             messages = self._convert_input(input_).to_messages()
             for message, sent in zip(messages, payload["messages"], strict=False):
                 if sent.get("role") == "assistant":
-                    apply_assistant_quirks(self.quirks, message, sent)
+                    apply_assistant_quirks(quirks, message, sent)
                     object_arguments(sent)
-        if self.quirks.max_tokens_field == "max_tokens" and "max_completion_tokens" in payload:
-            payload["max_tokens"] = payload.pop("max_completion_tokens")
+            sendable_ids(payload["messages"], quirks.tool_call_ids)
+        other = next(f for f in MAX_TOKENS_FIELDS if f != quirks.max_tokens_field)
+        if other in payload:
+            payload[quirks.max_tokens_field] = payload.pop(other)
+        for name in known.dropped:
+            payload.pop(name, None)
+        _sent.set(payload)
         return payload
+
+
+def with_learned(quirks: Quirks, known: Learned) -> Quirks:
+    """Return profile ``quirks`` with what was learned about the server (``known``)."""
+    return replace(
+        quirks,
+        send_reasoning_content=quirks.send_reasoning_content or known.send_reasoning_content,
+        tool_call_ids=known.tool_call_ids or quirks.tool_call_ids,
+        max_tokens_field=known.max_tokens_field or quirks.max_tokens_field,
+    )
 
 
 def apply_assistant_quirks(quirks: Quirks, message: BaseMessage, sent: dict[str, Any]) -> None:

@@ -52,6 +52,20 @@ ENTRIES: tuple[ProviderEntry, ...] = (
         quirks=Quirks(send_reasoning_content=True, max_tokens_field="max_tokens"),
         context_window=65_536,
     ),
+    # Mistral's API speaks OpenAI's protocol, but takes only tool-call ids of nine letters
+    # and digits (HTTP 400 "Tool call id was ... but must be a-z, A-Z, 0-9, with a length
+    # of 9.") and reads the output cap as max_tokens.
+    ProviderEntry(
+        name="mistral",
+        label="Mistral AI",
+        factory=chat_openai,
+        capabilities=REPORTED,
+        requires=(Required("api_key", "OPENAI_API_KEY"),),
+        default_base_url="https://api.mistral.ai/v1",
+        default_model="mistral-small-latest",
+        quirks=Quirks(tool_call_ids="alnum9", max_tokens_field="max_tokens"),
+        context_window=32_768,
+    ),
     # DashScope needs a key, vLLM serving Qwen none: no key is required (DashScope
     # without one answers 401, reported as a refused key naming OPENAI_API_KEY).
     ProviderEntry(

@@ -27,6 +27,8 @@ EXPECTED = {
     "openai": ("", "gpt-4o-mini", ["OPENAI_API_KEY", "OPENAI_MODEL"], Quirks()),
     "deepseek": ("https://api.deepseek.com/v1", "deepseek-chat", ["OPENAI_API_KEY"],
                  Quirks(send_reasoning_content=True, max_tokens_field="max_tokens")),
+    "mistral": ("https://api.mistral.ai/v1", "mistral-small-latest", ["OPENAI_API_KEY"],
+                Quirks(tool_call_ids="alnum9", max_tokens_field="max_tokens")),
     "qwen": ("https://dashscope.aliyuncs.com/compatible-mode/v1", "qwen-plus", [],
              Quirks(text_tool_calls=True, max_tokens_field="max_tokens")),
     "ollama": ("http://127.0.0.1:11434/v1", "", ["OPENAI_MODEL"],

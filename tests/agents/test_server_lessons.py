@@ -1,0 +1,318 @@
+"""Ids each server accepts, and what a server teaches by refusing (agents/providers/
+call_ids.py, learned.py), through the real client against tests/strict_servers.py.
+
+Each kind of issue 24's "ids and names the servers refuse" and "parameters and
+requirements a server states only by refusing", for the profile that knows it and for
+the generic entry that has to learn it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from agents.events import RunStatus, ToolCallFinished
+from agents.providers import ModelConfig, build_model
+from agents.providers.call_ids import ALNUM9, PORTABLE, STYLES, derived_id, sendable_ids
+from agents.providers.learned import Learned, learned, lesson_from
+from agents.runtime import run
+from agents.strategies import StrategyOptions, get_strategy
+from agents.tools import default_tools
+from tests.fake_openai import Reply, reasoning_turn, text_turn, tool_call_turn
+from tests.strict_servers import (
+    StrictServer,
+    mistral_ids,
+    reasoning_back,
+    refuses,
+    role_order,
+    unique_ids,
+)
+from tests.timing import WAIT_S
+
+APP_MADE = "call_0123456789abcdef01234567"  # new_tool_call_id()'s shape
+MISTRAL_ID_REFUSAL = "Tool call id was call_9866 but must be a-z, A-Z, 0-9, with a length of 9."
+WEATHER = ("call_w", "weather_forecast", {"town": "Suzhou"})
+
+
+def strict(*rules) -> StrictServer:
+    return StrictServer([*rules, role_order])
+
+
+def model_for(server, provider: str = "openai", **options: Any):
+    return build_model(
+        ModelConfig(
+            provider=provider,
+            model="fake-model",
+            base_url=server.base_url,
+            api_key="sk-test",
+            timeout_s=WAIT_S,
+            max_retries=0,
+            **options,
+        )
+    )
+
+
+def earlier_exchanges() -> list[BaseMessage]:
+    """Two answered questions whose calls bear ids from other servers and the app: an
+    id the app made, and ``call_0`` twice (a server that numbers each turn's calls)."""
+    history: list[BaseMessage] = [HumanMessage("Weather in Suzhou?")]
+    for call_id in (APP_MADE, "call_0"):
+        history += [
+            AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "weather_forecast", "id": call_id, "args": {"town": "Suzhou"}}
+                ],
+            ),
+            ToolMessage('{"sunny": true}', tool_call_id=call_id, name="weather_forecast"),
+        ]
+    history += [
+        AIMessage("Sunny."),
+        HumanMessage("And in Hangzhou?"),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "weather_forecast", "id": "call_0", "args": {"town": "Hangzhou"}}],
+        ),
+        ToolMessage('{"rain": true}', tool_call_id="call_0", name="weather_forecast"),
+        AIMessage("Rain."),
+        HumanMessage("Which is drier?"),
+    ]
+    return history
+
+
+async def ask(model, messages: list[BaseMessage], **kwargs: Any) -> list[Any]:
+    return [e async for e in run(model, default_tools(), messages, **kwargs)]
+
+
+def sent_pairs(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return ``(call id, result id)`` of each call in a request, paired by position."""
+    pairs, calls = [], []
+    for message in body["messages"]:
+        if message.get("tool_calls"):
+            calls = [c["id"] for c in message["tool_calls"]]
+        elif message["role"] == "tool":
+            pairs.append((calls.pop(0), message["tool_call_id"]))
+    return pairs
+
+
+# Ids ---------------------------------------------------------------------------------
+
+
+async def test_a_conversation_moved_to_mistral_sends_ids_it_accepts_and_keeps_its_own():
+    with strict(mistral_ids, unique_ids) as server:
+        server.script = [
+            Reply(events=tool_call_turn(("Ab3dE5gH7", *WEATHER[1:]))),
+            Reply(events=text_turn("Suzhou.")),
+        ]
+        events = await ask(model_for(server, provider="mistral"), earlier_exchanges())
+
+    assert events[-1].status is RunStatus.SUCCEEDED, events[-1].error
+    assert server.refused == []
+    first, second = server.requests
+    assert all(
+        call == result and STYLES[ALNUM9].fullmatch(call) for call, result in sent_pairs(second)
+    )
+    # The server's own id goes back as it came; the event (and so the row) keeps it.
+    assert sent_pairs(second)[-1] == ("Ab3dE5gH7", "Ab3dE5gH7")
+    assert [e.tool_call_id for e in events if isinstance(e, ToolCallFinished)] == ["Ab3dE5gH7"]
+    # Requests grow by appending: the earlier ids are sent the same each time.
+    assert sent_pairs(first) == sent_pairs(second)[:-1]
+
+
+async def test_the_generic_entry_learns_mistrals_ids_from_its_refusal_once():
+    with strict(mistral_ids) as server:
+        server.script = [Reply(events=text_turn("Suzhou.")), Reply(events=text_turn("Yes."))]
+        model = model_for(server)
+        first = await ask(model, earlier_exchanges())
+        again = await ask(
+            model_for(server), [*earlier_exchanges(), AIMessage("Suzhou."), HumanMessage("Sure?")]
+        )
+
+    assert [first[-1].status, again[-1].status] == [RunStatus.SUCCEEDED] * 2
+    # One refused request in all: the next run of the same model is sent the ids at once.
+    assert len(server.refused) == 1 and "length of 9" in server.refused[0]
+    assert len(server.requests) == 3
+    assert learned(model.server_key).tool_call_ids == ALNUM9
+
+
+async def test_a_server_whose_own_ids_are_nine_characters_is_sent_that_style_at_once():
+    with strict(mistral_ids) as server:
+        server.script = [
+            Reply(events=tool_call_turn(("K9x2mQ7aZ", *WEATHER[1:]))),
+            Reply(events=text_turn("Sunny.")),
+            Reply(events=text_turn("Rain.")),
+        ]
+        model = model_for(server)
+        await ask(model, [HumanMessage("Weather in Suzhou?")])
+        events = await ask(model, earlier_exchanges())
+
+    assert events[-1].status is RunStatus.SUCCEEDED
+    assert server.refused == []
+
+
+async def test_ids_a_server_numbers_from_zero_every_turn_are_sent_unique_in_a_run():
+    with strict(unique_ids) as server:
+        server.script = [
+            Reply(events=tool_call_turn(("call_0", *WEATHER[1:]))),
+            Reply(events=tool_call_turn(("call_0", "weather_forecast", {"town": "Hangzhou"}))),
+            Reply(events=text_turn("Suzhou is drier.")),
+        ]
+        events = await ask(model_for(server), [HumanMessage("Which is drier?")])
+
+    assert events[-1].status is RunStatus.SUCCEEDED, events[-1].error
+    assert server.refused == []
+    [first, second] = sent_pairs(server.requests[-1])
+    assert first[0] != second[0] and first[0] == first[1] and second[0] == second[1]
+    # The events keep the server's ids, as the rows do.
+    assert [e.tool_call_id for e in events if isinstance(e, ToolCallFinished)] == [
+        "call_0",
+        "call_0",
+    ]
+
+
+def test_sendable_ids_keeps_ids_that_fit_and_pairs_every_result():
+    messages = [
+        {"role": "assistant", "tool_calls": [{"id": "call_a"}, {"id": ""}, {"id": "x" * 41}]},
+        {"role": "tool", "tool_call_id": "call_a"},
+        {"role": "tool", "tool_call_id": ""},
+        {"role": "tool", "tool_call_id": "x" * 41},
+        {"role": "assistant", "tool_calls": [{"id": "call_a"}]},
+        {"role": "tool", "tool_call_id": "call_a"},
+    ]
+    sendable_ids(messages, PORTABLE)
+
+    calls = [c["id"] for m in messages for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert calls == results and calls[0] == "call_a" and len(set(calls)) == 4
+    assert all(STYLES[PORTABLE].fullmatch(i) for i in calls)
+    assert calls[3] == derived_id("call_a", PORTABLE, 1)
+
+
+def test_an_unknown_id_style_is_refused():
+    with pytest.raises(ValueError, match="tool_call_ids"):
+        sendable_ids([], "uuid")
+
+
+# Parameters --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["openai", "pydantic"])
+async def test_parallel_calls_switched_off_on_a_model_that_refuses_the_parameter(shape):
+    options = StrategyOptions(parallel_tool_calls=False)
+    with strict(refuses("parallel_tool_calls", shape=shape)) as server:
+        server.script = [
+            Reply(events=tool_call_turn(WEATHER)),
+            Reply(events=text_turn("Sunny.")),
+            Reply(events=text_turn("Still sunny.")),
+        ]
+        model = model_for(server)
+        first = await ask(
+            model, [HumanMessage("Weather?")], strategy=get_strategy("tool_calling", options)
+        )
+        second = await ask(
+            model_for(server),
+            [HumanMessage("Again?")],
+            strategy=get_strategy("tool_calling", options),
+        )
+
+    assert [first[-1].status, second[-1].status] == [RunStatus.SUCCEEDED] * 2
+    assert len(server.refused) == 1
+    assert all("parallel_tool_calls" not in body for body in server.requests[1:])
+
+
+async def test_a_refusal_that_teaches_nothing_new_fails_the_run_without_a_loop(server):
+    # A server that refuses the parameter and, without it, refuses again: two requests.
+    server.script = [
+        Reply(status=400, message="'parallel_tool_calls' is not supported"),
+        Reply(status=400, message="'parallel_tool_calls' is not supported"),
+    ]
+    options = StrategyOptions(parallel_tool_calls=False)
+    events = await ask(
+        model_for(server),
+        [HumanMessage("Weather?")],
+        strategy=get_strategy("tool_calling", options),
+    )
+
+    assert events[-1].status is RunStatus.FAILED
+    assert "parallel_tool_calls" in events[-1].error
+    assert len(server.requests) == 2
+
+
+async def test_the_generic_entry_learns_that_a_server_wants_its_reasoning_back():
+    thinking = ["Need the weather."]
+    with strict(reasoning_back) as server:
+        server.script = [
+            Reply(events=reasoning_turn(thinking, tool_call_turn(WEATHER))),
+            Reply(events=reasoning_turn(["Say it."], text_turn("Sunny."))),
+        ]
+        events = await ask(model_for(server), [HumanMessage("Weather in Suzhou?")])
+
+    assert events[-1].status is RunStatus.SUCCEEDED, events[-1].error
+    assert len(server.refused) == 1 and "reasoning_content" in server.refused[0]
+    assistant = next(m for m in server.requests[-1]["messages"] if m["role"] == "assistant")
+    assert assistant["reasoning_content"] == "Need the weather."
+
+
+@pytest.mark.parametrize(
+    ("body", "sent", "learned_field"),
+    [
+        (
+            {
+                "error": {
+                    "message": "Unsupported parameter: 'max_tokens' is not supported with "
+                    "this model. Use 'max_completion_tokens' instead.",
+                    "param": "max_tokens",
+                }
+            },
+            {"max_tokens": 5},
+            ("max_tokens_field", "max_completion_tokens"),
+        ),
+        (
+            {
+                "error": {
+                    "message": "Unsupported value: 'temperature' does not support 0.2 with "
+                    "this model.",
+                    "param": "temperature",
+                }
+            },
+            {"temperature": 0.2},
+            ("dropped", frozenset({"temperature"})),
+        ),
+        # OpenRouter passing Mistral's refusal on inside its own.
+        (
+            {
+                "error": {
+                    "message": "Provider returned error",
+                    "metadata": {"raw": json.dumps({"message": MISTRAL_ID_REFUSAL})},
+                }
+            },
+            {},
+            ("tool_call_ids", ALNUM9),
+        ),
+    ],
+)
+def test_what_each_refusal_teaches(body, sent, learned_field):
+    class BadRequest(Exception):
+        status_code = 400
+
+    exc = BadRequest("Error code: 400")
+    exc.body = body  # type: ignore[attr-defined]
+    lesson = lesson_from(exc, {"messages": [], **sent})
+    assert lesson is not None
+    name, value = learned_field
+    assert getattr(lesson.applied(Learned()), name) == value
+
+
+def test_a_refusal_of_something_not_sent_or_not_a_400_teaches_nothing():
+    class Refused(Exception):
+        status_code = 400
+        body = {"error": {"message": "'temperature' is not supported", "param": "temperature"}}
+
+    class Overloaded(Refused):
+        status_code = 503
+
+    assert lesson_from(Refused(), {"messages": []}) is None
+    assert lesson_from(Overloaded(), {"messages": [], "temperature": 1}) is None
