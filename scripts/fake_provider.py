@@ -25,6 +25,12 @@ answer, then the connection breaks off.
     .venv/bin/python scripts/fake_provider.py --port 9999 --script 429,ok
     OPENAI_API_KEY=unused OPENAI_BASE_URL=http://127.0.0.1:9999/v1 OPENAI_MODEL=fake-model make run
 
+``--strict`` makes it as strict as a real server (rules of ``scripts/strict_rules.py``,
+comma-separated: ``mistral-ids``, ``unique-ids``, ``reasoning-back``,
+``no-parallel-tool-calls``, ``roles``): a request a rule refuses is answered with that
+server's own refusal and takes no step of the script; with ``--strict mistral-ids`` the
+``tools`` step's calls bear Mistral's nine-character ids.
+
 With ``429,ok`` the first request is rate-limited, the OpenAI client retries after the
 ``Retry-After`` second and the run succeeds; with ``401`` the run fails with a message
 about the API key. The server prints one line per request it answers.
@@ -40,7 +46,12 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+
+from scripts.strict_rules import RULES, first_refusal
 
 ANSWER = "This answer comes from the fake provider (scripts/fake_provider.py)."
 LONG_ANSWER = (
@@ -168,6 +179,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(204)
             self.end_headers()
             return
+        refusal = first_refusal(self.server.rules, json.loads(body or b"{}"))
+        if refusal is not None:
+            print(f"refused: {refusal.words}", flush=True)
+            payload = json.dumps(refusal.body).encode()
+            self.send_response(refusal.status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
         step = self.server.next_step()
         print(f"request {self.server.count}: {step}", flush=True)
         if step == "hang":
@@ -204,7 +225,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(_chunk({"content": word + (" " if index < len(words) - 1 else "")}))
             self.wfile.flush()
         if kind == "tools":
-            for index, (call_id, name, args) in enumerate(TOOL_CALLS):
+            for index, (call_id, name, args) in enumerate(self.server.tool_calls):
                 self.wfile.write(_chunk({"tool_calls": [
                     {"index": index, "id": call_id, "type": "function",
                      "function": {"name": name, "arguments": json.dumps(args)}}]}))  # fmt: skip
@@ -248,9 +269,18 @@ class FakeProvider(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, port: int, script: list[str], word_delay_s: float = 0.0) -> None:
+    def __init__(
+        self, port: int, script: list[str], word_delay_s: float = 0.0, strict: str = ""
+    ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.script = script
+        self.rules = [RULES[name] for name in parse_strict(strict)]
+        # A server with Mistral's rule makes Mistral's ids.
+        self.tool_calls = (
+            [(f"Mstrl{i:04d}", name, args) for i, (_, name, args) in enumerate(TOOL_CALLS)]
+            if "mistral-ids" in strict
+            else TOOL_CALLS
+        )
         self.word_delay_s = word_delay_s
         self.count = 0
         self.holds = threading.Semaphore(0)
@@ -280,6 +310,15 @@ def parse_script(text: str) -> list[str]:
     return steps
 
 
+def parse_strict(text: str) -> list[str]:
+    """Return the rule names of ``--strict`` (comma-separated names of :data:`RULES`)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in RULES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown}: use {', '.join(RULES)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=9999)
@@ -287,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated steps, e.g. 429,ok (the last repeats)")  # fmt: skip
     parser.add_argument("--word-delay-ms", type=float, default=0.0,
                         help="pause before each streamed word")  # fmt: skip
+    parser.add_argument("--strict", default="", type=lambda text: ",".join(parse_strict(text)),
+                        help=f"refuse as real servers do: {', '.join(RULES)}")  # fmt: skip
     args = parser.parse_args(argv)
-    server = FakeProvider(args.port, args.script, args.word_delay_ms / 1000)
+    server = FakeProvider(args.port, args.script, args.word_delay_ms / 1000, args.strict)
     print(f"fake provider on http://127.0.0.1:{args.port}/v1, script {','.join(args.script)}",
           flush=True)  # fmt: skip
     with contextlib.suppress(KeyboardInterrupt):
