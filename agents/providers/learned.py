@@ -34,11 +34,14 @@ from agents.providers.call_ids import ALNUM9
 
 logger = logging.getLogger(__name__)
 
-OPTIONAL_PARAMETERS = ("parallel_tool_calls", "tool_choice", "stream_options", "temperature")
+OPTIONAL_PARAMETERS = (
+    "parallel_tool_calls", "tool_choice", "stop", "stream_options", "temperature",
+)  # fmt: skip
 """Request fields the app may send that a request can do without: a server that refuses
 one is sent the request without it (a refused ``stream_options`` costs the streamed token
 counts; a refused ``parallel_tool_calls`` or ``tool_choice`` leaves how many calls a turn
-makes, and whether it must make one, to the model)."""
+makes, and whether it must make one, to the model; without ``stop`` a text strategy cuts
+the reply at an observation the model wrote itself, as it does anyway)."""
 MAX_SERVERS = 256
 """Servers remembered per process, the least recently taught forgotten first."""
 

@@ -223,6 +223,23 @@ async def test_parallel_calls_switched_off_on_a_model_that_refuses_the_parameter
     assert all("parallel_tool_calls" not in body for body in server.requests[1:])
 
 
+async def test_a_react_run_on_a_model_that_refuses_stop_sequences():
+    # Without stop, the model writes an observation of its own: the strategy cuts it off.
+    with strict(refuses("stop")) as server:
+        server.script = [
+            Reply(events=text_turn("Thought: maths\nAction: calculator\nAction Input: ",
+                                   '{"expression": "17*23"}\nObservation: 400')),
+            Reply(events=text_turn("Thought: I now know the final answer\nFinal Answer: 391")),
+        ]  # fmt: skip
+        events = await ask(model_for(server), [HumanMessage("17*23?")],
+                           strategy=get_strategy("react"))  # fmt: skip
+
+    assert events[-1].status is RunStatus.SUCCEEDED and events[-1].output == "391"
+    assert len(server.refused) == 1 and "stop" not in server.requests[-1]
+    [call] = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert '"result": 391' in call.result
+
+
 async def test_a_refusal_that_teaches_nothing_new_fails_the_run_without_a_loop(server):
     # A server that refuses the parameter and, without it, refuses again: two requests.
     server.script = [
