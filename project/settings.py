@@ -29,6 +29,7 @@ from project.env import (
     env_json_strings,
     env_list,
     env_otel_traces_endpoint,
+    env_proxy_ssl_header,
     env_str,
     env_tool_policies,
 )
@@ -36,9 +37,31 @@ from project.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-set-DJANGO_SECRET_KEY-in-production")
+# The default's "django-insecure-" prefix makes `manage.py check --deploy` flag it (W009).
+SECRET_KEY = env_str(
+    "DJANGO_SECRET_KEY", "django-insecure-dev-key-set-DJANGO_SECRET_KEY-in-production"
+)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Behind a TLS proxy (docs/deploy.md, "HTTPS"). Every default leaves plain http alone, so
+# `make run` on http://127.0.0.1:8000 works with DEBUG off. Cookies marked Secure are
+# sent over https only (the websocket's handshake too: wss is https).
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
+# Strict-Transport-Security on https responses (SecurityMiddleware sends it only when
+# request.is_secure()); seconds, 0: not sent.
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# The header by which the proxy says the browser used https (X-Forwarded-Proto), for a
+# server run without Daphne's --proxy-headers (which sets the scheme from it itself). Set
+# it only when the proxy always sets or strips that header: a client could send it.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+# Redirect http requests to https; /healthz is left alone, as load balancers probe the
+# processes over plain http.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 INSTALLED_APPS = [
     "daphne",
