@@ -172,7 +172,8 @@ elif REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # The capacity is per process: channels-redis keeps one queue for all the
-            # sockets of a process, and a full one drops fragments without a word.
+            # sockets of a process, and a full one drops fragments, saying so at INFO
+            # only (counted and warned of through LOGGING's redis_over_capacity filter).
             "CONFIG": {
                 "hosts": [_REDIS_HOST],
                 "prefix": REDIS_PREFIX,
@@ -184,6 +185,8 @@ else:
     CHANNEL_LAYERS = {
         # A message older than `expiry` (default 60 s) is dropped and its socket removed
         # from the group: a tab of a slow, loaded process would then hear nothing more.
+        # A socket's queue holds `capacity` messages; chat.layers counts and logs the
+        # ones a full queue misses (docs/configuration.md).
         # chat.layers sweeps every channel for expired messages at most once a second
         # (Channels' own layer swept them all at every message: quadratic in the sockets).
         "default": {
@@ -218,7 +221,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")}},
+    # channels-redis' core layer says it dropped messages over its capacity only at INFO:
+    # chat.layers.RedisOverCapacity counts them with the in-memory layer's and warns on
+    # the chat.layers logger instead (docs/deploy.md, "Redis").
+    "filters": {"redis_over_capacity": {"()": "chat.layers.RedisOverCapacity"}},
+    "loggers": {
+        "chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+        "channels_redis.core": {"level": "INFO", "filters": ["redis_over_capacity"]},
+    },
 }
 
 # What every trace export (CSV, JSONL, OTLP files, live telemetry) redacts, stored rows
