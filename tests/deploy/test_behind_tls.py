@@ -155,12 +155,14 @@ def https_client(**extra) -> Client:
 
 @pytest.mark.django_db
 def test_the_session_and_csrf_cookies_carry_secure(behind_tls):
+    User.objects.create_user("alice", password="pw")
     client = https_client()
-    client.force_login(User.objects.create_user("alice", password="pw"))
-    assert client.cookies["sessionid"]["secure"] is True
     response = client.get("/accounts/login/")
     assert response.status_code == 200
     assert response.cookies["csrftoken"]["secure"] is True
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw"})
+    assert response.status_code == 302
+    assert response.cookies["sessionid"]["secure"] is True
 
 
 @pytest.mark.django_db
@@ -186,14 +188,16 @@ def test_with_nothing_set_plain_http_is_left_alone_and_the_header_not_trusted(se
     for name, value in unset.items():
         setattr(settings, name, value)
     assert unset["SECURE_PROXY_SSL_HEADER"] is None and unset["SECURE_HSTS_SECONDS"] == 0
+    User.objects.create_user("alice", password="pw")
     client = Client(HTTP_X_FORWARDED_PROTO="https")  # a client's claim, not a proxy's
-    client.force_login(User.objects.create_user("alice", password="pw"))
     response = client.get("/accounts/login/")
     assert response.status_code == 200
     assert not response.wsgi_request.is_secure()
     assert "Strict-Transport-Security" not in response
-    assert not client.cookies["sessionid"]["secure"]
     assert not response.cookies["csrftoken"]["secure"]
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw"})
+    assert response.status_code == 302
+    assert not response.cookies["sessionid"]["secure"]
 
 
 @pytest.mark.django_db(transaction=True)
