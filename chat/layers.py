@@ -73,6 +73,7 @@ class Undelivered:
         self._pending: Counter[str] = Counter()
         self._next_warning = float("-inf")
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     def add(self, target: str, n: int = 1) -> None:
         """Count ``n`` undelivered messages of ``target``; warn now or schedule a warning."""
@@ -81,11 +82,13 @@ class Undelivered:
         now = time.monotonic()
         if now >= self._next_warning:
             self.warn()
-        elif self._timer is None:
+        elif self._timer is None or self._timer_loop.is_closed():
+            # A closed loop (async_to_sync's own, in a sync caller) never runs its timer.
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop: the next drop after the interval warns
                 return
+            self._timer_loop = loop
             self._timer = loop.call_later(self._next_warning - now, self.warn)
 
     def warn(self) -> None:

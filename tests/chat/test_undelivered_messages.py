@@ -121,6 +121,29 @@ async def test_drops_at_the_end_of_a_burst_are_logged_without_another_drop(
     assert "4 message(s) not delivered" in warnings_of(caplog)[1]
 
 
+def test_drops_held_back_when_their_event_loop_closed_are_logged_from_the_next_one(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sync caller's ``async_to_sync`` runs a loop of its own and closes it: the timer
+    scheduled there never runs, so the next loop must schedule its own."""
+    undelivered = Undelivered(warn_interval_s=0.01)
+
+    async def drop_twice() -> None:
+        undelivered.add("channel 'sock.1'")
+        undelivered.add("channel 'sock.1'")  # held back; its timer dies with this loop
+
+    async def drop_and_wait_for_the_warning() -> None:
+        undelivered.add("channel 'sock.1'")
+        async with asyncio.timeout(WAIT_S):
+            while len(warnings_of(caplog)) < 2:
+                await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        asyncio.run(drop_twice())
+        asyncio.run(drop_and_wait_for_the_warning())
+    assert "2 message(s) not delivered" in warnings_of(caplog)[1]
+
+
 def test_channels_redis_over_capacity_lines_are_counted_and_become_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
