@@ -6,7 +6,10 @@ through the server every process shares). Both are tried at once, each within
 :data:`CHECK_TIMEOUT_S`. No login, no session, no CSRF, never cached; nothing is migrated
 or counted, so a probe every few seconds costs one query and two Redis commands.
 The body names which part failed and the exception's class, never its text (which may
-name hosts or users); the log (``chat.health``) has the rest.
+name hosts or users); the log (``chat.health``) has the rest. It also says how many
+messages the channel layer could not deliver since the process started
+(``chat.layers.UNDELIVERED``), which never makes the process unhealthy: a tab that stopped
+reading fills its own channel, and taking the process out of rotation would not help it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from chat import store
+from chat.layers import UNDELIVERED
 
 logger = logging.getLogger(__name__)
 
@@ -108,15 +112,23 @@ async def _outcome(name: str, check: Callable[[], Awaitable[None]]) -> str:
 @never_cache
 @require_safe
 async def healthz(request: HttpRequest) -> JsonResponse:
-    """Return 200 ``{"status": "ok", "database": "ok", "channel_layer": "ok"}`` when healthy.
+    """Return 200 ``{"status": "ok", "database": "ok", "channel_layer": "ok",
+    "undelivered": 0}`` when healthy.
 
     Otherwise 503 with ``"status": "failing"`` and, for the part that failed, the class of
-    its exception instead of ``"ok"`` (e.g. ``"database": "OperationalError"``). GET and
-    HEAD only (405 otherwise); sent with ``Cache-Control: no-cache, no-store``.
+    its exception instead of ``"ok"`` (e.g. ``"database": "OperationalError"``).
+    ``undelivered``: messages the channel layer dropped since the process started (an
+    int; not part of the status). GET and HEAD only (405 otherwise); sent with
+    ``Cache-Control: no-cache, no-store``.
     """
     database, layer = await asyncio.gather(
         _outcome("database", check_database), _outcome("channel layer", check_channel_layer)
     )
     healthy = database == OK and layer == OK
-    body = {"status": OK if healthy else "failing", "database": database, "channel_layer": layer}
+    body = {
+        "status": OK if healthy else "failing",
+        "database": database,
+        "channel_layer": layer,
+        "undelivered": UNDELIVERED.count,
+    }
     return JsonResponse(body, status=200 if healthy else 503)

@@ -20,40 +20,157 @@ It also sends a group's message without a task per channel, and copies a message
 flat values (a fragment) without ``deepcopy`` (bench/layer.py compares it with Channels'
 layer; docs/benchmarks.md, "Where a run's CPU goes").
 
+A message a full channel cannot take (``capacity``, per channel) is not delivered, as in
+Channels' layer, but no longer without a word: :class:`Undelivered` counts it, and logs
+a WARNING naming the group and channel, at most once per ``WARN_INTERVAL_S``. The count
+is the process's (:data:`UNDELIVERED`, shown by ``/healthz``). A tab that missed a
+fragment shows the run whole after a reload: the rows are the truth, fragments only
+news of them. channels-redis' core layer drops over its capacity too, with an INFO
+line; :class:`RedisOverCapacity` counts those in the same place (docs/deploy.md, "Redis").
+
 Configured in ``project/settings.py`` (the in-memory branch of ``CHANNEL_LAYERS``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
+from collections import Counter
 from copy import deepcopy
 from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
 
+logger = logging.getLogger(__name__)
+
 # Value types a message may hold that no receiver can change: copied shallowly.
 FLAT = frozenset({str, int, float, bool, type(None)})
+# Seconds between two warnings of undelivered messages: a flood logs one line per interval.
+WARN_INTERVAL_S = 10.0
+# Targets (group and channel) one warning names, the most missed first.
+WARN_TARGETS = 5
+UNDELIVERED_WARNING = (
+    "channel layer over capacity: %d message(s) not delivered (%s); %d since the process "
+    "started (at most one such line every %g s). Their pages show them after a reload."
+)
+
+
+class Undelivered:
+    """Count messages a channel layer dropped, and warn of them at most every interval.
+
+    :meth:`add` counts ``n`` messages for a target (``"group 'conversation-7', channel
+    'specific.x!y'"``). ``count`` is the total since the process started. The first drop
+    is logged at once (WARNING, ``chat.layers``); later ones within ``warn_interval_s``
+    seconds are summed and logged together when the interval is over (at the next drop,
+    or by a timer of the running event loop). ``time.monotonic`` seconds.
+    """
+
+    def __init__(self, *, warn_interval_s: float = WARN_INTERVAL_S) -> None:
+        self.count = 0
+        self.warn_interval_s = warn_interval_s
+        self._pending: Counter[str] = Counter()
+        self._next_warning = float("-inf")
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def add(self, target: str, n: int = 1) -> None:
+        """Count ``n`` undelivered messages of ``target``; warn now or schedule a warning."""
+        self.count += n
+        self._pending[target] += n
+        now = time.monotonic()
+        if now >= self._next_warning:
+            self.warn()
+        elif self._timer is None or self._timer_loop.is_closed():
+            # A closed loop (async_to_sync's own, in a sync caller) never runs its timer.
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop: the next drop after the interval warns
+                return
+            self._timer_loop = loop
+            self._timer = loop.call_later(self._next_warning - now, self.warn)
+
+    def warn(self) -> None:
+        """Log the drops counted since the last warning, if any (one WARNING line)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return
+        targets = self._pending.most_common()
+        named = ", ".join(f"{target}: {n}" for target, n in targets[:WARN_TARGETS])
+        if len(targets) > WARN_TARGETS:
+            named += f", and {len(targets) - WARN_TARGETS} more"
+        logger.warning(
+            UNDELIVERED_WARNING,
+            sum(self._pending.values()),
+            named,
+            self.count,
+            self.warn_interval_s,
+        )
+        self._pending.clear()
+        self._next_warning = time.monotonic() + self.warn_interval_s
+
+
+# The process's count: every layer of the process reports here, /healthz reads it.
+UNDELIVERED = Undelivered()
+
+
+class RedisOverCapacity(logging.Filter):
+    """Count channels-redis' "N of M channels over capacity in group G" in :data:`UNDELIVERED`.
+
+    channels-redis' core layer (``RedisChannelLayer.group_send``) drops a message for
+    each channel of a group whose queue is full and logs only that line, at INFO, on the
+    ``channels_redis.core`` logger. This filter, attached to that logger (with its level
+    at INFO, or the line is never made: project/settings.py ``LOGGING``), counts the N
+    and hides the INFO line, :class:`Undelivered`'s WARNING taking its place. Other
+    records pass unchanged.
+    """
+
+    LINE = "%s of %s channels over capacity in group %s"
+
+    def __init__(self, name: str = "", undelivered: Undelivered | None = None) -> None:
+        super().__init__(name)
+        self.undelivered = undelivered or UNDELIVERED
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Return False for an over-capacity line after counting it, else True."""
+        if record.msg != self.LINE or not isinstance(record.args, tuple):
+            return True
+        try:
+            dropped, channels, group = record.args
+            self.undelivered.add(f"group {group!r} (of {channels} channels)", int(dropped))
+        except (TypeError, ValueError):  # not the line of the version this was written for
+            return True
+        return False
 
 
 class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
     """Channels' in-memory layer, its full expiry walk run at most every ``clean_interval``.
 
     ``clean_interval`` is in seconds (default 1.0; 0 walks at every call, as Channels
-    does). ``full_cleans`` counts the walks (for tests and benchmarks). Other options
-    (``expiry``, ``group_expiry``, ``capacity``, ``channel_capacity``) are Channels'.
-    Raises ``ValueError`` for a negative ``clean_interval``.
+    does). ``full_cleans`` counts the walks (for tests and benchmarks). A message a full
+    channel could not take is counted in ``undelivered`` (default: the process's
+    :data:`UNDELIVERED`). Other options (``expiry``, ``group_expiry``, ``capacity``,
+    ``channel_capacity``) are Channels'. Raises ``ValueError`` for a negative
+    ``clean_interval``.
     """
 
-    def __init__(self, *, clean_interval: float = 1.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        clean_interval: float = 1.0,
+        undelivered: Undelivered | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if clean_interval < 0:
             raise ValueError(f"clean_interval must be >= 0 seconds, not {clean_interval!r}")
         self.clean_interval = clean_interval
         self.full_cleans = 0
         self._next_clean = float("-inf")
+        self.undelivered = undelivered or UNDELIVERED
 
     async def receive(self, channel: str) -> dict[str, Any]:
         """Receive the next unexpired message of ``channel`` (Channels' ``receive``)."""
@@ -97,6 +214,12 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         """
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
+        if not self._put(channel, message):
+            self.undelivered.add(f"channel {channel!r}")
+            raise ChannelFull(channel)
+
+    def _put(self, channel: str, message: dict[str, Any]) -> bool:
+        """Put a copy of ``message`` on ``channel``; return False when it is full."""
         assert "__asgi_channel__" not in message
         queue = self.channels.get(channel)
         if queue is None:
@@ -106,11 +229,13 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         try:
             queue.put_nowait((time.time() + self.expiry, copied))
         except asyncio.QueueFull:
-            raise ChannelFull(channel) from None
+            return False
+        return True
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         """Send ``message`` to every channel of ``group`` (Channels' ``group_send``); a
-        full channel misses it, as there.
+        full channel misses it, as there, and the miss is counted in ``undelivered``
+        (and so logged, naming the group and the channel).
 
         Channels starts a task per channel and waits for them all; a send here never
         waits (``put_nowait``), so the channels are sent to one after the other.
@@ -119,8 +244,9 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         self.require_valid_group_name(group)
         self._clean_expired()
         for channel in list(self.groups.get(group, {})):
-            with contextlib.suppress(ChannelFull):
-                await self.send(channel, message)
+            self.require_valid_channel_name(channel)
+            if not self._put(channel, message):
+                self.undelivered.add(f"group {group!r}, channel {channel!r}")
 
     async def flush(self) -> None:
         """Drop every channel and group, and let the next call walk again."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import TypeVar
@@ -79,6 +80,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """Return Django's ``SECURE_PROXY_SSL_HEADER`` from a header's name (``X-Forwarded-Proto``).
+
+    ``("HTTP_X_FORWARDED_PROTO", "https")``: a request is secure when the proxy sends that
+    header with the value ``https``. Unset or blank: None. Raises ImproperlyConfigured for
+    a name that is not letters, digits and hyphens.
+    """
+    raw = env_str(name)
+    if not raw:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*", raw):
+        raise ImproperlyConfigured(
+            f"{name} must be a header name such as X-Forwarded-Proto, not {raw!r}"
+        )
+    return f"HTTP_{raw.upper().replace('-', '_')}", "https"
 
 
 def env_tool_policies(name: str) -> dict[str, str]:

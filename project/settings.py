@@ -29,6 +29,7 @@ from project.env import (
     env_json_strings,
     env_list,
     env_otel_traces_endpoint,
+    env_proxy_ssl_header,
     env_str,
     env_tool_policies,
 )
@@ -36,9 +37,31 @@ from project.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "insecure-dev-key-set-DJANGO_SECRET_KEY-in-production")
+# The default's "django-insecure-" prefix makes `manage.py check --deploy` flag it (W009).
+SECRET_KEY = env_str(
+    "DJANGO_SECRET_KEY", "django-insecure-dev-key-set-DJANGO_SECRET_KEY-in-production"
+)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Behind a TLS proxy (docs/deploy.md, "HTTPS"). Every default leaves plain http alone, so
+# `make run` on http://127.0.0.1:8000 works with DEBUG off. Cookies marked Secure are
+# sent over https only (the websocket's handshake too: wss is https).
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
+# Strict-Transport-Security on https responses (SecurityMiddleware sends it only when
+# request.is_secure()); seconds, 0: not sent.
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# The header by which the proxy says the browser used https (X-Forwarded-Proto), for a
+# server run without Daphne's --proxy-headers (which sets the scheme from it itself). Set
+# it only when the proxy always sets or strips that header: a client could send it.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+# Redirect http requests to https; /healthz is left alone, as load balancers probe the
+# processes over plain http.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 INSTALLED_APPS = [
     "daphne",
@@ -149,7 +172,8 @@ elif REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # The capacity is per process: channels-redis keeps one queue for all the
-            # sockets of a process, and a full one drops fragments without a word.
+            # sockets of a process, and a full one drops fragments, saying so at INFO
+            # only (counted and warned of through LOGGING's redis_over_capacity filter).
             "CONFIG": {
                 "hosts": [_REDIS_HOST],
                 "prefix": REDIS_PREFIX,
@@ -161,6 +185,8 @@ else:
     CHANNEL_LAYERS = {
         # A message older than `expiry` (default 60 s) is dropped and its socket removed
         # from the group: a tab of a slow, loaded process would then hear nothing more.
+        # A socket's queue holds `capacity` messages; chat.layers counts and logs the
+        # ones a full queue misses (docs/configuration.md).
         # chat.layers sweeps every channel for expired messages at most once a second
         # (Channels' own layer swept them all at every message: quadratic in the sockets).
         "default": {
@@ -195,7 +221,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")}},
+    # channels-redis' core layer says it dropped messages over its capacity only at INFO:
+    # chat.layers.RedisOverCapacity counts them with the in-memory layer's and warns on
+    # the chat.layers logger instead (docs/deploy.md, "Redis").
+    "filters": {"redis_over_capacity": {"()": "chat.layers.RedisOverCapacity"}},
+    "loggers": {
+        "chat": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+        "channels_redis.core": {"level": "INFO", "filters": ["redis_over_capacity"]},
+    },
 }
 
 # What every trace export (CSV, JSONL, OTLP files, live telemetry) redacts, stored rows

@@ -1,0 +1,244 @@
+"""Messages a channel layer cannot deliver: counted, logged at most once per interval,
+shown by /healthz, and what a page shows after a reload is the run whole.
+
+The in-memory layer (chat.layers) drops a message for a full channel; channels-redis'
+core layer drops over its capacity with an INFO line, counted through a logging filter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.exceptions import ChannelFull
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import User
+from django.test import AsyncClient, Client
+
+from chat import layers as chat_layers
+from chat.layers import UNDELIVERED, InMemoryChannelLayer, RedisOverCapacity, Undelivered
+from chat.live import group_name
+from chat.models import AgentRun, AgentStep, Conversation
+from tests.chat.conftest import wait_for_runs
+from tests.chat.test_consumer import TRAVEL_QUESTION, connect, receive_until_finished
+from tests.timing import WAIT_S
+
+
+class FakeClock:
+    """The layers' clocks (``time.time`` and ``time.monotonic``), moved by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    # Channels' own sweep (run by group_send) reads channels.layers.time: the same clock.
+    monkeypatch.setattr("channels.layers.time", fake)
+    monkeypatch.setattr(chat_layers, "time", fake)
+    return fake
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "chat.layers" and record.levelno == logging.WARNING
+    ]
+
+
+async def test_a_group_message_a_full_channel_misses_is_counted_and_logged_naming_it(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = InMemoryChannelLayer(capacity=1, undelivered=Undelivered())
+    await layer.group_add("conversation-7", "sock.full")
+    await layer.group_add("conversation-7", "sock.free")
+    await layer.send("sock.full", {"type": "first"})
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        await layer.group_send("conversation-7", {"type": "second"})
+    assert layer.undelivered.count == 1
+    [warning] = warnings_of(caplog)
+    assert "1 message(s) not delivered" in warning
+    assert "group 'conversation-7', channel 'sock.full': 1" in warning
+    assert "sock.free" not in warning  # it got the message
+    assert "1 since the process started" in warning
+
+
+async def test_a_direct_send_to_a_full_channel_raises_and_is_counted(clock: FakeClock) -> None:
+    layer = InMemoryChannelLayer(capacity=1, undelivered=Undelivered())
+    await layer.send("sock.1", {"type": "first"})
+    with pytest.raises(ChannelFull):
+        await layer.send("sock.1", {"type": "second"})
+    assert layer.undelivered.count == 1
+
+
+async def test_a_flood_of_drops_logs_one_line_per_interval_with_the_sum(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    layer = InMemoryChannelLayer(capacity=1, undelivered=Undelivered(warn_interval_s=10))
+    await layer.group_add("conversation-1", "sock.stuck")
+    await layer.group_add("conversation-2", "sock.other")
+    await layer.send("sock.stuck", {"type": "filler"})
+    await layer.send("sock.other", {"type": "filler"})
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        for _ in range(1000):
+            await layer.group_send("conversation-1", {"type": "m"})
+        await layer.group_send("conversation-2", {"type": "m"})
+        assert len(warnings_of(caplog)) == 1  # the first drop, at once
+        clock.now += 10
+        await layer.group_send("conversation-1", {"type": "m"})
+    assert layer.undelivered.count == 1002
+    first, second = warnings_of(caplog)
+    assert "1 message(s) not delivered" in first
+    assert "1001 message(s) not delivered (" in second
+    assert "channel 'sock.stuck': 1000" in second and "channel 'sock.other': 1" in second
+    assert "1002 since the process started" in second
+
+
+async def test_drops_at_the_end_of_a_burst_are_logged_without_another_drop(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    undelivered = Undelivered(warn_interval_s=0.01)  # the timer runs on the loop's clock
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        undelivered.add("channel 'sock.1'")
+        undelivered.add("channel 'sock.1'", 4)
+        assert len(warnings_of(caplog)) == 1
+        async with asyncio.timeout(WAIT_S):
+            while len(warnings_of(caplog)) < 2:
+                await asyncio.sleep(0.01)
+    assert "4 message(s) not delivered" in warnings_of(caplog)[1]
+
+
+def test_drops_held_back_when_their_event_loop_closed_are_logged_from_the_next_one(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sync caller's ``async_to_sync`` runs a loop of its own and closes it: the timer
+    scheduled there never runs, so the next loop must schedule its own."""
+    undelivered = Undelivered(warn_interval_s=0.01)
+
+    async def drop_twice() -> None:
+        undelivered.add("channel 'sock.1'")
+        undelivered.add("channel 'sock.1'")  # held back; its timer dies with this loop
+
+    async def drop_and_wait_for_the_warning() -> None:
+        undelivered.add("channel 'sock.1'")
+        async with asyncio.timeout(WAIT_S):
+            while len(warnings_of(caplog)) < 2:
+                await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        asyncio.run(drop_twice())
+        asyncio.run(drop_and_wait_for_the_warning())
+    assert "2 message(s) not delivered" in warnings_of(caplog)[1]
+
+
+def test_channels_redis_over_capacity_lines_are_counted_and_become_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    counted = Undelivered()
+    counting = RedisOverCapacity(undelivered=counted)
+    redis_logger = logging.getLogger("channels_redis.core.test")
+    redis_logger.addFilter(counting)
+    try:
+        with caplog.at_level(logging.INFO):
+            redis_logger.setLevel(logging.INFO)
+            redis_logger.info(RedisOverCapacity.LINE, 3, 5, "conversation-4")
+            redis_logger.info("something else")
+    finally:
+        redis_logger.removeFilter(counting)
+    assert counted.count == 3
+    assert "group 'conversation-4' (of 5 channels): 3" in warnings_of(caplog)[0]
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("channels_redis")] == [
+        "something else"
+    ]
+
+
+async def test_the_redis_core_layers_drops_over_capacity_are_counted(redis_url, caplog):
+    """channels-redis' own group_send, its capacity reached, through the filter the
+    settings attach to its logger."""
+    from channels_redis.core import RedisChannelLayer
+
+    layer = RedisChannelLayer(hosts=[redis_url], capacity=1, prefix="undelivered-test")
+    before = UNDELIVERED.count
+    try:
+        channel = await layer.new_channel()
+        await layer.group_add("conversation-9", channel)
+        with caplog.at_level(logging.WARNING, logger="chat.layers"):
+            for _ in range(3):
+                await layer.group_send("conversation-9", {"type": "m"})
+        assert UNDELIVERED.count - before == 2
+        assert any("group 'conversation-9'" in line for line in warnings_of(caplog))
+    finally:
+        await layer.flush()
+        await layer.close_pools()
+
+
+@pytest.fixture
+def small_layer(settings):
+    """The in-memory layer with room for 3 messages per channel (Channels rebuilds the
+    layer when CHANNEL_LAYERS changes)."""
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "chat.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 3, "expiry": 300, "clean_interval": 1.0},
+        }
+    }
+    return get_channel_layer()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tab_that_missed_fragments_sees_the_whole_run_after_a_reload(small_layer, caplog):
+    """A socket that stops reading (a tab whose process stalls) fills its channel, so most
+    of a run's fragments are dropped for it; they are counted and logged, /healthz says
+    how many, the tab that reads sees the end, and a reload shows every step and the
+    answer, since the page is rendered from the rows."""
+    user = await database_sync_to_async(User.objects.create_user)("alice", password="pw")
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    stalled = "specific.stalled!tab"
+    await small_layer.group_add(group_name(conversation.pk), stalled)
+    before = UNDELIVERED.count
+
+    reading = await connect(conversation.pk, user)
+    await reading.connect()
+    with caplog.at_level(logging.WARNING, logger="chat.layers"):
+        await reading.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+        frames = await receive_until_finished(reading)
+        await wait_for_runs()
+    await reading.disconnect()
+
+    assert "status-succeeded" in frames[-1]
+    dropped = UNDELIVERED.count - before
+    assert dropped > 10  # a run is dozens of fragments; the stalled channel took 3
+    assert small_layer.channels[stalled].qsize() == 3
+    named = [line for line in warnings_of(caplog) if group_name(conversation.pk) in line]
+    assert named and stalled in named[0]
+    health = (await AsyncClient().get("/healthz")).json()
+    assert health["undelivered"] >= before + dropped
+
+    run = await database_sync_to_async(AgentRun.objects.get)(conversation=conversation)
+    steps = await database_sync_to_async(list)(
+        AgentStep.objects.filter(run=run).values_list("tool_call_id", flat=True)
+    )
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    page = await asyncio.to_thread(client.get, f"/c/{conversation.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert re.search(rf'id="run-{run.pk}-status" data-status="succeeded"', html)
+    for tool_call_id in filter(None, steps):
+        assert tool_call_id in html
+    for name in ("search_travel_info", "weather_forecast", "check_bnb_availability"):
+        assert f'data-tool="{name}"' in html
+    assert "苏州古典园林是世界文化遗产" in run.output and "苏州古典园林是世界文化遗产" in html
