@@ -13,7 +13,7 @@ server and model is sent with it (:func:`learned`), so a chat whose settings the
 refuses still works and the refusal costs one request per process.
 
 Lessons live in the process (a restart learns again with one refused request) and are
-logged at WARNING, once each, naming the server, the model and what changed. Reasoning
+logged at WARNING, once each, naming the server's host, the model and what changed. Reasoning
 is learned from the refusal only, never from replies that carry it: DeepSeek's
 ``deepseek-reasoner`` refused ``reasoning_content`` sent back, while its thinking mode
 with tools requires it.
@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from agents.providers.base import MAX_TOKENS_FIELDS
 from agents.providers.call_ids import ALNUM9
@@ -120,12 +121,10 @@ def learn(key: str, lesson: Lesson) -> bool:
         while len(_learned) > MAX_SERVERS:
             _learned.popitem(last=False)
     server, _, model = key.rpartition("|")
-    logger.warning(
-        "Learned about the model server %s (model %r): %s",
-        server or "(default)",
-        model,
-        lesson.reason,
-    )
+    # Only the host: a base URL may carry credentials (https://user:key@host/v1).
+    host = urlsplit(server).netloc.rpartition("@")[2] or server
+    logger.warning("Learned about the model server at %s (model %r): %s", host, model,
+                   lesson.reason)  # fmt: skip
     return True
 
 

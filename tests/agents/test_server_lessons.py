@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agents.events import RunStatus, ToolCallFinished
 from agents.providers import ModelConfig, build_model
 from agents.providers.call_ids import ALNUM9, PORTABLE, STYLES, derived_id, sendable_ids
-from agents.providers.learned import Learned, learned, lesson_from
+from agents.providers.learned import Learned, learn, learned, lesson_from, server_key
 from agents.runtime import run
 from agents.strategies import StrategyOptions, get_strategy
 from agents.tools import default_tools
@@ -323,11 +323,24 @@ def test_what_each_refusal_teaches(body, sent, learned_field):
     assert getattr(lesson.applied(Learned()), name) == value
 
 
-def test_a_refusal_of_something_not_sent_or_not_a_400_teaches_nothing():
-    class Refused(Exception):
-        status_code = 400
-        body = {"error": {"message": "'temperature' is not supported", "param": "temperature"}}
+def test_a_lesson_is_logged_once_with_the_servers_host_and_never_its_credentials(caplog):
+    key = server_key("https://user:sk-secret@models.example:8443/v1?key=sk-q", "m")
+    lesson = lesson_from(Refused(), {"messages": [], "temperature": 1})
+    assert lesson is not None
+    with caplog.at_level("WARNING", logger="agents.providers.learned"):
+        assert learn(key, lesson) and not learn(key, lesson)
 
+    [record] = caplog.records
+    assert "models.example:8443" in record.getMessage() and "temperature" in record.getMessage()
+    assert "sk-" not in record.getMessage() and "user" not in record.getMessage()
+
+
+class Refused(Exception):
+    status_code = 400
+    body = {"error": {"message": "'temperature' is not supported", "param": "temperature"}}
+
+
+def test_a_refusal_of_something_not_sent_or_not_a_400_teaches_nothing():
     class Overloaded(Refused):
         status_code = 503
 
