@@ -86,6 +86,8 @@ FRAME_RATE = 5.0
 FLOOD_CLOSE_AFTER = 200
 # How often (seconds) a socket that only listens re-checks that its session still exists.
 SESSION_RECHECK_S = 5.0
+# A "newest run shown" no run has: the catch-up then sends the whole list.
+WHOLE_LIST = 0
 
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
@@ -586,6 +588,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
         """Close this socket: the conversation was deleted (see ``chat.live``)."""
         await self._close_deleted()
+
+    async def layer_missed(self, message: dict[str, Any]) -> None:
+        """Send the page what a reload shows: its channel was full and missed fragments
+        (:class:`chat.layers.InMemoryChannelLayer`). The whole list, as a page back
+        online whose newest run is not the latest is sent (:func:`_catch_up`)."""
+        if self.conversation_id is None:
+            return
+        interrupted, caught_up = await database_sync_to_async(_catch_up)(
+            conversation_id=self.conversation_id, last_shown=WHOLE_LIST
+        )
+        await publish_each(self.channel_layer, interrupted)
+        for html in caught_up:
+            await self.send(text_data=html)
 
     async def run_fragment(self, message: dict[str, Any]) -> None:
         """Relay a fragment published to the conversation's group.

@@ -23,10 +23,13 @@ layer; docs/benchmarks.md, "Where a run's CPU goes").
 A message a full channel cannot take (``capacity``, per channel) is not delivered, as in
 Channels' layer, but no longer without a word: :class:`Undelivered` counts it, and logs
 a WARNING naming the group and channel, at most once per ``WARN_INTERVAL_S``. The count
-is the process's (:data:`UNDELIVERED`, shown by ``/healthz``). A tab that missed a
-fragment shows the run whole after a reload: the rows are the truth, fragments only
-news of them. channels-redis' core layer drops over its capacity too, with an INFO
-line; :class:`RedisOverCapacity` counts those in the same place (docs/deploy.md, "Redis").
+is the process's (:data:`UNDELIVERED`, shown by ``/healthz``). The rows are the truth,
+fragments only news of them: a channel that missed a group's message is sent
+``{"type": "layer.missed"}`` once it has read what it holds, and its socket sends the
+page the list a reload shows, so the tab is right without one. channels-redis' core
+layer drops over its capacity too, with an INFO line; :class:`RedisOverCapacity` counts
+those in the same place (docs/deploy.md, "Redis"), but cannot tell which socket missed
+them.
 
 Configured in ``project/settings.py`` (the in-memory branch of ``CHANNEL_LAYERS``).
 """
@@ -45,6 +48,8 @@ from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
 
 logger = logging.getLogger(__name__)
 
+# The message a channel that missed a group's message gets once it has read its backlog.
+MISSED = "layer.missed"
 # Value types a message may hold that no receiver can change: copied shallowly.
 FLAT = frozenset({str, int, float, bool, type(None)})
 # Seconds between two warnings of undelivered messages: a flood logs one line per interval.
@@ -168,14 +173,25 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         if clean_interval < 0:
             raise ValueError(f"clean_interval must be >= 0 seconds, not {clean_interval!r}")
         self.clean_interval = clean_interval
+        self.missed: set[str] = set()
         self.full_cleans = 0
         self._next_clean = float("-inf")
         self.undelivered = undelivered or UNDELIVERED
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        """Receive the next unexpired message of ``channel`` (Channels' ``receive``)."""
+        """Receive the next unexpired message of ``channel`` (Channels' ``receive``).
+
+        A channel that missed a group's message (:meth:`group_send`) is given, once the
+        messages it holds are read, ``{"type": "layer.missed"}``: its consumer then sends
+        its page what a reload would show (``chat.consumers.ChatConsumer.layer_missed``).
+        """
         self.require_valid_channel_name(channel)
         self._clean_channel(channel)
+        if channel in self.missed:
+            queue = self.channels.get(channel)
+            if queue is None or queue.empty():
+                self.missed.discard(channel)
+                return {"type": MISSED}
         return await super().receive(channel)
 
     def _clean_channel(self, channel: str) -> None:
@@ -247,8 +263,16 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
             self.require_valid_channel_name(channel)
             if not self._put(channel, message):
                 self.undelivered.add(f"group {group!r}, channel {channel!r}")
+                self.missed.add(channel)
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        """Remove ``channel`` from ``group`` (Channels' ``group_discard``); a channel that
+        leaves is owed no catch-up."""
+        self.missed.discard(channel)
+        await super().group_discard(group, channel)
 
     async def flush(self) -> None:
         """Drop every channel and group, and let the next call walk again."""
         await super().flush()
+        self.missed.clear()
         self._next_clean = float("-inf")

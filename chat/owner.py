@@ -160,6 +160,8 @@ class RunOwner:
                 self.stop_local(run_id, reason="a Stop")
             case {"type": "run.resume", "run_ids": list(run_ids)}:
                 await self.resume_ready([int(run_id) for run_id in run_ids])
+            case {"type": "layer.missed"}:
+                pass  # a resume it missed: the next sweep resumes the ready runs anyway
             case _:
                 logger.warning("run owner: message of unknown shape dropped: %r", message)
 

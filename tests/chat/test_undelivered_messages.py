@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 
+from chat import fragments
 from chat import layers as chat_layers
 from chat.layers import UNDELIVERED, InMemoryChannelLayer, RedisOverCapacity, Undelivered
 from chat.live import group_name
@@ -242,3 +243,49 @@ async def test_a_tab_that_missed_fragments_sees_the_whole_run_after_a_reload(sma
     for name in ("search_travel_info", "weather_forecast", "check_bnb_availability"):
         assert f'data-tool="{name}"' in html
     assert "苏州古典园林是世界文化遗产" in run.output and "苏州古典园林是世界文化遗产" in html
+    # The stalled channel, read again, gets what it holds and then word that it missed some.
+    held = [(await small_layer.receive(stalled))["type"] for _ in range(4)]
+    assert held[-1] == chat_layers.MISSED
+
+
+async def test_a_channel_that_missed_a_group_message_is_told_once_its_backlog_is_read(
+    clock: FakeClock,
+) -> None:
+    layer = InMemoryChannelLayer(capacity=2, undelivered=Undelivered())
+    for channel in ("sock.full", "sock.left", "sock.free"):
+        await layer.group_add("conversation-7", channel)
+    for channel in ("sock.full", "sock.left"):
+        await layer.send(channel, {"type": "first"})
+        await layer.send(channel, {"type": "second"})
+    await layer.group_send("conversation-7", {"type": "third"})
+    await layer.group_discard("conversation-7", "sock.left")
+
+    received = [(await layer.receive("sock.full"))["type"] for _ in range(3)]
+    assert received == ["first", "second", chat_layers.MISSED]
+    await layer.send("sock.full", {"type": "fourth"})
+    assert (await layer.receive("sock.full"))["type"] == "fourth"  # told once
+    assert (await layer.receive("sock.free"))["type"] == "third"
+    # A channel that left the group is owed nothing.
+    assert [(await layer.receive("sock.left"))["type"] for _ in range(2)] == ["first", "second"]
+    assert "sock.left" not in layer.missed
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_told_it_missed_fragments_is_sent_the_list_a_reload_shows(small_layer):
+    user = await database_sync_to_async(User.objects.create_user)("alice", password="pw")
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    await tab.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    await receive_until_finished(tab)
+    await wait_for_runs()
+    [channel] = small_layer.groups[group_name(conversation.pk)]
+
+    await small_layer.send(channel, {"type": chat_layers.MISSED})
+    frame = await tab.receive_from(timeout=WAIT_S)
+    await tab.disconnect()
+
+    run = await database_sync_to_async(AgentRun.objects.get)(conversation=conversation)
+    expected = await database_sync_to_async(fragments.branch_shown)(conversation)
+    assert frame.startswith(expected)
+    assert re.search(rf'id="run-{run.pk}-status" data-status="succeeded"', frame)
