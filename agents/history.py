@@ -62,7 +62,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agents.approvals import Decision, Resume
+from agents.approvals import Decision, Resume, with_edited_note
 from agents.events import RunStatus, StepStatus, is_format_error
 from agents.strategies import Strategy, ToolAgentAction
 from agents.strategies.base import (
@@ -131,7 +131,9 @@ class CallRecord:
     text strategy parsed the call from; ``result_chars`` the length of the whole stored
     result when ``result`` holds only its beginning (loaded cut to what the model can be
     shown), else 0; ``observation`` what the model was given for it, as stored when it
-    read it (None: not recorded, so it is made again from ``result``).
+    read it (None: not recorded, so it is made again from ``result``); ``edited_args``
+    the arguments a person gave the call before approving it (None: not edited), which
+    it ran with, and ``asked_args`` the model's own then, as it asked.
     """
 
     iteration: int
@@ -144,6 +146,8 @@ class CallRecord:
     log: str = ""
     result_chars: int = 0
     observation: str | None = None
+    edited_args: Any = None
+    asked_args: Any = None
 
     @property
     def is_format_error(self) -> bool:
@@ -248,11 +252,12 @@ def intermediate_steps(
         # invalid_tool_calls, not here; a call id the loop did not record (a cancel between
         # the turn and its calls) is closed as unfinished. A turn whose stored message has
         # no calls but whose calls ran (read from markup in its text) sends the calls
-        # as they were recorded. A call with no id or no usable name is never sent: a
+        # as the model asked them. A call with no id or no usable name is never sent: a
         # strict server would refuse every later request of the chat.
         sent = [c for c in turn.tool_calls if c.get("id") and usable_tool_name(c.get("name"))]
         sent = sent or [
-            {"name": c.name, "args": c.args, "id": c.tool_call_id}
+            {"name": c.name, "args": c.args if c.edited_args is None else c.asked_args,
+             "id": c.tool_call_id}
             for c in exchange.calls
             if c.iteration == turn.iteration and not c.is_format_error and c.tool_call_id
             and usable_tool_name(c.name)
@@ -301,11 +306,17 @@ def _clip(call: CallRecord, limit: int) -> str:
 
 
 def _observation(call: CallRecord, max_observation_chars: int) -> ToolMessage:
+    """Return the ToolMessage the model was given for ``call``: its stored observation
+    (else its result clipped), starting with the note of a person's edit when the call
+    had one, also where the row lacks it (stored before the note was on the event, or
+    the run's end closed the call)."""
     if call.is_unfinished:
         content, status = UNFINISHED_CALL, StepStatus.ERROR
     else:
         content = call.observation if call.observation else _clip(call, max_observation_chars)
         status = StepStatus.ERROR if call.status == StepStatus.ERROR else StepStatus.SUCCESS
+    if call.edited_args is not None:
+        content = with_edited_note(content, call.edited_args)
     return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=call.name,
                        status=status.value)  # fmt: skip
 
