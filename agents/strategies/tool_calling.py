@@ -171,7 +171,7 @@ class ToolCallingStrategy(Strategy):
                 tool_input=call.get("args") or "",
                 log="",
                 message_log=[message],
-                tool_call_id=call["id"],  # type: ignore[arg-type]
+                tool_call_id=call["id"],
                 error=INVALID_ARGUMENTS.format(
                     name=call.get("name") or "", error=call.get("error") or "unparseable"
                 ),
@@ -186,7 +186,7 @@ class ToolCallingStrategy(Strategy):
                 tool_input=call["args"],
                 log="",
                 message_log=[message],
-                tool_call_id=call["id"],  # type: ignore[arg-type]
+                tool_call_id=call["id"],
             )
             for call in message.tool_calls
         ]
