@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agents.approvals import edited_note
 from agents.events import RunStatus, StepStatus
 from agents.history import (
     NO_ANSWER_NOTE,
@@ -356,3 +358,19 @@ def test_a_turn_whose_stored_calls_all_lack_a_usable_name_sends_none():
     history = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=99)
 
     assert [(type(m), m.text) for m in history] == [(HumanMessage, "Rooms?"), (AIMessage, ANSWER)]
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_an_edited_call_its_run_ended_says_a_person_edited_it_and_that_it_has_no_result(strategy):
+    builder = Builder(strategy).call(status=StepStatus.RUNNING, result="")
+    edited = dataclasses.replace(builder.calls[0], args={"town": "Hangzhou"},
+                                 edited_args={"town": "Hangzhou"},
+                                 asked_args={"town": "Suzhou"})  # fmt: skip
+    builder.calls[0] = edited
+    messages = prompt(strategy, [builder.ended(RunStatus.CANCELLED)])
+
+    check_role_order(messages)
+    result = messages[3].text
+    assert result.count(edited_note({"town": "Hangzhou"})) == 1
+    assert UNFINISHED_CALL in result
+    assert "Suzhou" in str(messages[2].tool_calls or messages[2].text)  # as it asked
