@@ -124,6 +124,14 @@ def edited_note(args: Any) -> str:
     return EDITED.format(args=json.dumps(args, ensure_ascii=False, default=str))
 
 
+def with_edited_note(observation: str, args: Any) -> str:
+    """Return ``observation`` starting with :func:`edited_note` of ``args`` (as it is when
+    it has a note already)."""
+    if observation.startswith(_EDITED_HEAD):
+        return observation
+    return f"{edited_note(args)}\n{observation}"
+
+
 def without_edited_note(observation: str) -> str:
     """Return the tool's result of an observation that starts with :func:`edited_note`
     (``observation`` itself for any other)."""

@@ -67,10 +67,18 @@ TEXT_TOOL_CALL = "TextToolCall"
 """``error_type`` of a reply that wrote a tool call into its text as markup
 (``<tool_call>{...}</tool_call>``...) where a tool call through the API was expected."""
 
-FORMAT_ERROR_TYPES = frozenset({"OutputParserException", "InvalidToolCall", TEXT_TOOL_CALL})
+INVALID_TOOL_NAME = "InvalidToolName"
+"""``error_type`` of a native call with no name, or a name strict servers refuse
+(:func:`agents.strategies.base.usable_tool_name`): it never runs nor goes back to the
+server."""
+
+FORMAT_ERROR_TYPES = frozenset(
+    {"OutputParserException", "InvalidToolCall", TEXT_TOOL_CALL, INVALID_TOOL_NAME}
+)
 """``error_type`` values of a tool call that never ran: the model's output broke the
 strategy's format (LangChain's ``OutputParserException``), a native call's arguments
-were not JSON (an ``InvalidToolCall``), or a native reply wrote its tool call into the
+were not JSON (an ``InvalidToolCall``), a native call had no usable name
+(:data:`INVALID_TOOL_NAME`), or a native reply wrote its tool call into the
 text (:data:`TEXT_TOOL_CALL`). Every other error type is a tool that ran and
 failed, or a model call that failed; a tool's own exception of one of these names is
 recorded with its module (``langchain_core.exceptions.OutputParserException``)."""

@@ -27,6 +27,10 @@ What is left out, and why:
   arguments is refused outright by servers that render the arguments as JSON.
 - A model turn that failed or was cut off (a time-out, a cancel mid-stream): its text
   is partial and it asked for nothing that ran.
+- A native call with no id, or with a name the strictest servers refuse (none, or not
+  ``^[a-zA-Z0-9_-]{1,64}$``: :func:`agents.strategies.base.usable_tool_name`), whatever
+  its stored error type (rows from before such a call was a format error say
+  ``UnknownTool``): sent back once, it would make every later request of the chat fail.
 
 Tool calls that ran and failed (an unknown tool, bad arguments, a tool error) stay: what
 went wrong is data the next answer may need ("the B&B site was down"). A call with no
@@ -58,10 +62,15 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from agents.approvals import Decision, Resume
+from agents.approvals import Decision, Resume, with_edited_note
 from agents.events import RunStatus, StepStatus, is_format_error
 from agents.strategies import Strategy, ToolAgentAction
-from agents.strategies.base import IntermediateStep, TextStrategy
+from agents.strategies.base import (
+    TOOL_NAME_RULE,
+    IntermediateStep,
+    TextStrategy,
+    usable_tool_name,
+)
 from agents.tool_calls import CLIPPED_NOTE
 
 QUESTION_ID_PREFIX = "question-"
@@ -122,7 +131,9 @@ class CallRecord:
     text strategy parsed the call from; ``result_chars`` the length of the whole stored
     result when ``result`` holds only its beginning (loaded cut to what the model can be
     shown), else 0; ``observation`` what the model was given for it, as stored when it
-    read it (None: not recorded, so it is made again from ``result``).
+    read it (None: not recorded, so it is made again from ``result``); ``edited_args``
+    the arguments a person gave the call before approving it (None: not edited), which
+    it ran with, and ``asked_args`` the model's own then, as it asked.
     """
 
     iteration: int
@@ -135,6 +146,8 @@ class CallRecord:
     log: str = ""
     result_chars: int = 0
     observation: str | None = None
+    edited_args: Any = None
+    asked_args: Any = None
 
     @property
     def is_format_error(self) -> bool:
@@ -239,12 +252,16 @@ def intermediate_steps(
         # invalid_tool_calls, not here; a call id the loop did not record (a cancel between
         # the turn and its calls) is closed as unfinished. A turn whose stored message has
         # no calls but whose calls ran (read from markup in its text) sends the calls
-        # as they were recorded.
-        sent = [c for c in turn.tool_calls if c.get("id") and c.get("name")] or [
-            {"name": c.name, "args": c.args, "id": c.tool_call_id}
+        # as the model asked them. A call with no id or no usable name is never sent: a
+        # strict server would refuse every later request of the chat.
+        sent = [c for c in turn.tool_calls if c.get("id") and usable_tool_name(c.get("name"))]
+        sent = sent or [
+            {"name": c.name, "args": c.args if c.edited_args is None else c.asked_args,
+             "id": c.tool_call_id}
             for c in exchange.calls
             if c.iteration == turn.iteration and not c.is_format_error and c.tool_call_id
-        ]
+            and usable_tool_name(c.name)
+        ]  # fmt: skip
         if not sent:
             continue
         kwargs = {"reasoning_content": turn.reasoning} if turn.reasoning else {}
@@ -289,11 +306,17 @@ def _clip(call: CallRecord, limit: int) -> str:
 
 
 def _observation(call: CallRecord, max_observation_chars: int) -> ToolMessage:
+    """Return the ToolMessage the model was given for ``call``: its stored observation
+    (else its result clipped), starting with the note of a person's edit when the call
+    had one, also where the row lacks it (stored before the note was on the event, or
+    the run's end closed the call)."""
     if call.is_unfinished:
         content, status = UNFINISHED_CALL, StepStatus.ERROR
     else:
         content = call.observation if call.observation else _clip(call, max_observation_chars)
         status = StepStatus.ERROR if call.status == StepStatus.ERROR else StepStatus.SUCCESS
+    if call.edited_args is not None:
+        content = with_edited_note(content, call.edited_args)
     return ToolMessage(content=content, tool_call_id=call.tool_call_id, name=call.name,
                        status=status.value)  # fmt: skip
 
@@ -329,7 +352,9 @@ def role_order_problems(messages: Sequence[BaseMessage]) -> list[str]:
     alternate, never two of either in a row; tool messages only right after the
     assistant message whose calls they answer, each call answered exactly once, all of
     them before anything else; no assistant message that is empty and makes no calls;
-    the request ends with a user message or with the results of the last calls.
+    every tool call has an id and a name OpenAI and Mistral take
+    (``^[a-zA-Z0-9_-]{1,64}$``: they answer 400 to any other); the request ends with a
+    user message or with the results of the last calls.
     """
     problems: list[str] = []
     expect = "user"  # the role the next non-tool message must have
@@ -365,6 +390,10 @@ def role_order_problems(messages: Sequence[BaseMessage]) -> list[str]:
                 problems.append(f"{where}: an empty assistant message with no tool calls")
             if len(set(ids)) != len(ids) or "" in ids:
                 problems.append(f"{where}: tool call ids missing or repeated: {ids}")
+            names = [c.get("name") for c in [*message.tool_calls, *message.invalid_tool_calls]]
+            refused = [name for name in names if not usable_tool_name(name)]
+            if refused:
+                problems.append(f"{where}: tool call names not {TOOL_NAME_RULE}: {refused}")
             open_calls, answered = set(ids), set()
             expect = "assistant" if ids else "user"
         else:

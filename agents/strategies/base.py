@@ -66,6 +66,20 @@ FINAL_ANSWER_REQUEST = (
 FINAL_ANSWER_FORMAT = "Reply with a final answer only, in this format:"
 
 
+TOOL_NAME_RULE = "letters, digits, _ and -, 1 to 64 of them"
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def usable_tool_name(name: object, tools: frozenset[str] = frozenset()) -> bool:
+    """Return True if a tool call named ``name`` may be sent back to a server.
+
+    The strictest common servers (OpenAI, Mistral) refuse a request holding a call whose
+    name is not ``^[a-zA-Z0-9_-]{1,64}$`` (:data:`TOOL_NAME_RULE`); one of ``tools`` (the
+    names offered this run) is usable whatever it is, as the server took it already.
+    """
+    return isinstance(name, str) and (name in tools or _TOOL_NAME.fullmatch(name) is not None)
+
+
 def new_tool_call_id() -> str:
     """Return a fresh id in the shape OpenAI uses (``call_`` + 24 hex digits)."""
     return f"call_{uuid.uuid4().hex[:24]}"

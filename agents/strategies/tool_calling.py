@@ -18,11 +18,21 @@ bare call (Llama 3.x's ``{"name": ..., "parameters": {...}}``, a pythonic
 run's tools, which the strategy learns from :meth:`ToolCallingStrategy.bind` and
 :meth:`ToolCallingStrategy.build_prompt`: an answer that happens to be JSON stays an
 answer.
+
+A call with no name, or a name the strictest servers refuse (OpenAI and Mistral take only
+``^[a-zA-Z0-9_-]{1,64}$``, :func:`agents.strategies.base.usable_tool_name`), is a format
+error (``InvalidToolName``) that never runs, and its name never goes back over the wire:
+sent back in the next turn's request, one such call makes every later request of the chat
+fail. The scratchpad's copy of its turn's message names it :data:`UNUSABLE_NAME`, paired
+with its error observation as any format error is (a user message after the turn's tool
+results is refused by Mistral's template); an earlier exchange leaves it out, as it does
+every format error. The rows keep what the model sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.agents import AgentFinish
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -32,21 +42,33 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from agents.strategies.base import (
+    TOOL_NAME_RULE,
     IntermediateStep,
     Strategy,
     StrategyOptions,
     ToolAgentAction,
     new_tool_call_id,
     text_of,
+    usable_tool_name,
 )
 from agents.strategies.tool_markup import MarkupCalls, find_tool_markup
 
 TEXT_TOOL_CALL = "TextToolCall"  # agents.events.TEXT_TOOL_CALL (strategies import no events)
+INVALID_TOOL_NAME = "InvalidToolName"  # agents.events.INVALID_TOOL_NAME
+UNUSABLE_NAME = "unusable_tool_name"
+"""The name a call whose own name a server would refuse goes back under (a name no tool
+has, so the model is not told it called a real tool)."""
 
 INVALID_ARGUMENTS = (
     "Error: the arguments for tool {name!r} are not valid JSON ({error}). "
     "Call the tool again with a JSON object of arguments."
 )
+NO_TOOL_NAME = (
+    "Error: your tool call had {what} (shown as {shown!r}), so nothing was run. Call a "
+    "tool by its exact name ({rule}): {tools}."
+)
+NAMELESS = "no name"
+BAD_NAME = "the name {name!r}, which is not a tool name"
 CALL_IN_TEXT = (
     "Error: your reply wrote a tool call into its text ({markup}) instead of calling the "
     "tool. Nothing was run. Call tools through the API's tool calls (the tools you were "
@@ -106,8 +128,10 @@ class ToolCallingStrategy(Strategy):
     ) -> list[BaseMessage]:
         """Return each turn's AIMessage once, then a ToolMessage per call in it.
 
-        A reply that wrote its call into its text made no call a ToolMessage could answer
-        (servers refuse an unpaired one): its observation goes back as a HumanMessage.
+        A call whose name a server would refuse goes back under :data:`UNUSABLE_NAME`
+        (:func:`wire_message`), answered by its error like any format error. A reply that
+        wrote its call into its text made no call a ToolMessage could answer (servers
+        refuse an unpaired one): its observation goes back as a HumanMessage.
         """
         messages: list[BaseMessage] = []
         seen: set[int] = set()
@@ -115,9 +139,12 @@ class ToolCallingStrategy(Strategy):
             for message in action.message_log:
                 if id(message) not in seen:
                     seen.add(id(message))
-                    messages.append(message)
+                    wired = isinstance(message, AIMessage)
+                    messages.append(wire_message(message, self.tool_names) if wired else message)
             if action.error_type == TEXT_TOOL_CALL:
                 messages.append(HumanMessage(text_of(observation)))
+            elif action.error_type == INVALID_TOOL_NAME:
+                messages.append(observation.model_copy(update={"name": UNUSABLE_NAME}))
             else:
                 messages.append(observation)
         return messages
@@ -126,8 +153,11 @@ class ToolCallingStrategy(Strategy):
         """Return one action per tool call (invalid ones carry an error), else the text.
 
         Missing or repeated ``tool_call_id`` values (some servers send them) are replaced
-        with fresh ones, on ``message`` too, so every result pairs with its call. Text with
-        no calls is the final answer, even empty: the loop decides what an empty one means.
+        with fresh ones, on ``message`` too, so every result pairs with its call. A call
+        whose name is missing or not :func:`usable_tool_name` carries an
+        ``InvalidToolName`` error, one whose arguments are not JSON an ``InvalidToolCall``
+        error. Text with no calls is the final answer, even empty: the loop decides what
+        an empty one means.
         """
         seen: set[str] = set()
         for call in [*message.tool_calls, *message.invalid_tool_calls]:
@@ -135,7 +165,8 @@ class ToolCallingStrategy(Strategy):
                 call["id"] = new_tool_call_id()
             seen.add(call["id"])  # type: ignore[arg-type]
         invalid = [
-            ToolAgentAction.of_fields(
+            self._unusable(call, message)
+            or ToolAgentAction.of_fields(
                 tool=call.get("name") or "",
                 tool_input=call.get("args") or "",
                 log="",
@@ -149,7 +180,8 @@ class ToolCallingStrategy(Strategy):
             for call in message.invalid_tool_calls
         ]
         valid = [
-            ToolAgentAction.of_fields(
+            self._unusable(call, message)
+            or ToolAgentAction.of_fields(
                 tool=call["name"],
                 tool_input=call["args"],
                 log="",
@@ -168,6 +200,46 @@ class ToolCallingStrategy(Strategy):
                 return self.parse(_with_markup_calls(message, markup))
             return [_call_in_text(message, markup)]
         return AgentFinish({"output": text}, log=text)
+
+    def _unusable(self, call: Any, message: AIMessage) -> ToolAgentAction | None:
+        """Return the format error of ``call`` when its name cannot go to a server."""
+        name = call.get("name") or ""
+        if usable_tool_name(name, self.tool_names):
+            return None
+        what = BAD_NAME.format(name=name) if name else NAMELESS
+        tools = ", ".join(sorted(self.tool_names)) or "(no tools)"
+        return ToolAgentAction.of_fields(
+            tool=name, tool_input=call.get("args") or "", log="", message_log=[message],
+            tool_call_id=call["id"], error_type=INVALID_TOOL_NAME,
+            error=NO_TOOL_NAME.format(what=what, shown=UNUSABLE_NAME, rule=TOOL_NAME_RULE,
+                                      tools=tools),
+        )  # fmt: skip
+
+
+def wire_message(message: AIMessage, tools: frozenset[str] = frozenset()) -> AIMessage:
+    """Return ``message`` as it goes back to a server: each call whose name is not
+    :func:`usable_tool_name` (``tools``: the run's, usable whatever they are) named
+    :data:`UNUSABLE_NAME` instead.
+
+    ``message`` itself when every name is usable; else a copy, without the raw
+    ``additional_kwargs`` ``tool_calls`` / ``function_call`` (the calls as received,
+    which langchain-openai would send for a message without parsed ones).
+    """
+    calls = [*message.tool_calls, *message.invalid_tool_calls]
+    if all(usable_tool_name(call.get("name"), tools) for call in calls):
+        return message
+
+    def renamed(call: Any) -> Any:
+        usable = usable_tool_name(call.get("name"), tools)
+        return call if usable else {**call, "name": UNUSABLE_NAME}
+
+    kwargs = {k: v for k, v in message.additional_kwargs.items()
+              if k not in ("tool_calls", "function_call")}  # fmt: skip
+    return message.model_copy(update={
+        "tool_calls": [renamed(c) for c in message.tool_calls],
+        "invalid_tool_calls": [renamed(c) for c in message.invalid_tool_calls],
+        "additional_kwargs": kwargs,
+    })  # fmt: skip
 
 
 def _with_markup_calls(message: AIMessage, markup: MarkupCalls) -> AIMessage:

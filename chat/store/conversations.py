@@ -155,11 +155,14 @@ def step_records(
 ) -> tuple[dict[int, list[TurnRecord]], dict[int, list[CallRecord]]]:
     """Return the model turns and tool calls of ``steps`` as history records, by run id,
     in step order (one query, only the columns the history reads; see
-    :func:`conversation_exchanges` for ``max_result_chars``)."""
+    :func:`conversation_exchanges` for ``max_result_chars``). A call a person approved
+    with other arguments has them (and the model's own) from its approval, joined in the
+    same query, so its history says so whatever its stored observation holds."""
     rows = steps.order_by("run_id", "ordinal").values(
         "run_id", "kind", "iteration", "status", "text", "reasoning", "error_type", "tool_name",
         "tool_call_id", "arguments", "observation", calls=KeyTransform("tool_calls", "raw"),
         head=_result_head(max_result_chars), chars=Length("result"),
+        asked=F("approval__arguments"), edited=F("approval__edited_arguments"),
     )  # fmt: skip
     turns: dict[int, list[TurnRecord]] = defaultdict(list)
     calls: dict[int, list[CallRecord]] = defaultdict(list)
@@ -176,7 +179,8 @@ def step_records(
                 name=step["tool_name"], args=step["arguments"], status=step["status"],
                 result=step["head"], error_type=step["error_type"], log=step["text"],
                 result_chars=step["chars"] if step["chars"] > len(step["head"]) else 0,
-                observation=step["observation"],
+                observation=step["observation"], edited_args=step["edited"],
+                asked_args=step["asked"] if step["edited"] is not None else None,
             ))  # fmt: skip
     return turns, calls
 

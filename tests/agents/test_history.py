@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agents.approvals import edited_note
 from agents.events import RunStatus, StepStatus
 from agents.history import (
     NO_ANSWER_NOTE,
@@ -85,6 +87,36 @@ class Builder:
         ))  # fmt: skip
         return self
 
+    def nameless(self, name="", error_type="InvalidToolName", call_id="call_nameless"):
+        """A call whose name a strict server refuses ("" or "functions.bnb_rooms"): stored
+        as the model sent it (rows from before it was a format error say UnknownTool)."""
+        iteration = len(self.turns) + 1
+        args = {"town": "Suzhou"}
+        if self.native:
+            text, calls = "", ({"name": name, "args": args, "id": call_id},)
+        else:
+            text, calls = WRITERS[self.strategy][0](name, args, "look for rooms"), ()
+        self.turns.append(TurnRecord(iteration=iteration, text=text, tool_calls=calls))
+        self.calls.append(CallRecord(
+            iteration=iteration, tool_call_id=call_id, name=name, args=args,
+            status=StepStatus.ERROR, result=f"Error: there is no tool named {name!r}.",
+            error_type=error_type, log="" if self.native else text,
+        ))  # fmt: skip
+        return self
+
+    def idless(self):
+        """A native call stored with no id (a server that sent none, an old row)."""
+        iteration = len(self.turns) + 1
+        args = {"town": "Suzhou"}
+        calls = ({"name": "bnb_rooms", "args": args, "id": None},) if self.native else ()
+        text = "" if self.native else WRITERS[self.strategy][0]("bnb_rooms", args, "rooms")
+        self.turns.append(TurnRecord(iteration=iteration, text=text, tool_calls=calls))
+        self.calls.append(CallRecord(
+            iteration=iteration, tool_call_id="", name="bnb_rooms", args=args, result=ROOMS,
+            log="" if self.native else text,
+        ))  # fmt: skip
+        return self
+
     def broken_turn(self, text="The rooms I found are"):
         self.turns.append(TurnRecord(iteration=len(self.turns) + 1, text=text, finished=False))
         return self
@@ -119,6 +151,13 @@ def endings(strategy: str) -> dict[str, Exchange]:
             RunStatus.MAX_ITERATIONS),
         "format error then answer": b().format_error().call().answer().ended(
             RunStatus.SUCCEEDED, ANSWER),
+        "nameless call then answer": b().nameless().call().answer().ended(
+            RunStatus.SUCCEEDED, ANSWER),
+        "old row of a nameless call": b().nameless(error_type="UnknownTool").answer().ended(
+            RunStatus.SUCCEEDED, ANSWER),
+        "old row of a dotted name": b().nameless("functions.bnb_rooms", "UnknownTool").call()
+            .answer().ended(RunStatus.SUCCEEDED, ANSWER),
+        "call without an id": b().idless().answer().ended(RunStatus.SUCCEEDED, ANSWER),
         "no run": Exchange(question="An orphan question", status=""),
     }  # fmt: skip
 
@@ -264,6 +303,17 @@ def test_an_exchange_of_another_strategy_is_sent_as_question_and_answer():
           ToolMessage("r", tool_call_id="c1"), ToolMessage("r", tool_call_id="c1")],
          "answered twice"),
         ([HumanMessage("a"), AIMessage("answer")], "must end with a user message"),
+        ([HumanMessage("a"), AIMessage("", tool_calls=[{"name": "", "args": {}, "id": "c1"}]),
+          ToolMessage("r", tool_call_id="c1")], "tool call names not"),
+        ([HumanMessage("a"), AIMessage("", tool_calls=[
+            {"name": "functions.t", "args": {}, "id": "c1"}]),
+          ToolMessage("r", tool_call_id="c1")], "tool call names not"),
+        ([HumanMessage("a"), AIMessage("", invalid_tool_calls=[
+            {"name": None, "args": "{", "id": "c1", "error": None}]),
+          ToolMessage("r", tool_call_id="c1")], "tool call names not"),
+        ([HumanMessage("a"), AIMessage("", tool_calls=[{"name": "t" * 65, "args": {},
+                                                        "id": "c1"}]),
+          ToolMessage("r", tool_call_id="c1")], "tool call names not"),
     ],
 )  # fmt: skip
 def test_the_checker_refuses_what_strict_servers_refuse(messages, problem):
@@ -275,3 +325,52 @@ def test_the_checker_takes_a_request_that_ends_with_tool_results():
     call = {"name": "t", "args": {}, "id": "c1"}
     check_role_order([SystemMessage("s"), HumanMessage("a"), AIMessage("", tool_calls=[call]),
                       ToolMessage("r", tool_call_id="c1")])  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_a_call_without_a_usable_name_or_id_is_never_sent_back(strategy):
+    exchanges = [endings(strategy)[name] for name in (
+        "nameless call then answer", "old row of a nameless call", "old row of a dotted name",
+        "call without an id")]  # fmt: skip
+    messages = prompt(strategy, exchanges)
+
+    assert role_order_problems(messages) == [], describe(messages)
+    calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert all(c["name"] == "bnb_rooms" and c["id"] for c in calls)
+    if strategy == "tool_calling":  # only the two calls that ran with a name and an id
+        assert len(calls) == 2
+        assert not any("no tool named" in str(m.content) for m in messages)
+
+
+def test_a_turn_whose_stored_calls_all_lack_a_usable_name_sends_none():
+    # The fallback that rebuilds a turn's calls from its call records (a markup turn)
+    # sent name "" when every stored call of the turn was nameless.
+    turn = TurnRecord(iteration=1, text="", tool_calls=({"name": "", "args": {}, "id": "c1"},))
+    call = CallRecord(
+        iteration=1,
+        tool_call_id="c1",
+        name="",
+        status=StepStatus.ERROR,
+        result="Error: there is no tool named ''.",
+        error_type="UnknownTool",
+    )
+    exchange = Exchange(question="Rooms?", answer=ANSWER, turns=(turn,), calls=(call,))
+    history = history_messages([exchange], get_strategy("tool_calling"), max_observation_chars=99)
+
+    assert [(type(m), m.text) for m in history] == [(HumanMessage, "Rooms?"), (AIMessage, ANSWER)]
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_an_edited_call_its_run_ended_says_a_person_edited_it_and_that_it_has_no_result(strategy):
+    builder = Builder(strategy).call(status=StepStatus.RUNNING, result="")
+    edited = dataclasses.replace(builder.calls[0], args={"town": "Hangzhou"},
+                                 edited_args={"town": "Hangzhou"},
+                                 asked_args={"town": "Suzhou"})  # fmt: skip
+    builder.calls[0] = edited
+    messages = prompt(strategy, [builder.ended(RunStatus.CANCELLED)])
+
+    check_role_order(messages)
+    result = messages[3].text
+    assert result.count(edited_note({"town": "Hangzhou"})) == 1
+    assert UNFINISHED_CALL in result
+    assert "Suzhou" in str(messages[2].tool_calls or messages[2].text)  # as it asked
