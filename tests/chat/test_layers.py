@@ -13,7 +13,7 @@ import pytest
 from channels.layers import get_channel_layer
 
 from chat import layers as chat_layers
-from chat.layers import InMemoryChannelLayer
+from chat.layers import MISSED, InMemoryChannelLayer
 
 
 class FakeClock:
@@ -152,6 +152,8 @@ async def test_a_full_channel_misses_a_group_message_and_the_others_get_it(
     await layer.send("sock.full", {"type": "first"})
     await layer.group_send("conversation-1", {"type": "second"})
     assert await receive_now(layer, "sock.full") == {"type": "first"}
+    # Told it missed one (its consumer then sends the page what a reload shows), once.
+    assert await receive_now(layer, "sock.full") == {"type": MISSED}
     assert await receive_now(layer, "sock.full") is None
     assert await receive_now(layer, "sock.free") == {"type": "second"}
 
