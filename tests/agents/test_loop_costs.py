@@ -229,10 +229,12 @@ async def test_each_model_turn_has_its_whole_time_limit_however_long_the_turns_b
     model = ScriptedChatModel(
         script=[AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2}, "c1")]),
                 [AIMessageChunk(content="It is 3.")]],
-        delay_s=0.1,  # before each turn's one chunk: two thirds of the limit
+        # Before each turn's one chunk: 0.6 of the limit, with 0.4 s to spare for a busy
+        # machine (0.1 of 0.15 left too little); the two together are over the limit.
+        delay_s=0.6,
     )  # fmt: skip
     events = [event async for event in run(model, [add], [HumanMessage("q")],
-                                           limits=RunLimits(model_timeout_s=0.15))]  # fmt: skip
+                                           limits=RunLimits(model_timeout_s=1.0))]  # fmt: skip
     assert events[-1].status is RunStatus.SUCCEEDED, events[-1].error
     assert asyncio.current_task().cancelling() == 0
 
