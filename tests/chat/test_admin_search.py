@@ -3,10 +3,13 @@ on SQLite and PostgreSQL, and on PostgreSQL through an index instead of every ro
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import RequestFactory
 
 from chat.admin import AgentRunAdmin
@@ -136,3 +139,30 @@ def test_words_are_looked_up_through_the_trigram_indexes(superuser, runs):
     for index in ("message_content_trgm", "run_output_trgm", "step_result_trgm",
                   "step_arguments_trgm", "step_tool_name_trgm"):  # fmt: skip
         assert index in plan, (index, plan)
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_migrating_again_keeps_the_search_indexes_built_and_rebuilds_an_invalid_one():
+    """Migration 0024 is not atomic (CREATE INDEX CONCURRENTLY): a build that fails leaves
+    an INVALID index and the others built, and migrating again must not stop at either."""
+    migration = import_module("chat.migrations.0024_search_indexes").Migration
+    state = MigrationExecutor(connection).loader.project_state(("chat", "0024_search_indexes"))
+    names = ("step_result_trgm", "step_arguments_trgm")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = ANY(%s::regclass[])",
+            [list(names)],
+        )
+    with connection.schema_editor(atomic=False) as editor:
+        for operation in migration.operations:
+            operation.database_forwards("chat", editor, state, state)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE '%%_trgm'"
+        )
+        assert dict(cursor.fetchall()) == {
+            "run_output_trgm": True, "step_result_trgm": True, "step_arguments_trgm": True,
+            "step_tool_name_trgm": True, "message_content_trgm": True,
+        }  # fmt: skip
