@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connections
 from django.db.models import F, Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.lookups import IContains
 from django.utils.text import smart_split, unescape_string_literal
 
@@ -37,6 +39,10 @@ SEARCH_HELP = (
     "a tool_call_id whole or its beginning; a run's number. Quotes keep a phrase; a run "
     "must match every term."
 )
+
+# Runs a term may find and still be looked up once per page (its ids sent back as one
+# array); past that, each of the page's queries searches again.
+KEEP_IDS_UP_TO = 50_000
 
 
 class TextContains(IContains):
@@ -66,8 +72,8 @@ def search_terms(search_term: str) -> list[str]:
 
 
 def runs_matching(term: str) -> QuerySet[AgentRun]:
-    """Return the ids (``values("pk")``) of the runs that ``term`` finds, one table at a
-    time: a union, each part able to use its index."""
+    """Return the ids (``values_list("pk")``) of the runs that ``term`` finds, one table
+    at a time: a union, each part able to use its index."""
     steps = (
         AgentStep.objects.filter(
             TextContains(F("result"), term)
@@ -75,26 +81,38 @@ def runs_matching(term: str) -> QuerySet[AgentRun]:
             | TextContains(F("tool_name"), term)
             | Q(tool_call_id__startswith=term)
         )
-        .values("run_id")
+        .values_list("run_id")
         .order_by()
     )
     questions = (
         AgentRun.objects.filter(
             user_message__in=Message.objects.filter(TextContains(F("content"), term)).values("pk")
         )
-        .values("pk")
+        .values_list("pk")
         .order_by()
     )
-    answers = AgentRun.objects.filter(TextContains(F("output"), term)).values("pk").order_by()
+    answers = AgentRun.objects.filter(TextContains(F("output"), term)).values_list("pk").order_by()
     parts = [questions, answers]
     if term.isascii() and term.isdigit() and len(term) < 19:  # fits a bigint
-        parts.append(AgentRun.objects.filter(pk=int(term)).values("pk").order_by())
-    return steps.union(*parts, all=True)
+        parts.append(AgentRun.objects.filter(pk=int(term)).values_list("pk").order_by())
+    return steps.union(*parts)
 
 
 def search_runs(queryset: QuerySet[AgentRun], search_term: str) -> QuerySet[AgentRun]:
     """Return the runs of ``queryset`` that every term of ``search_term`` finds
-    (:func:`runs_matching`); each run once, whatever matched it how often."""
+    (:func:`runs_matching`); each run once, whatever matched it how often.
+
+    On PostgreSQL a term's runs are looked up once, here, when there are at most
+    :data:`KEEP_IDS_UP_TO`: the list page evaluates its queryset three times (the count,
+    the page, the date drill-down's dates), and each would search again. A term found in
+    more runs stays a subquery.
+    """
     for term in search_terms(search_term):
-        queryset = queryset.filter(pk__in=runs_matching(term))
+        matching = runs_matching(term)
+        if connections[queryset.db].vendor == "postgresql":
+            ids = [row[0] for row in matching.using(queryset.db)[: KEEP_IDS_UP_TO + 1]]
+            if len(ids) <= KEEP_IDS_UP_TO:
+                queryset = queryset.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", (ids,)))
+                continue
+        queryset = queryset.filter(pk__in=matching)
     return queryset
