@@ -22,7 +22,8 @@ ours, so that row may differ by it).
 
 ``--database-url`` names the scratch database (dropped and created again unless
 ``--reuse``; dropped at the end unless ``--keep``); ``--explain`` prints EXPLAIN ANALYZE
-of both page queries for each search.
+of both page queries for each search; ``--only WORDS`` times the queries whose label
+contains WORDS.
 """
 
 from __future__ import annotations
@@ -366,6 +367,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--reuse", action="store_true", help="time a database --keep left")
     parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE")
+    parser.add_argument("--only", help="time only the queries whose label contains this")
     args = parser.parse_args()
     if args.tiny:
         args.runs, args.repeat, args.peer_repeat = 2_000, 1, 1
@@ -412,6 +414,8 @@ def main() -> int:
               f"{'found':>8} {'peer found':>10} {'same runs':>10}")  # fmt: skip
         failed = False
         for label, query in queries(probe):
+            if args.only and args.only not in label:
+                continue
             our_s, our_count, our_ids = _timed(lambda q=query: _render(ours, user, q),
                                                args.repeat, None)  # fmt: skip
             peer_s, peer_count, peer_ids = _timed(
