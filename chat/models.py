@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
@@ -202,6 +203,10 @@ class Message(models.Model):
                 name="message_client_id_once",
             ),
         ]  # fmt: skip
+        # The admin's search of questions (chat.admin_search), on PostgreSQL only (0024).
+        indexes = [
+            GinIndex(fields=["content"], opclasses=["gin_trgm_ops"], name="message_content_trgm")
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
@@ -318,6 +323,8 @@ class AgentRun(models.Model):
             models.Index(fields=["conversation", "started_at"], name="run_conv_started"),
             models.Index(fields=["strategy", "started_at"], name="run_strategy_started"),
             models.Index(fields=["model_name", "started_at"], name="run_model_started"),
+            # The admin's search (chat.admin_search), on PostgreSQL only (migration 0024).
+            GinIndex(fields=["output"], opclasses=["gin_trgm_ops"], name="run_output_trgm"),
         ]
         permissions = [
             ("view_unredacted_trace", "Can see runs' stored text where exports redact it")
@@ -460,6 +467,14 @@ class AgentStep(models.Model):
         ordering = ["run", "ordinal"]
         constraints = [
             models.UniqueConstraint(fields=["run", "ordinal"], name="step_unique_ordinal")
+        ]
+        # The admin's search (chat.admin_search), on PostgreSQL only (migration 0024,
+        # which also indexes arguments::text: an expression with an operator class needs
+        # django.contrib.postgres installed); tool_call_id's b-trees answer an id or its
+        # beginning.
+        indexes = [
+            GinIndex(fields=["result"], opclasses=["gin_trgm_ops"], name="step_result_trgm"),
+            GinIndex(fields=["tool_name"], opclasses=["gin_trgm_ops"], name="step_tool_name_trgm"),
         ]
 
     def __str__(self) -> str:
