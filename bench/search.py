@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from tracedata import all_columns  # noqa: E402
+
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/agentchat_bench_search"
 STEPS_PER_RUN = 5
 RUNS_PER_CONVERSATION = 4
@@ -186,18 +188,13 @@ STEP_FIELDS = (
 
 def _copy(cursor: Any, model: Any, names: Sequence[str], rows: Iterator[tuple[Any, ...]]) -> None:
     """COPY ``rows`` (values in the order of ``names``) into ``model``'s table, every other
-    column given what the ORM would write (its default; raise for one without)."""
-    fields = {field.name: field for field in model._meta.concrete_fields}
-    filled = []
-    for name, field in fields.items():
-        if name in names:
-            continue
-        value = field.get_default()
-        if value is None and not field.null:
-            raise ValueError(f"{model.__name__}.{name} has no default: give it a value here")
-        filled.append((field, json.dumps(value) if isinstance(value, dict | list) else value))
-    columns = [fields[name].column for name in names] + [field.column for field, _ in filled]
-    extra = tuple(value for _, value in filled)
+    column given what the ORM would write (:func:`tracedata.all_columns`; COPY's text
+    takes JSON as its text)."""
+    columns, extra = all_columns(
+        model,
+        names,
+        lambda _, value: json.dumps(value) if isinstance(value, dict | list) else value,
+    )
     with cursor.copy(f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row + extra)

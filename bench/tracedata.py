@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,14 +52,22 @@ def _ts(moment: datetime) -> str:
     return moment.isoformat(" ", timespec="microseconds")
 
 
-def _insert(cursor: Any, model: Any, names: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` (values in the order of ``names``) into ``model``'s table.
-
-    Every column is named: a field not in ``names`` gets what the ORM would write for it
-    (its default, "" for text, None where null is allowed), so a column added later needs
-    no change here; one the ORM could not fill either (no default, not null) raises.
+def all_columns(
+    model: Any, names: Sequence[str], prepare: Callable[[Any, Any], Any] | None = None
+) -> tuple[list[str], tuple[Any, ...]]:
+    """Return every column of ``model``'s table, those of ``names`` first, and the values
+    of the others: what the ORM would write for each (its default, "" for text, None
+    where null is allowed, through ``prepare(field, value)``: the field's own
+    ``get_db_prep_save`` by default). So a column added later needs no change in the
+    benchmarks' bulk writes; one the ORM could not fill either (no default, not null),
+    or a name that is no field, raises ``ValueError``.
     """
     from django.db import connection
+
+    if prepare is None:
+
+        def prepare(field: Any, value: Any) -> Any:
+            return field.get_db_prep_save(value, connection)
 
     fields = {field.name: field for field in model._meta.concrete_fields}
     unknown = set(names) - fields.keys()
@@ -73,11 +81,17 @@ def _insert(cursor: Any, model: Any, names: Sequence[str], rows: list[tuple[Any,
         if value is None and not field.null:
             raise ValueError(
                 f"{model.__name__}.{name} has no default and is not null: give it a value "
-                "in bench/tracedata.py"
+                "where its rows are made"
             )
-        filled.append((field, field.get_db_prep_save(value, connection)))
+        filled.append((field, prepare(field, value)))
     columns = [fields[name].column for name in names] + [field.column for field, _ in filled]
-    extra = tuple(value for _, value in filled)
+    return columns, tuple(value for _, value in filled)
+
+
+def _insert(cursor: Any, model: Any, names: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (values in the order of ``names``) into ``model``'s table, every
+    other column given what the ORM would write (:func:`all_columns`)."""
+    columns, extra = all_columns(model, names)
     marks = ", ".join(["%s"] * len(columns))
     cursor.executemany(
         f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES ({marks})",

@@ -160,7 +160,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 for generation in super()._stream(*args, **kwargs):
                     yield repair.chunk(generation)
             except Exception as exc:
-                if repair.chunks or attempt == MAX_LESSONS or not self._learned_from(exc):
+                if not self._send_again(exc, repair, attempt):
                     raise
                 continue
             self._ended(repair)
@@ -173,7 +173,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 async for generation in super()._astream(*args, **kwargs):
                     yield repair.chunk(generation)
             except Exception as exc:
-                if repair.chunks or attempt == MAX_LESSONS or not self._learned_from(exc):
+                if not self._send_again(exc, repair, attempt):
                     raise
                 continue
             self._ended(repair)
@@ -185,9 +185,12 @@ class CompatibleChatOpenAI(ChatOpenAI):
         (:mod:`agents.providers.learned`)."""
         return server_key(self.openai_api_base or "https://api.openai.com/v1", self.model_name)
 
-    def _learned_from(self, exc: Exception) -> bool:
-        """Learn what refusal ``exc`` of the request just sent teaches; return True when
-        the request is worth sending again (it will be sent otherwise)."""
+    def _send_again(self, exc: Exception, repair: StreamRepair, attempt: int) -> bool:
+        """Learn what ``exc``, the refusal of the request just sent (try ``attempt``,
+        from 0), teaches; return True when the request is worth sending again with it:
+        nothing of the reply arrived, a lesson is left to learn and this one is new."""
+        if repair.chunks or attempt >= MAX_LESSONS:
+            return False
         lesson = lesson_from(exc, _sent.get() or {})
         return lesson is not None and learn(self.server_key, lesson)
 

@@ -108,3 +108,30 @@ def consumer_clock(monkeypatch) -> FrozenClock:
     clock = FrozenClock()
     monkeypatch.setattr("chat.consumers.time", types.SimpleNamespace(monotonic=clock.monotonic))
     return clock
+
+
+class FakeClock:
+    """Both clocks chat.layers reads (``time.time``, ``time.monotonic``), moved by hand
+    (seconds): the ``clock`` fixture puts it in place."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """Return a :class:`FakeClock` that chat.layers and Channels' layer read."""
+    from chat import layers as chat_layers
+
+    fake = FakeClock()
+    # The name ``time`` in the two modules only, not the time module (asyncio reads it):
+    # Channels stamps messages with time.time(); chat.layers reads both clocks.
+    monkeypatch.setattr("channels.layers.time", fake)
+    monkeypatch.setattr(chat_layers, "time", fake)
+    return fake

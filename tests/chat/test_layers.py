@@ -14,29 +14,7 @@ from channels.layers import get_channel_layer
 
 from chat import layers as chat_layers
 from chat.layers import MISSED, InMemoryChannelLayer
-
-
-class FakeClock:
-    """Both clocks the layer reads, moved by hand (seconds)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    # The name ``time`` in the two modules only, not the time module (asyncio reads it):
-    # Channels stamps messages with time.time(); chat.layers reads both clocks.
-    monkeypatch.setattr("channels.layers.time", fake)
-    monkeypatch.setattr(chat_layers, "time", fake)
-    return fake
+from tests.chat.conftest import FakeClock
 
 
 async def receive_now(layer: InMemoryChannelLayer, channel: str) -> dict | None:

@@ -25,31 +25,9 @@ from chat import layers as chat_layers
 from chat.layers import UNDELIVERED, InMemoryChannelLayer, RedisOverCapacity, Undelivered
 from chat.live import group_name
 from chat.models import AgentRun, AgentStep, Conversation
-from tests.chat.conftest import wait_for_runs
+from tests.chat.conftest import FakeClock, wait_for_runs
 from tests.chat.test_consumer import TRAVEL_QUESTION, connect, receive_until_finished
 from tests.timing import WAIT_S
-
-
-class FakeClock:
-    """The layers' clocks (``time.time`` and ``time.monotonic``), moved by hand (seconds)."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    # Channels' own sweep (run by group_send) reads channels.layers.time: the same clock.
-    monkeypatch.setattr("channels.layers.time", fake)
-    monkeypatch.setattr(chat_layers, "time", fake)
-    return fake
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
