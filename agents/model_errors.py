@@ -99,7 +99,20 @@ def _detail(exc: BaseException) -> str:
         message = error.get("message") if isinstance(error, dict) else None
         if isinstance(message, str) and message:
             return message[:_DETAIL_CHARS]
+        # A pydantic server's {"detail": [{"loc", "msg"}]} (FastAPI, vLLM), also as
+        # Mistral's message object: "body.messages.1.content: Field required".
+        detail = (message if isinstance(message, dict) else body).get("detail")
+        if isinstance(detail, list) and detail:
+            return "; ".join(_located(item) for item in detail)[:_DETAIL_CHARS]
     return (getattr(exc, "message", None) or str(exc))[:_DETAIL_CHARS]
+
+
+def _located(item: object) -> str:
+    """Return one pydantic error as ``loc: msg``."""
+    if not isinstance(item, dict):
+        return str(item)
+    loc = ".".join(str(part) for part in item.get("loc") or [])
+    return f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", item))
 
 
 def _chain_names(exc: BaseException, depth: int = 8) -> set[str]:

@@ -88,6 +88,9 @@ FLOOD_CLOSE_AFTER = 200
 SESSION_RECHECK_S = 5.0
 # A "newest run shown" no run has: the catch-up then sends the whole list.
 WHOLE_LIST = 0
+# Seconds between a socket's joins of its conversation's group: the layers end a
+# membership after their group_expiry (a day), also for a socket that reads.
+GROUP_REJOIN_S = 3600.0
 
 RUN_WAITING = (
     "The agent is waiting for your decision on a tool call above: approve or deny it "
@@ -270,6 +273,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     conversation_id: int | None = None
     _session_checked_at: float = 0.0
+    _rejoin: asyncio.Task[None] | None = None
     _tokens: float = FRAME_BURST
     _tokens_at: float = 0.0
     _dropped: int = 0
@@ -335,6 +339,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = found
         await self.channel_layer.group_add(group_name(found), self.channel_name)
         await self.accept()
+        self._rejoin = asyncio.get_running_loop().create_task(self._rejoin_group())
         if getattr(self.scope.get("session"), "session_key", None) is not None:
             self._session_checked_at = time.monotonic()  # _find_conversation just did
             self._watch = asyncio.get_running_loop().create_task(self._watch_session())
@@ -368,6 +373,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return CLOSE_NOT_FOUND, REFUSED_NOT_FOUND.format(conversation_id=conversation_id, who=who)
 
     async def disconnect(self, code: int) -> None:
+        if self._rejoin is not None:
+            self._rejoin.cancel()
         if self._watch is not None:
             self._watch.cancel()
         if self._recheck is not None:
@@ -595,6 +602,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         online whose newest run is not the latest is sent (:func:`_catch_up`)."""
         if self.conversation_id is None:
             return
+        # Its messages may have expired unread, which ends a channel's memberships.
+        await self.channel_layer.group_add(group_name(self.conversation_id), self.channel_name)
         interrupted, caught_up = await database_sync_to_async(_catch_up)(
             conversation_id=self.conversation_id, last_shown=WHOLE_LIST
         )
@@ -627,6 +636,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self._session_checked_at = time.monotonic()
             self._recheck = asyncio.get_running_loop().create_task(self._recheck_session())
         return self._recheck
+
+    async def _rejoin_group(self) -> None:
+        """Join the conversation's group again every :data:`GROUP_REJOIN_S` while the
+        socket is open: the layers end a membership after their ``group_expiry`` (a day)
+        even for a socket that reads, and a tab left open would hear nothing more.
+        Started after the accept, cancelled at disconnect."""
+        while True:
+            await asyncio.sleep(GROUP_REJOIN_S)
+            if self.conversation_id is None:  # left its group to close
+                return
+            try:
+                await self.channel_layer.group_add(
+                    group_name(self.conversation_id), self.channel_name
+                )
+            except Exception:
+                logger.exception("joining a chat socket's group again failed")
 
     async def _watch_session(self) -> None:
         """Re-check the session every :data:`SESSION_RECHECK_S` while the socket is open.

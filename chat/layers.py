@@ -173,7 +173,8 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         if clean_interval < 0:
             raise ValueError(f"clean_interval must be >= 0 seconds, not {clean_interval!r}")
         self.clean_interval = clean_interval
-        self.missed: set[str] = set()
+        # Channels owed a MISSED message, with when they missed (seconds, time.time()).
+        self.missed: dict[str, float] = {}
         self.full_cleans = 0
         self._next_clean = float("-inf")
         self.undelivered = undelivered or UNDELIVERED
@@ -190,25 +191,32 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
         if channel in self.missed:
             queue = self.channels.get(channel)
             if queue is None or queue.empty():
-                self.missed.discard(channel)
+                del self.missed[channel]
                 return {"type": MISSED}
         return await super().receive(channel)
 
     def _clean_channel(self, channel: str) -> None:
-        """Drop the expired messages at the head of ``channel``; an expired one removes
-        the channel from every group, as Channels' full walk does."""
+        """Drop the expired messages at the head of ``channel``, which is being read: they
+        are counted as undelivered and the channel is owed a MISSED message; it stays in
+        its groups (its reader is alive, only slow)."""
         queue = self.channels.get(channel)
-        if queue is None:
-            return
-        now = time.time()
-        expired = False
+        if queue is not None:
+            self._drop_expired(channel, queue, time.time())
+
+    def _drop_expired(self, channel: str, queue: asyncio.Queue[Any], now: float) -> int:
+        """Drop the messages of ``channel`` older than ``expiry`` (at its head); count
+        them and mark the channel as owed a MISSED message; return how many."""
+        expired = 0
         while not queue.empty() and queue._queue[0][0] < now:
-            queue.get_nowait()
-            expired = True
+            _, message = queue.get_nowait()
+            if message.get("type") != MISSED:
+                expired += 1
         if expired:
-            self._remove_from_groups(channel)
-            if queue.empty():
-                self.channels.pop(channel, None)
+            self.undelivered.add(f"channel {channel!r} (expired unread)", expired)
+            self.missed[channel] = now
+        if queue.empty():
+            self.channels.pop(channel, None)
+        return expired
 
     def _clean_expired(self) -> None:
         """Walk every channel and group (Channels' sweep) unless one ran within the last
@@ -218,7 +226,21 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
             return
         self._next_clean = now + self.clean_interval
         self.full_cleans += 1
-        super()._clean_expired()
+        # Channels' walk, counting what expires: a channel whose message expired unread
+        # leaves its groups (it is taken for dead), and is owed a MISSED message should
+        # it read again (its consumer then joins again and catches up).
+        stamp = time.time()
+        for channel, queue in list(self.channels.items()):
+            if self._drop_expired(channel, queue, stamp):
+                self._remove_from_groups(channel)
+        timeout = int(stamp) - self.group_expiry
+        for members in self.groups.values():
+            for name, joined in list(members.items()):
+                if joined and joined < timeout:
+                    members.pop(name, None)
+        for channel, when in list(self.missed.items()):
+            if when < timeout:  # a channel nobody read for a day: gone
+                del self.missed[channel]
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         """Put ``message`` on ``channel`` (Channels' ``send``): a copy the receiver may
@@ -263,12 +285,12 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
             self.require_valid_channel_name(channel)
             if not self._put(channel, message):
                 self.undelivered.add(f"group {group!r}, channel {channel!r}")
-                self.missed.add(channel)
+                self.missed[channel] = time.time()
 
     async def group_discard(self, group: str, channel: str) -> None:
         """Remove ``channel`` from ``group`` (Channels' ``group_discard``); a channel that
         leaves is owed no catch-up."""
-        self.missed.discard(channel)
+        self.missed.pop(channel, None)
         await super().group_discard(group, channel)
 
     async def flush(self) -> None:

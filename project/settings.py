@@ -183,10 +183,10 @@ elif REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {
-        # A message older than `expiry` (default 60 s) is dropped and its socket removed
-        # from the group: a tab of a slow, loaded process would then hear nothing more.
-        # A socket's queue holds `capacity` messages; chat.layers counts and logs the
-        # ones a full queue misses (docs/configuration.md).
+        # A message older than `expiry` (Channels' default 60 s; 300 here, for a slow,
+        # loaded process) is dropped. A socket's queue holds `capacity` messages;
+        # chat.layers counts and logs the messages expired or missed by a full queue, and
+        # tells the socket, which sends its page what a reload shows (docs/configuration.md).
         # chat.layers sweeps every channel for expired messages at most once a second
         # (Channels' own layer swept them all at every message: quadratic in the sockets).
         "default": {

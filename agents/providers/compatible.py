@@ -88,8 +88,11 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 # Lessons one refused request may teach before its refusal is final (each is learned once).
 MAX_LESSONS = 3
 
-# The body of the request being sent, for reading what its refusal refers to.
-_sent: ContextVar[dict[str, Any] | None] = ContextVar("sent_request", default=None)
+# The body of the request being sent and what was known of the server as it was built,
+# for reading what its refusal refers to.
+_sent: ContextVar[tuple[dict[str, Any], Learned]] = ContextVar(
+    "sent_request", default=({}, Learned())
+)
 
 # The OpenAI SDK dumps each streamed chunk with pydantic, which warns (once per chunk) that
 # an object ``arguments`` is not the ``str`` its type says; the object is repaired here.
@@ -188,11 +191,16 @@ class CompatibleChatOpenAI(ChatOpenAI):
     def _send_again(self, exc: Exception, repair: StreamRepair, attempt: int) -> bool:
         """Learn what ``exc``, the refusal of the request just sent (try ``attempt``,
         from 0), teaches; return True when the request is worth sending again with it:
-        nothing of the reply arrived, a lesson is left to learn and this one is new."""
+        nothing of the reply arrived, a lesson is left to learn and this one is new to
+        the request (another run may have learned it since the request was built)."""
         if repair.chunks or attempt >= MAX_LESSONS:
             return False
-        lesson = lesson_from(exc, _sent.get() or {})
-        return lesson is not None and learn(self.server_key, lesson)
+        sent, known = _sent.get()
+        lesson = lesson_from(exc, sent)
+        if lesson is None:
+            return False
+        learn(self.server_key, lesson)
+        return lesson.applied(known) != known
 
     def _ended(self, repair: StreamRepair) -> None:
         """Check the reply ``repair`` saw was whole; learn the server's id style from it.
@@ -230,7 +238,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
             payload[quirks.max_tokens_field] = payload.pop(other)
         for name in known.dropped:
             payload.pop(name, None)
-        _sent.set(payload)
+        _sent.set((payload, known))
         return payload
 
 

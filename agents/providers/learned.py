@@ -26,6 +26,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,6 +49,12 @@ MAX_SERVERS = 256
 
 _ID_RULE = re.compile(
     r"tool.?call.?id.{0,200}(a-z, ?A-Z, ?0-9|length of 9|alphanumeric)", re.IGNORECASE | re.DOTALL
+)
+# A refusal of a field as such, not of its value.
+_FIELD_REFUSED = re.compile(
+    r"unsupported|not supported|does not support|unrecogni[sz]ed|unknown (parameter|field|"
+    r"argument)|extra (inputs|fields)|not permitted|not allowed",
+    re.IGNORECASE,
 )
 _REASONING_MISSING = re.compile(
     r"(missing|required|must).{0,80}reasoning_content|reasoning_content.{0,80}(missing|required)",
@@ -73,9 +80,9 @@ class Learned:
 
 @dataclass(frozen=True)
 class Lesson:
-    """One thing a refusal taught: ``changes`` are :class:`Learned` fields to set (a
-    ``dropped`` value is one field name, added to the set); ``reason`` says why, for
-    the log."""
+    """What a refusal taught: ``changes`` are :class:`Learned` fields to set (a
+    ``dropped`` value is a set of field names, added to those dropped before);
+    ``reason`` says why, for the log."""
 
     changes: tuple[tuple[str, Any], ...]
     reason: str
@@ -84,7 +91,7 @@ class Lesson:
         """Return ``known`` with this lesson learned."""
         fields = dict(self.changes)
         if "dropped" in fields:
-            fields["dropped"] = known.dropped | {fields["dropped"]}
+            fields["dropped"] = known.dropped | fields["dropped"]
         return replace(known, **fields)
 
 
@@ -146,7 +153,6 @@ def lesson_from(exc: BaseException, sent: dict[str, Any]) -> Lesson | None:
         return None
     body = getattr(exc, "body", None)
     words = f"{json.dumps(body, default=str) if body is not None else ''} {exc}"
-    param = _param(body)
     if _REASONING_MISSING.search(words) and any(
         m.get("role") == "assistant" for m in sent.get("messages") or []
     ):
@@ -160,20 +166,73 @@ def lesson_from(exc: BaseException, sent: dict[str, Any]) -> Lesson | None:
             (("tool_call_ids", ALNUM9),),
             "tool-call ids are now sent as nine letters and digits (the server refused other ids)",
         )
-    for name in (*OPTIONAL_PARAMETERS, *MAX_TOKENS_FIELDS):
-        if name in sent and (param == name or re.search(rf"\b{name}\b", words)):
-            if name in MAX_TOKENS_FIELDS:
-                other = next(f for f in MAX_TOKENS_FIELDS if f != name)
-                return Lesson(
-                    (("max_tokens_field", other),),
-                    f"the output cap is now sent as {other} (the server refused {name})",
-                )
-            return Lesson((("dropped", name),), f"{name} is no longer sent (the server refused it)")
-    return None
+    refused = [name for name in _refused_fields(body, words) if name in sent]
+    changes: list[tuple[str, Any]] = []
+    dropped = frozenset(name for name in refused if name in OPTIONAL_PARAMETERS)
+    if dropped:
+        changes.append(("dropped", dropped))
+    cap = next((name for name in refused if name in MAX_TOKENS_FIELDS), "")
+    if cap:
+        changes.append(("max_tokens_field", next(f for f in MAX_TOKENS_FIELDS if f != cap)))
+    if not changes:
+        return None
+    said = ", ".join(sorted(dropped))
+    reason = "; ".join(
+        [*([f"{said} no longer sent"] if dropped else []),
+         *([f"the output cap sent as {dict(changes)['max_tokens_field']}"] if cap else [])]
+    )  # fmt: skip
+    return Lesson(tuple(changes), f"{reason} (the server refused {', '.join(refused)})")
+
+
+def _refused_fields(body: Any, words: str) -> list[str]:
+    """Return the request fields a refusal says the server does not take (any field, not
+    only ours), in the order named.
+
+    A field the server does not take, not a value it found wrong ("max_tokens is too
+    large" names a field whose value is out of range): pydantic's ``detail`` items of
+    ``type`` "extra_forbidden" (or a ``msg`` that says so) name it by their ``loc``;
+    OpenAI's ``param`` names it when the words say it is not supported; with neither,
+    each field the words quote, when they say so.
+    """
+    details = list(_details(body))
+    if details:
+        return [
+            str(item["loc"][-1]) for item in details
+            if isinstance(item.get("loc"), list) and item["loc"]
+            and (item.get("type") == "extra_forbidden"
+                 or _FIELD_REFUSED.search(str(item.get("msg", ""))))
+        ]  # fmt: skip
+    if not _FIELD_REFUSED.search(words):
+        return []
+    param = _param(body)
+    if param:
+        return [param]
+    return [name for name in (*OPTIONAL_PARAMETERS, *MAX_TOKENS_FIELDS)
+            if re.search(rf"\b{name}\b", words)]  # fmt: skip
+
+
+def _details(body: Any, depth: int = 4) -> Iterator[dict[str, Any]]:
+    """Yield the items of every pydantic ``detail`` list in an error body: at its top
+    (FastAPI, vLLM), under ``message`` (Mistral) or in a proxy's JSON text (OpenRouter's
+    ``metadata.raw``)."""
+    if depth <= 0:
+        return
+    if isinstance(body, str) and body.lstrip().startswith("{"):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return
+    if isinstance(body, dict):
+        detail = body.get("detail")
+        if isinstance(detail, list):
+            yield from (item for item in detail if isinstance(item, dict))
+        for key, value in body.items():
+            if key != "detail":
+                yield from _details(value, depth - 1)
 
 
 def _param(body: Any) -> str:
-    """Return the refused field an error body names (OpenAI's ``param``), or ""."""
+    """Return the field an error body names (OpenAI's ``param``), or ""."""
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("param"), str):

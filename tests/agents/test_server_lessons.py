@@ -8,7 +8,9 @@ the generic entry that has to learn it.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -312,12 +314,7 @@ async def test_the_generic_entry_learns_that_a_server_wants_its_reasoning_back()
     ],
 )
 def test_what_each_refusal_teaches(body, sent, learned_field):
-    class BadRequest(Exception):
-        status_code = 400
-
-    exc = BadRequest("Error code: 400")
-    exc.body = body  # type: ignore[attr-defined]
-    lesson = lesson_from(exc, {"messages": [], **sent})
+    lesson = lesson_from(BadRequest(body), {"messages": [], **sent})
     assert lesson is not None
     name, value = learned_field
     assert getattr(lesson.applied(Learned()), name) == value
@@ -346,3 +343,244 @@ def test_a_refusal_of_something_not_sent_or_not_a_400_teaches_nothing():
 
     assert lesson_from(Refused(), {"messages": []}) is None
     assert lesson_from(Overloaded(), {"messages": [], "temperature": 1}) is None
+
+
+# Found by an adversarial pass -----------------------------------------------------------
+
+
+class BadRequest(Exception):
+    status_code = 400
+
+    def __init__(self, body: Any) -> None:
+        super().__init__(f"Error code: 400 - {body}")
+        self.body = body
+
+
+# Concurrent runs ----------------------------------------------------------------------
+
+
+class RefuseTogether(StrictServer):
+    """A strict server whose first ``count`` refusals are answered only once that many
+    refused requests have arrived: two runs that started at the same time, as two people
+    sending their first message after a restart do."""
+
+    def __init__(self, rules, count: int = 2) -> None:
+        super().__init__(rules)
+        self.barrier = threading.Barrier(count, timeout=WAIT_S)
+        self.waits = count
+
+    def take(self, body):
+        reply = super().take(body)
+        if reply.status != 200:
+            with self._lock:
+                wait, self.waits = self.waits > 0, self.waits - 1
+            if wait:
+                self.barrier.wait()
+        return reply
+
+
+async def test_two_runs_refused_at_once_for_the_same_parameter_both_go_on():
+    """Two runs of a model that refuses ``parallel_tool_calls``, whose first requests
+    are both refused before either refusal is read: the first to read its refusal learns
+    the lesson and retries; the second's ``learn`` changes nothing (already known), so
+    ``_learned_from`` says "not worth sending again" and that run fails with the
+    refusal, although a retry without the parameter would work."""
+    options = StrategyOptions(parallel_tool_calls=False)
+    with RefuseTogether([refuses("parallel_tool_calls"), role_order]) as server:
+        server.script = [Reply(events=text_turn("One.")), Reply(events=text_turn("Two."))]
+        results = await asyncio.gather(
+            *(
+                ask(
+                    model_for(server),
+                    [HumanMessage(question)],
+                    strategy=get_strategy("tool_calling", options),
+                )
+                for question in ("First?", "Second?")
+            )
+        )
+
+    statuses = [events[-1].status for events in results]
+    errors = [getattr(events[-1], "error", "") for events in results]
+    assert statuses == [RunStatus.SUCCEEDED] * 2, errors
+
+
+# Refusals that name something incidentally ------------------------------------------
+
+
+def test_a_max_tokens_value_too_large_teaches_no_field_swap():
+    """OpenAI's refusal of a *value* ("max_tokens is too large: 100000. This model
+    supports at most 16384 completion tokens") names the field it was sent in: read as
+    "the server refuses max_tokens", the output cap moves to max_completion_tokens, whose
+    refusal moves it back, and so on (every lesson a WARNING, four requests for one
+    refusal, and the field left as the last flip had it)."""
+    body = {
+        "error": {
+            "message": "max_tokens is too large: 100000. This model supports at most 16384 "
+            "completion tokens, whereas you provided 100000.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "invalid_value",
+        }
+    }
+    assert lesson_from(BadRequest(body), {"messages": [], "max_tokens": 100000}) is None
+
+
+def test_vllms_context_length_refusal_teaches_no_field_swap():
+    """vLLM's refusal when a conversation grows past the context ("'max_tokens' or
+    'max_completion_tokens' is too large: 4096. This model's maximum context length is
+    4096 tokens and your request has 312 input tokens") is about the prompt's length: it
+    teaches the app to swap the output cap's field, then on the next refusal to swap it
+    back, on every long conversation."""
+    message = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+        "context length is 4096 tokens and your request has 312 input tokens "
+        "(4096 > 4096 - 312)."
+    )
+    body = {"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+    assert lesson_from(BadRequest(body), {"messages": [], "max_tokens": 4096}) is None
+
+
+def test_a_refusal_whose_param_names_another_field_does_not_drop_a_word_it_quotes():
+    """OpenAI's body names the refused field (``param``): here ``messages[3].content``.
+    Its message quotes the offending content, a weather tool's result that has the word
+    "temperature"; the app sent a temperature, so it learns "temperature is no longer
+    sent (the server refused it)" for this server and model for the life of the
+    process, and sends the request again for nothing."""
+    body = {
+        "error": {
+            "message": "Invalid 'messages[3].content': expected a string, got an object "
+            "({'temperature': 31, 'town': 'Suzhou'}).",
+            "type": "invalid_request_error",
+            "param": "messages[3].content",
+            "code": "invalid_type",
+        }
+    }
+    lesson = lesson_from(BadRequest(body), {"messages": [], "temperature": 0.2})
+    assert lesson is None or lesson.applied(Learned()).dropped == frozenset(), lesson
+
+
+async def test_a_value_refusal_leaves_the_output_cap_where_the_profile_put_it():
+    """Through the real client: a server refusing the cap's *value* (too large) in
+    whichever field it came is answered with a swap of the field, then the swap back,
+    then again: four requests for one refusal, three WARNING lessons, and the field left
+    as the last flip had it."""
+    refusal = {
+        "error": {
+            "message": "max_tokens is too large: 100000. This model supports at most 16384 "
+            "completion tokens, whereas you provided 100000.",
+            "type": "invalid_request_error",
+            "param": "max_tokens",
+            "code": "invalid_value",
+        }
+    }
+    other = {
+        "error": {
+            **refusal["error"],
+            "message": refusal["error"]["message"].replace("max_tokens", "max_completion_tokens"),
+            "param": "max_completion_tokens",
+        }
+    }
+
+    def too_large(body):
+        from scripts.strict_rules import Refusal
+
+        if "max_tokens" in body:
+            return Refusal(400, refusal)
+        if "max_completion_tokens" in body:
+            return Refusal(400, other)
+        return None
+
+    with StrictServer([too_large]) as server:
+        model = model_for(server, max_tokens=100000)
+        events = await ask(model, [HumanMessage("Hi")])
+        key = model.server_key
+
+    assert events[-1].status is RunStatus.FAILED
+    # One request, the refusal shown: nothing was learned from a value out of range.
+    assert len(server.requests) == 1, [sorted(b) for b in server.requests]
+    assert learned(key) == Learned()
+
+
+# Several lessons at once ---------------------------------------------------------------
+
+
+def forbids(*names: str):
+    """A pydantic server (``extra="forbid"``): one HTTP 422 listing every field it does
+    not take, as pydantic reports all of a body's errors at once."""
+    from scripts.strict_rules import Refusal
+
+    def rule(body):
+        extra = [name for name in names if name in body]
+        if not extra:
+            return None
+        detail = [
+            {"type": "extra_forbidden", "loc": ["body", name], "msg": "Extra inputs are not "
+             "permitted", "input": body[name]}
+            for name in extra
+        ]  # fmt: skip
+        return Refusal(422, {"detail": detail})
+
+    return rule
+
+
+async def test_a_422_that_lists_four_fields_it_does_not_take_leads_to_a_working_run():
+    """A strict pydantic server lists every field it forbids in its one refusal. The app
+    learns one field per refusal and stops after three (MAX_LESSONS): a run with
+    parallel calls off, a forced tool choice and a temperature, on a server that takes
+    none of them nor ``stream_options``, fails its first message although the first
+    refusal said everything needed."""
+    options = StrategyOptions(parallel_tool_calls=False, tool_choice="required")
+    rule = forbids("parallel_tool_calls", "tool_choice", "stream_options", "temperature")
+    with StrictServer([rule, role_order]) as server:
+        server.script = [Reply(events=text_turn("Hello."))]
+        events = await ask(
+            model_for(server, temperature=0.3),
+            [HumanMessage("Hi")],
+            strategy=get_strategy("tool_calling", options),
+        )
+
+    assert events[-1].status is RunStatus.SUCCEEDED, (events[-1].error, server.refused)
+
+
+# What the person is told of a refusal in another shape ---------------------------------
+
+FIELD_REQUIRED = {
+    "type": "missing",
+    "loc": ["body", "messages", 1, "content"],
+    "msg": "Field required",
+    "input": {"role": "assistant"},
+}
+
+
+async def test_a_pydantic_422_refusal_says_what_the_server_refused():
+    """A pydantic server's refusal (``{"detail": [{"loc", "msg"}]}``, FastAPI/vLLM-style
+    and what learned.py reads lessons from) that teaches nothing is shown to the person
+    as "rejected the request (HTTP 422): Error code: 422": the server's words (which
+    field, what is wrong) are lost, in the run's error and so in the page and the row."""
+    from scripts.strict_rules import Refusal
+
+    with StrictServer([lambda body: Refusal(422, {"detail": [FIELD_REQUIRED]})]) as server:
+        events = await ask(model_for(server), [HumanMessage("Hi")])
+
+    assert events[-1].status is RunStatus.FAILED
+    assert "Field required" in events[-1].error, events[-1].error
+
+
+async def test_mistrals_422_with_a_detail_object_as_its_message_says_what_was_refused():
+    """Mistral's API wraps its validation errors in ``message`` as an object
+    (``{"object": "error", "message": {"detail": [...]}}``): the run's error should carry
+    the server's words, not only "Error code: 422"."""
+    from scripts.strict_rules import Refusal
+
+    body = {
+        "object": "error",
+        "message": {"detail": [FIELD_REQUIRED]},
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    with StrictServer([lambda _body: Refusal(422, body)]) as server:
+        events = await ask(model_for(server, provider="mistral"), [HumanMessage("Hi")])
+
+    assert events[-1].status is RunStatus.FAILED
+    assert "Field required" in events[-1].error, events[-1].error

@@ -12,8 +12,7 @@ import os
 import pytest
 from channels.layers import get_channel_layer
 
-from chat import layers as chat_layers
-from chat.layers import MISSED, InMemoryChannelLayer
+from chat.layers import MISSED, InMemoryChannelLayer, Undelivered
 from tests.chat.conftest import FakeClock
 
 
@@ -47,19 +46,22 @@ async def test_a_message_is_delivered_before_its_expiry(clock: FakeClock) -> Non
     assert await receive_now(layer, "sock.1") == {"type": "m", "n": 1}
 
 
-async def test_an_expired_message_is_dropped_and_its_channel_leaves_its_groups(
+async def test_an_expired_message_is_dropped_counted_and_its_reader_told(
     clock: FakeClock,
 ) -> None:
-    layer = InMemoryChannelLayer(expiry=60, clean_interval=10)
+    layer = InMemoryChannelLayer(expiry=60, clean_interval=10, undelivered=Undelivered())
     await layer.group_add("conversation-1", "sock.1")
     await layer.group_add("conversation-2", "sock.1")
     await layer.send("sock.1", {"type": "old"})
     clock.now += 61
     # The sweep ran moments ago, so only the receive's own check can drop it.
     layer._next_clean = clock.now + 5
+    assert await receive_now(layer, "sock.1") == {"type": MISSED}
     assert await receive_now(layer, "sock.1") is None
-    assert "sock.1" not in layer.groups.get("conversation-1", {})
-    assert "sock.1" not in layer.groups.get("conversation-2", {})
+    assert layer.undelivered.count == 1
+    # Its reader is alive (it reads): it stays in its groups.
+    assert "sock.1" in layer.groups["conversation-1"]
+    assert "sock.1" in layer.groups["conversation-2"]
 
 
 async def test_a_channel_nobody_reads_leaves_its_groups_at_the_next_sweep(
@@ -102,23 +104,16 @@ async def test_many_messages_within_an_interval_walk_the_channels_once(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     layer = InMemoryChannelLayer(clean_interval=1)
-    walks = []
-    original = chat_layers.ChannelsInMemoryChannelLayer._clean_expired
-    monkeypatch.setattr(
-        chat_layers.ChannelsInMemoryChannelLayer,
-        "_clean_expired",
-        lambda self: walks.append(len(self.channels)) or original(self),
-    )
     sockets = [f"sock.{n}" for n in range(200)]
     for n, socket in enumerate(sockets):
         await layer.group_add(f"conversation-{n}", socket)
     for n, socket in enumerate(sockets):  # one message to each of 200 sockets, read back
         await layer.group_send(f"conversation-{n}", {"type": "m"})
         assert await receive_now(layer, socket) == {"type": "m"}
-    assert len(walks) == 1  # Channels' own layer: 400, each over every channel
+    assert layer.full_cleans == 1  # Channels' own layer: 400, each over every channel
     clock.now += 1
     await layer.group_send("conversation-0", {"type": "m"})
-    assert len(walks) == 2 and layer.full_cleans == 2
+    assert layer.full_cleans == 2
 
 
 async def test_a_full_channel_misses_a_group_message_and_the_others_get_it(

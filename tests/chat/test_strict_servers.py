@@ -125,3 +125,42 @@ def test_a_server_that_wants_its_reasoning_back_behind_the_generic_entry(setting
     history = server.requests[-1]["messages"]
     assistant = next(m for m in history if m["role"] == "assistant" and m.get("tool_calls"))
     assert assistant["reasoning_content"] == "Need the weather."
+
+
+@pytest.mark.parametrize("same_id", ["call_0", "a b", "日本", ""])
+def test_parallel_calls_sharing_one_id_are_sent_back_paired(settings, same_id):
+    """A server that gives two parallel calls of one turn the same id (or none): the run
+    itself copes (the strategy gives the second a fresh id); the next question's history,
+    rebuilt from the rows, still pairs each call with its own result (tried by an
+    adversarial pass; it held)."""
+    with FakeOpenAI() as lax:
+        use(settings, lax)
+        lax.script = [
+            Reply(
+                events=tool_call_turn(
+                    (same_id, "weather_forecast", {"town": "Suzhou"}),
+                    (same_id, "calculator", {"expression": "17*23"}),
+                )
+            ),
+            Reply(events=text_turn("Sunny, and 391.")),
+        ]
+        ask("Weather in Suzhou, and 17*23?")
+    conversation = str(last_run().conversation_id)
+    assert last_run().status == RunStatus.SUCCEEDED, last_run().error
+
+    with StrictServer([mistral_ids, unique_ids, role_order]) as server:
+        use(settings, server, "mistral")
+        server.script = [Reply(events=text_turn("Yes."))]
+        ask("Sure?", "--conversation", conversation)
+
+    assert last_run().status == RunStatus.SUCCEEDED, (last_run().error, server.refused)
+    history = server.requests[-1]["messages"]
+    calls = [c for m in history for c in m.get("tool_calls") or []]
+    results = [m for m in history if m["role"] == "tool"]
+    assert len(calls) == 2 and len(results) == 2, history
+    # Each result answers its own call: the weather result to the weather call.
+    by_id = {c["id"]: c["function"]["name"] for c in calls}
+    assert sorted(by_id[r["tool_call_id"]] for r in results) == ["calculator", "weather_forecast"]
+    assert '"result": 391' in next(
+        r["content"] for r in results if by_id[r["tool_call_id"]] == "calculator"
+    )

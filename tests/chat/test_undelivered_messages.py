@@ -27,6 +27,7 @@ from chat.live import group_name
 from chat.models import AgentRun, AgentStep, Conversation
 from tests.chat.conftest import FakeClock, wait_for_runs
 from tests.chat.test_consumer import TRAVEL_QUESTION, connect, receive_until_finished
+from tests.chat.test_layers import receive_now
 from tests.timing import WAIT_S
 
 
@@ -267,3 +268,62 @@ async def test_a_socket_told_it_missed_fragments_is_sent_the_list_a_reload_shows
     expected = await database_sync_to_async(fragments.branch_shown)(conversation)
     assert frame.startswith(expected)
     assert re.search(rf'id="run-{run.pk}-status" data-status="succeeded"', frame)
+
+
+async def test_a_socket_whose_fragments_expired_unread_is_told_and_still_hears(clock) -> None:
+    """A socket that stopped reading for longer than ``expiry``, with fewer than
+    ``capacity`` messages waiting: they expire. Counted, and the socket, reading again, is
+    told it missed them and stays in its group (found by an adversarial pass: it was
+    silently dropped from its group, deaf until a reload)."""
+    undelivered = Undelivered()
+    layer = InMemoryChannelLayer(expiry=300, capacity=1500, undelivered=undelivered)
+    channel = await layer.new_channel()
+    await layer.group_add("conversation-7", channel)
+    await layer.group_send("conversation-7", {"type": "run.fragment", "html": "<p>1</p>"})
+
+    clock.now += 301  # the tab's consumer was stalled (a slow, loaded process)
+    first = await receive_now(layer, channel)
+    await layer.group_send("conversation-7", {"type": "run.fragment", "html": "<p>2</p>"})
+    second = await receive_now(layer, channel)
+
+    assert first == {"type": chat_layers.MISSED}
+    assert second == {"type": "run.fragment", "html": "<p>2</p>"}
+    assert undelivered.count == 1
+
+
+async def test_a_channel_the_sweep_took_for_dead_is_told_if_it_reads_again(clock) -> None:
+    layer = InMemoryChannelLayer(expiry=300, capacity=1500, undelivered=Undelivered())
+    await layer.group_add("conversation-7", "sock.slow")
+    await layer.group_add("conversation-7", "sock.live")
+    await layer.group_send("conversation-7", {"type": "old"})
+    assert await receive_now(layer, "sock.live") == {"type": "old"}
+    clock.now += 301
+    await layer.group_send("conversation-7", {"type": "new"})  # its sweep drops "old"
+
+    assert "sock.slow" not in layer.groups["conversation-7"]
+    assert await receive_now(layer, "sock.slow") == {"type": chat_layers.MISSED}
+    assert layer.undelivered.count == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_tab_open_past_the_layers_group_expiry_joins_its_group_again(
+    small_layer, monkeypatch
+):
+    """Channels ends a membership ``group_expiry`` (a day) after it began, also for a
+    socket that reads everything: the socket joins again every GROUP_REJOIN_S (here at
+    once), so a tab left open still hears its conversation."""
+    monkeypatch.setattr("chat.consumers.GROUP_REJOIN_S", 0.01)
+    user = await database_sync_to_async(User.objects.create_user)("alice", password="pw")
+    conversation = await database_sync_to_async(Conversation.objects.create)(owner=user)
+    tab = await connect(conversation.pk, user)
+    await tab.connect()
+    group = group_name(conversation.pk)
+    [channel] = small_layer.groups[group]
+    del small_layer.groups[group][channel]  # what the sweep does at group_expiry
+
+    async def joined_again() -> None:
+        while channel not in small_layer.groups.get(group, {}):
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(joined_again(), WAIT_S)
+    await tab.disconnect()
