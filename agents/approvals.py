@@ -126,10 +126,12 @@ def edited_note(args: Any) -> str:
 
 def with_edited_note(observation: str, args: Any) -> str:
     """Return ``observation`` starting with :func:`edited_note` of ``args`` (as it is when
-    it has a note already)."""
-    if observation.startswith(_EDITED_HEAD):
+    it starts with that very note already: a result that only looks like one, written by
+    the tool, gets the note before it)."""
+    note = edited_note(args)
+    if observation == note or observation.startswith(f"{note}\n"):
         return observation
-    return f"{edited_note(args)}\n{observation}"
+    return f"{note}\n{observation}"
 
 
 def without_edited_note(observation: str) -> str:
