@@ -206,15 +206,18 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
     def _drop_expired(self, channel: str, queue: asyncio.Queue[Any], now: float) -> int:
         """Drop the messages of ``channel`` older than ``expiry`` (at its head); count
         them and mark the channel as owed a MISSED message; return how many."""
-        expired = 0
+        dropped = expired = 0
         while not queue.empty() and queue._queue[0][0] < now:
             _, message = queue.get_nowait()
+            dropped += 1
             if message.get("type") != MISSED:
                 expired += 1
         if expired:
             self.undelivered.add(f"channel {channel!r} (expired unread)", expired)
             self.missed[channel] = now
-        if queue.empty():
+        # Only a queue this emptied goes (as in Channels): an empty one may have a
+        # receiver waiting on it, and a new queue in its place would never be read.
+        if dropped and queue.empty():
             self.channels.pop(channel, None)
         return expired
 

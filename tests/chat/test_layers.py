@@ -77,6 +77,25 @@ async def test_a_channel_nobody_reads_leaves_its_groups_at_the_next_sweep(
     assert await receive_now(layer, "sock.live") == {"type": "new"}
 
 
+async def test_a_reader_waiting_on_an_empty_channel_gets_what_comes_after_a_sweep(
+    clock: FakeClock,
+) -> None:
+    # A page left open with nothing to read: its socket waits on an empty queue while
+    # the sweep walks every channel. The sweep once dropped that queue, and the next
+    # message went to a new one nobody read (the live page stopped updating).
+    layer = InMemoryChannelLayer(clean_interval=1)
+    await layer.group_add("conversation-1", "sock.idle")
+    waiting = asyncio.ensure_future(layer.receive("sock.idle"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    sweeps = layer.full_cleans
+    clock.now += 5
+    await layer.group_send("conversation-2", {"type": "elsewhere"})
+    assert layer.full_cleans == sweeps + 1
+    await layer.group_send("conversation-1", {"type": "m"})
+    assert await asyncio.wait_for(waiting, timeout=30) == {"type": "m"}
+
+
 async def test_a_group_membership_ends_after_group_expiry(clock: FakeClock) -> None:
     layer = InMemoryChannelLayer(group_expiry=100, clean_interval=1)
     await layer.group_add("conversation-1", "sock.1")
