@@ -209,6 +209,8 @@ class CompatibleChatOpenAI(ChatOpenAI):
         vLLM with a Mistral tokenizer) refuses any other: later requests send that style.
         """
         repair.end()
+        if self.quirks.tool_call_ids == ALNUM9:  # the profile sends them so already
+            return
         ids = [call["id"] for call in repair.calls.values() if call["id"]]
         if ids and all(STYLES[ALNUM9].fullmatch(i) for i in ids):
             learn(self.server_key, ALNUM9_SEEN)

@@ -122,6 +122,8 @@ async def test_a_conversation_moved_to_mistral_sends_ids_it_accepts_and_keeps_it
     assert [e.tool_call_id for e in events if isinstance(e, ToolCallFinished)] == ["Ab3dE5gH7"]
     # Requests grow by appending: the earlier ids are sent the same each time.
     assert sent_pairs(first) == sent_pairs(second)[:-1]
+    # The profile knew the style: nothing to learn (nor a warning saying so).
+    assert learned(server_key(server.base_url, "fake-model")) == Learned()
 
 
 async def test_the_generic_entry_learns_mistrals_ids_from_its_refusal_once():
