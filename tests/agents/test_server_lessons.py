@@ -37,6 +37,16 @@ from tests.timing import WAIT_S
 APP_MADE = "call_0123456789abcdef01234567"  # new_tool_call_id()'s shape
 MISTRAL_ID_REFUSAL = "Tool call id was call_9866 but must be a-z, A-Z, 0-9, with a length of 9."
 WEATHER = ("call_w", "weather_forecast", {"town": "Suzhou"})
+# OpenAI's refusal of the output cap's value, in the field it came in.
+MAX_TOKENS_TOO_LARGE = {
+    "error": {
+        "message": "max_tokens is too large: 100000. This model supports at most 16384 "
+        "completion tokens, whereas you provided 100000.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "invalid_value",
+    }
+}
 
 
 def strict(*rules) -> StrictServer:
@@ -415,15 +425,7 @@ def test_a_max_tokens_value_too_large_teaches_no_field_swap():
     "the server refuses max_tokens", the output cap moves to max_completion_tokens, whose
     refusal moves it back, and so on (every lesson a WARNING, four requests for one
     refusal, and the field left as the last flip had it)."""
-    body = {
-        "error": {
-            "message": "max_tokens is too large: 100000. This model supports at most 16384 "
-            "completion tokens, whereas you provided 100000.",
-            "type": "invalid_request_error",
-            "param": "max_tokens",
-            "code": "invalid_value",
-        }
-    }
+    body = MAX_TOKENS_TOO_LARGE
     assert lesson_from(BadRequest(body), {"messages": [], "max_tokens": 100000}) is None
 
 
@@ -466,15 +468,7 @@ async def test_a_value_refusal_leaves_the_output_cap_where_the_profile_put_it():
     whichever field it came is answered with a swap of the field, then the swap back,
     then again: four requests for one refusal, three WARNING lessons, and the field left
     as the last flip had it."""
-    refusal = {
-        "error": {
-            "message": "max_tokens is too large: 100000. This model supports at most 16384 "
-            "completion tokens, whereas you provided 100000.",
-            "type": "invalid_request_error",
-            "param": "max_tokens",
-            "code": "invalid_value",
-        }
-    }
+    refusal = MAX_TOKENS_TOO_LARGE
     other = {
         "error": {
             **refusal["error"],
