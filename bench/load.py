@@ -189,6 +189,7 @@ class Client:
     question: str
     conversation_id: int | None = None
     began: float = 0.0
+    paged: float = 0.0
     opened: float = 0.0
     sent: float = 0.0
     done: float = 0.0
@@ -197,29 +198,46 @@ class Client:
     error: str = ""
 
 
-async def converse(client: Client, base: str, delay: float, timeout: float) -> None:
-    """Open a session and a socket as a browser would, ask, read until the run ends."""
+class NoPage(Exception):
+    """A first visit that did not end on a conversation's page."""
+
+
+async def first_visit(base: str, timeout: float) -> tuple[int, str]:
+    """Load ``/`` as a new browser does (the cookie check, the redirect to a new
+    conversation, its page); return the conversation's id and the session's cookies."""
     import httpx
+
+    # verify=False: plain HTTP to 127.0.0.1. Building httpx's default TLS context costs
+    # 18 ms of this process's CPU a client, which stalled every client for seconds.
+    async with httpx.AsyncClient(follow_redirects=True, timeout=timeout, verify=False) as http:
+        page = await http.get(f"{base}/")
+        match = CONVERSATION_RE.search(page.url.path)
+        if page.status_code != 200 or not match:
+            raise NoPage(f"GET / ended at {page.url} with HTTP {page.status_code}")
+        return int(match.group(1)), "; ".join(f"{k}={v}" for k, v in http.cookies.items())
+
+
+def open_socket(base: str, conversation_id: int, cookie: str, timeout: float) -> Any:
+    """Return the websocket of a conversation's page (an async context manager)."""
     from websockets.asyncio.client import connect
 
+    # No client pings: browsers send none, and a late pong under load would close the
+    # socket from this side and count as a loss the server did not cause.
+    return connect(
+        f"{base.replace('http', 'ws', 1)}/ws/chat/{conversation_id}/", origin=base,
+        additional_headers={"Cookie": cookie}, ping_interval=None, open_timeout=timeout,
+        max_size=None,
+    )  # fmt: skip
+
+
+async def converse(client: Client, base: str, delay: float, timeout: float) -> None:
+    """Open a session and a socket as a browser would, ask, read until the run ends."""
     await asyncio.sleep(delay)
     client.began = time.time()
     try:
-        async with httpx.AsyncClient(follow_redirects=True, timeout=timeout) as http:
-            page = await http.get(f"{base}/")
-            match = CONVERSATION_RE.search(page.url.path)
-            if page.status_code != 200 or not match:
-                client.error = f"GET / ended at {page.url} with HTTP {page.status_code}"
-                return
-            client.conversation_id = int(match.group(1))
-            cookie = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
-        uri = f"{base.replace('http', 'ws', 1)}/ws/chat/{client.conversation_id}/"
-        # No client pings: browsers send none, and a late pong under load would close the
-        # socket from this side and count as a loss the server did not cause.
-        async with connect(
-            uri, origin=base, additional_headers={"Cookie": cookie}, ping_interval=None,
-            open_timeout=timeout, max_size=None,
-        ) as ws:  # fmt: skip
+        client.conversation_id, cookie = await first_visit(base, timeout)
+        client.paged = time.time()
+        async with open_socket(base, client.conversation_id, cookie, timeout) as ws:
             client.opened = time.time()
             await ws.send(json.dumps({"content": client.question}))
             client.sent = time.time()
@@ -234,7 +252,7 @@ async def converse(client: Client, base: str, delay: float, timeout: float) -> N
         client.error = client.error or "timed out"
         raise
     except Exception as exc:
-        client.error = f"{type(exc).__name__}: {exc}"
+        client.error = str(exc) if isinstance(exc, NoPage) else f"{type(exc).__name__}: {exc}"
 
 
 def _final_status(frame: str) -> str:
@@ -244,10 +262,39 @@ def _final_status(frame: str) -> str:
     return ""
 
 
+@dataclass
+class Probe:
+    """A visitor who opens a page while the runs go and asks nothing: when it began
+    (``time.time()``), and its page and socket times in ms (0 when it never got there)."""
+
+    began: float = 0.0
+    paged_ms: float = 0.0
+    opened_ms: float = 0.0
+    during_runs: bool = False
+    error: str = ""
+
+
+async def open_page(probe: Probe, base: str, delay: float, timeout: float,
+                    clients: list[Client]) -> None:  # fmt: skip
+    """After ``delay``, open a page and its socket as a new visitor does, then leave."""
+    await asyncio.sleep(delay)
+    probe.began = time.time()
+    probe.during_runs = any(c.opened and not c.done for c in clients)
+    try:
+        conversation_id, cookie = await first_visit(base, timeout)
+        probe.paged_ms = (time.time() - probe.began) * 1000
+        async with open_socket(base, conversation_id, cookie, timeout):
+            probe.opened_ms = (time.time() - probe.began) * 1000
+    except Exception as exc:
+        probe.error = str(exc) if isinstance(exc, NoPage) else f"{type(exc).__name__}: {exc}"
+
+
 async def play(
-    clients: list[Client], base: str, pid: int, *, ramp_s: float, timeout_s: float
-) -> dict[str, int]:
+    clients: list[Client], base: str, pid: int, *, ramp_s: float, timeout_s: float,
+    probes: list[Probe] = (), probe_every_s: float = 1.0,
+) -> dict[str, int]:  # fmt: skip
     """Run every client, starts spread evenly over ``ramp_s``; cancel the rest at the timeout.
+    Each of ``probes`` opens a page after the ramp, one every ``probe_every_s``.
 
     Return the peaks of the server's ``/proc`` figures (``proc_status``), sampled every 0.5 s.
     """
@@ -255,6 +302,10 @@ async def play(
     tasks = [
         asyncio.create_task(converse(c, base, ramp_s * i / n, timeout_s))
         for i, c in enumerate(clients)
+    ]
+    tasks += [
+        asyncio.create_task(open_page(p, base, ramp_s + probe_every_s * i, timeout_s, clients))
+        for i, p in enumerate(probes)
     ]
     peaks: dict[str, int] = {}
 
@@ -507,11 +558,11 @@ def report(figures: dict[str, Any]) -> str:
         f"{figures['steps']:,}, streamed texts checked {figures['texts']:,}",
         f"lost events        {figures['lost_total']} ({lost})",
         "",
-        f"{'latency, ms':<30}{'count':>7}{'p50':>8}{'p95':>8}{'max':>8}",
+        f"{'latency, ms':<36}{'count':>7}{'p50':>8}{'p95':>8}{'max':>8}",
     ]
     for name, row in figures["latency_ms"].items():
         lines.append(
-            f"{name:<30}{row['count']:>7}{_ms(row['p50']):>8}{_ms(row['p95']):>8}"
+            f"{name:<36}{row['count']:>7}{_ms(row['p50']):>8}{_ms(row['p95']):>8}"
             f"{_ms(row['max']):>8}"
         )
     lines += [
@@ -567,9 +618,14 @@ def profile_lines(counts: dict[str, Any], runs: int) -> list[str]:
         f"template renders   {counts['templates_total']:,} "
         f"({counts['templates_total'] / per:.1f} per run)",
     ]
+    waits = counts.get("queue_wait_ms_by_call", {})
     for key in ("database_sync_to_async", "templates", "queries"):
         top = list(counts.get(key, {}).items())[:8]
-        lines += [f"  {key}: {name} {n / per:.2f}/run" for name, n in top]
+        for name, n in top:
+            line = f"  {key}: {name} {n / per:.2f}/run"
+            if name in waits:
+                line += f", wait p50 {_ms(waits[name]['p50'])} / p95 {_ms(waits[name]['p95'])} ms"
+            lines.append(line)
     # CPU of each template's renders (includes counted in their includer too).
     renders, cpu = counts.get("templates", {}), counts.get("template_cpu_ms", {})
     lines += [
@@ -636,9 +692,11 @@ def _measure(
         say(f"Daphne {process.pid} on port {port}; {args.conversations} conversations...")
         began = time.time()
         base = f"http://127.0.0.1:{port}"
+        probes = [Probe() for _ in range(args.probes)]
         peaks = asyncio.run(
-            play(clients, base, process.pid, ramp_s=args.ramp_s, timeout_s=args.timeout_s)
-        )
+            play(clients, base, process.pid, ramp_s=args.ramp_s, timeout_s=args.timeout_s,
+                 probes=probes, probe_every_s=args.probe_every_s)
+        )  # fmt: skip
         # Until the last status line; until the give-up when a client never got one.
         ended = time.time()
         if all(c.done for c in clients):
@@ -698,7 +756,17 @@ def _measure(
         ]
     )
     latency["send -> first frame (client)"] = _summary(accepted_ms)
+    latency["GET / -> page loaded (client)"] = _summary(
+        [(c.paged - c.began) * 1000 for c in clients if c.paged]
+    )
     latency["GET / -> socket open (client)"] = _summary(connect_ms)
+    # Visitors who open a page while the runs go (the issue's "a page someone opens").
+    during = [p for p in probes if p.during_runs]
+    latency["mid-run visitor: GET / -> page"] = _summary([p.paged_ms for p in during if p.paged_ms])
+    latency["mid-run visitor: GET / -> socket open"] = _summary(
+        [p.opened_ms for p in during if p.opened_ms]
+    )
+    failures += [f"a page opened mid-run: {p.error}" for p in probes if p.error]
     clean = not failures and result.lost_total == 0
     if otel is not None and otel["spans"] < otel["spans_expected"]:
         failures.append(f"the sink received {otel['spans']} of {otel['spans_expected']} spans")
@@ -780,6 +848,13 @@ def main(argv: list[str] | None = None) -> int:
         default=float(os.environ.get("DEMO_TOOL_DELAY_MS", 400)),
         help="demo tools: simulated latency of each call (DEMO_TOOL_DELAY_MS)",
     )
+    parser.add_argument(
+        "--probes", type=int, default=10,
+        help="visitors who open a page (and its socket) after the ramp, while the runs go",
+    )  # fmt: skip
+    parser.add_argument(
+        "--probe-every-s", type=float, default=1.0, help="one probe every this many seconds"
+    )
     parser.add_argument("--database-url", help="instead of a scratch SQLite file (e.g. postgres)")
     parser.add_argument("--redis-url", help="use the Redis channel layer (REDIS_URL)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -813,7 +888,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.tiny:
-        args.conversations, args.ramp_s = 3, 0.5
+        args.conversations, args.ramp_s, args.probes = 3, 0.5, 1
     if args.conversations < 1:
         parser.error("--conversations must be at least 1")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.

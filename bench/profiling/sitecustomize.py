@@ -41,6 +41,7 @@ if OUT:
     _on = threading.Event()
     _counts: dict[str, Counter] = defaultdict(Counter)
     _times: dict[str, list[float]] = defaultdict(list)
+    _waits: dict[str, list[float]] = defaultdict(list)
     _template_ms: Counter = Counter()
 
     def _profile_this_thread(*_: object) -> None:
@@ -97,7 +98,9 @@ if OUT:
                     ran = time.perf_counter() - began
                     with _lock:
                         _counts["database_sync_to_async"][name] += 1
-                        _times["queue_wait_ms"].append((began - submitted_at.get(began)) * 1000)
+                        waited = (began - submitted_at.get(began)) * 1000
+                        _times["queue_wait_ms"].append(waited)
+                        _waits[name].append(waited)
                         _times["run_ms"].append(ran * 1000)
 
             return original_handler(self, loop, exc_info, task_context, func, timed_child)
@@ -166,6 +169,11 @@ if OUT:
             "template_cpu_ms": {name: round(ms, 1) for name, ms in _template_ms.most_common()},
             "queue_wait_ms": {"p50": pct(waits, 50), "p95": pct(waits, 95), "max": pct(waits, 100)},
             "run_ms": {"p50": pct(runs, 50), "p95": pct(runs, 95), "sum": sum(runs)},
+            # Each function's wait for its thread: a page's connect against a run's write.
+            "queue_wait_ms_by_call": {
+                name: {"p50": pct(sorted(w), 50), "p95": pct(sorted(w), 95)}
+                for name, w in sorted(_waits.items(), key=lambda item: -len(item[1]))
+            },
         }
         (out / "counts.json").write_text(json.dumps(summary, indent=2))
 
