@@ -85,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: makes the chain above it sync, one thread hop a request (its docstring).
+    "project.middleware.SyncMiddlewareChain",
 ]
 
 ROOT_URLCONF = "project.urls"
