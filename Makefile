@@ -37,8 +37,11 @@ install-bench: $(VENV)/.installed-bench
 migrate: install
 	$(PY) manage.py migrate --noinput
 
+# Daphne's options: scripts/serving.py's DAPHNE_OPTIONS says why.
+DAPHNE_OPTIONS := --websocket_connect_timeout 30
+
 run: migrate
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) project.asgi:application
+	$(VENV)/bin/daphne $(DAPHNE_OPTIONS) -b $(HOST) -p $(PORT) project.asgi:application
 
 # The real local model (README "A real local model"): llama-cpp-python's server and the
 # SmolLM2-135M GGUF in a venv of their own, which the app reaches over HTTP only.

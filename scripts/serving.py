@@ -24,6 +24,15 @@ from typing import TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
+DAPHNE_OPTIONS = ("--websocket_connect_timeout", "30")
+"""Daphne's options wherever the app is served (also in the Makefile's ``run`` and
+deploy/systemd/agentchat@.service, checked by tests/deploy/test_config_files.py).
+
+Daphne drops a websocket handshake its application has not accepted within 5 s (its
+default): while 200 conversations start at once the consumer may begin 3-4 s after
+the handshake arrived (docs/benchmarks.md, issue 25), and the browser's page would
+reconnect after its back-off instead of waiting a second more."""
+
 
 class ServerDidNotStart(RuntimeError):
     """The server could not be started, its process ended, or it did not answer in time;
@@ -120,8 +129,8 @@ def daphne(
     The server is always stopped on the way out (killed if it ignores SIGTERM for 10 s).
     """
     port = free_port()
-    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-               application]  # fmt: skip
+    command = [sys.executable, "-m", "daphne", *DAPHNE_OPTIONS, "-b", "127.0.0.1",
+               "-p", str(port), application]  # fmt: skip
     out = log.open("wb") if log is not None else subprocess.DEVNULL
     try:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.serving import ServerDidNotStart, free_port, wait_listening
+from scripts.serving import DAPHNE_OPTIONS, ServerDidNotStart, free_port, wait_listening
 from tests.timing import WAIT_MS, WAIT_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,8 +151,8 @@ def start_app(tmp_path: Path, migrated_database: Path) -> Iterator[Callable[...,
         port = port or free_port()
         log_path = tmp_path / f"{name}.log"
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-             "project.asgi:application"],
+            [sys.executable, "-m", "daphne", *DAPHNE_OPTIONS, "-b", "127.0.0.1", "-p",
+             str(port), "project.asgi:application"],
             cwd=ROOT, env=server_env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         processes.append(process)

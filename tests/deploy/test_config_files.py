@@ -151,3 +151,14 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
     assert result.returncode == 0, result.stderr
     # Unknown keys and bad values are only warnings: any line is a finding.
     assert result.stderr.strip() == "", result.stderr
+
+
+def test_every_way_of_serving_the_app_gives_daphne_the_same_options():
+    from scripts.serving import DAPHNE_OPTIONS
+
+    options = " ".join(DAPHNE_OPTIONS)
+    exec_start = read_unit(UNITS / "agentchat@.service").get("Service", "ExecStart")
+    makefile = (DEPLOY.parent / "Makefile").read_text()
+    assert options in exec_start
+    assert f"DAPHNE_OPTIONS := {options}" in makefile
+    assert re.search(r"daphne \$\(DAPHNE_OPTIONS\)", makefile)
