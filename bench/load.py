@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -217,6 +217,11 @@ async def first_visit(base: str, timeout: float) -> tuple[int, str]:
         return int(match.group(1)), "; ".join(f"{k}={v}" for k, v in http.cookies.items())
 
 
+def _failure(exc: Exception) -> str:
+    """Return what a browser's failure says: a :class:`NoPage` its own words."""
+    return str(exc) if isinstance(exc, NoPage) else f"{type(exc).__name__}: {exc}"
+
+
 def open_socket(base: str, conversation_id: int, cookie: str, timeout: float) -> Any:
     """Return the websocket of a conversation's page (an async context manager)."""
     from websockets.asyncio.client import connect
@@ -252,7 +257,7 @@ async def converse(client: Client, base: str, delay: float, timeout: float) -> N
         client.error = client.error or "timed out"
         raise
     except Exception as exc:
-        client.error = str(exc) if isinstance(exc, NoPage) else f"{type(exc).__name__}: {exc}"
+        client.error = _failure(exc)
 
 
 def _final_status(frame: str) -> str:
@@ -286,12 +291,12 @@ async def open_page(probe: Probe, base: str, delay: float, timeout: float,
         async with open_socket(base, conversation_id, cookie, timeout):
             probe.opened_ms = (time.time() - probe.began) * 1000
     except Exception as exc:
-        probe.error = str(exc) if isinstance(exc, NoPage) else f"{type(exc).__name__}: {exc}"
+        probe.error = _failure(exc)
 
 
 async def play(
     clients: list[Client], base: str, pid: int, *, ramp_s: float, timeout_s: float,
-    probes: list[Probe] = (), probe_every_s: float = 1.0,
+    probes: Sequence[Probe] = (), probe_every_s: float = 1.0,
 ) -> dict[str, int]:  # fmt: skip
     """Run every client, starts spread evenly over ``ramp_s``; cancel the rest at the timeout.
     Each of ``probes`` opens a page after the ramp, one every ``probe_every_s``.
