@@ -141,6 +141,33 @@ def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | N
     return None if conversation is None else conversation.pk
 
 
+@dataclass(frozen=True)
+class Opened:
+    """A socket's conversation found (``conversation_id``) and what its page may have
+    missed: ``interrupted`` (for every tab) and ``caught_up`` (for this socket), as
+    :func:`_catch_up` returns them."""
+
+    conversation_id: int
+    interrupted: list[Addressed]
+    caught_up: list[str]
+
+
+def _open(
+    user: Any, session: Any, conversation_id: int, *, shown_going: Sequence[int] = (),
+    last_shown: int | None = None,
+) -> Opened | None:  # fmt: skip
+    """Return the conversation a socket opens and its page's catch-up, or None when the
+    scope's user (or guest) does not own it (sync: one ORM call, so a socket waits once
+    in the queue of every run's writes, not twice)."""
+    found = _find_conversation(user, session, conversation_id)
+    if found is None:
+        return None
+    interrupted, caught_up = _catch_up(
+        conversation_id=found, shown_going=shown_going, last_shown=last_shown
+    )
+    return Opened(found, interrupted, caught_up)
+
+
 def _catch_up(
     *, conversation_id: int, shown_going: Sequence[int] = (), last_shown: int | None = None
 ) -> tuple[list[Addressed], list[str]]:
@@ -324,10 +351,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        found = await database_sync_to_async(_find_conversation)(
-            self.scope.get("user"), self.scope.get("session"), conversation_id
-        )
-        if found is None:
+        # Joined before the page's catch-up is read, so nothing published after that read
+        # is missed (it waits in this channel until connect returns); left on a refusal.
+        group = group_name(conversation_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        query = self.scope.get("query_string", b"")
+        opened = await database_sync_to_async(_open)(
+            self.scope.get("user"), self.scope.get("session"), conversation_id,
+            shown_going=parse_going(query), last_shown=parse_last(query),
+        )  # fmt: skip
+        if opened is None:
+            await self.channel_layer.group_discard(group, self.channel_name)
             code, reason = await self._refusal(conversation_id)
             log_refusal(self.scope, code, reason)
             # Accept, then close with our code: a refused handshake looks like a network
@@ -335,22 +369,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=code)
             return
-        self.conversation_id = found
-        await self.channel_layer.group_add(group_name(found), self.channel_name)
+        self.conversation_id = opened.conversation_id
         await self.accept()
         self._rejoin = asyncio.get_running_loop().create_task(self._rejoin_group())
         if getattr(self.scope.get("session"), "session_key", None) is not None:
-            self._session_checked_at = time.monotonic()  # _find_conversation just did
+            self._session_checked_at = time.monotonic()  # _open just did
             self._watch = asyncio.get_running_loop().create_task(self._watch_session())
         owner.current()  # opened with the process under Daphne; here for tests and runserver
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
-        query = self.scope.get("query_string", b"")
-        interrupted, caught_up = await database_sync_to_async(_catch_up)(
-            conversation_id=found, shown_going=parse_going(query), last_shown=parse_last(query)
-        )
-        await publish_each(self.channel_layer, interrupted)
-        for html in caught_up:
+        await publish_each(self.channel_layer, opened.interrupted)
+        for html in opened.caught_up:
             await self.send(text_data=html)
 
     async def _refusal(self, conversation_id: int) -> tuple[int, str]:

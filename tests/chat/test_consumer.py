@@ -658,3 +658,24 @@ async def test_no_handler_waits_for_channels_hop_to_the_database_thread(
     await wait_for_runs()
     await tab.disconnect()
     assert hops == []
+
+
+async def test_a_socket_opens_with_one_call_to_the_database_thread(monkeypatch):
+    """The conversation's check and the page's catch-up are one ``database_sync_to_async``
+    call: each call waits in the queue of every run's writes (issue 25)."""
+    import chat.consumers
+
+    calls: list[str] = []
+    counted = chat.consumers.database_sync_to_async
+
+    def counting(func):  # type: ignore[no-untyped-def]
+        calls.append(getattr(func, "__name__", repr(func)))
+        return counted(func)
+
+    user, conversation = await make_conversation()
+    monkeypatch.setattr(chat.consumers, "database_sync_to_async", counting)
+    tab = await connect(conversation.pk, user)
+    connected, _ = await tab.connect()
+    assert connected
+    assert calls == ["_open"]
+    await tab.disconnect()
