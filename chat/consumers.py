@@ -49,6 +49,7 @@ from chat.frames import (
     DecisionRefused,
     FeedbackFrame,
     FeedbackFrameRefused,
+    Frame,
     FrameRefused,
     MessageFrame,
     QueueFrameRefused,
@@ -139,6 +140,11 @@ def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | N
     owner = store.Owner.of(user, session)
     conversation = store.conversation_get(owner=owner, conversation_id=conversation_id)
     return None if conversation is None else conversation.pk
+
+
+class SessionEnded(Exception):
+    """The socket's session ended (:func:`chat.security.session_ended`), found by the
+    check made in the same database call as what the frame asked."""
 
 
 @dataclass(frozen=True)
@@ -327,12 +333,33 @@ class ChatConsumer(AsyncWebsocketConsumer):
         Ownership was checked at connect; a socket opened with a session that has since
         ended must not keep reading or writing the conversation.
         """
-        session = self.scope.get("session")
-        key = getattr(session, "session_key", None)
-        if session is None or key is None:
-            return False  # no cookie session (e.g. tests that set the user directly)
+        key = self._session_key()
+        if key is None:
+            return False
         self._session_checked_at = time.monotonic()
         return await database_sync_to_async(session_ended)(key, self.scope.get("user"))
+
+    def _session_key(self) -> str | None:
+        """Return the key of the socket's cookie session, None without one (tests that
+        set the user directly)."""
+        session = self.scope.get("session")
+        return None if session is None else getattr(session, "session_key", None)
+
+    def _in_session(self, call: Callable[[], Accepted]) -> Callable[[], Accepted]:
+        """Return ``call`` checking first, in the same database call, that the socket's
+        session has not ended (raises :class:`SessionEnded`): a message then waits once
+        in the queue of every run's writes, not twice. Sync, for the ORM's thread."""
+        key, user = self._session_key(), self.scope.get("user")
+        if key is None:
+            return call
+
+        def checked() -> Accepted:
+            if session_ended(key, user):
+                raise SessionEnded
+            return call()
+
+        self._session_checked_at = time.monotonic()
+        return checked
 
     async def _close_ended_session(self) -> None:
         log_refusal(self.scope, CLOSE_SESSION_ENDED, REFUSED_SESSION_ENDED)
@@ -429,12 +456,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self._flood_notice_at = now
                 await self.send(text_data=fragments.message_refused(FLOODED))
             return
-        if await self._session_ended():
+        try:
+            frame: Frame | FrameRefused = parse_frame(
+                text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS
+            )
+        except FrameRefused as refused:
+            frame = refused
+        # A message or a take checks the session in the call that accepts it.
+        if not isinstance(frame, MessageFrame | BranchFrame) and await self._session_ended():
             await self._close_ended_session()
             return
         try:
-            frame = parse_frame(text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS)
             match frame:
+                case FrameRefused():
+                    raise frame
                 case MessageFrame(content=content, client_id=client_id):
                     await self._send_message(content, client_id)
                 case StopFrame():
@@ -461,6 +496,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=fragments.error(str(refused)))
         except store.ConversationGone:
             await self._close_deleted()
+        except SessionEnded:
+            await self._close_ended_session()
 
     async def _send_message(self, content: str, client_id: str = "") -> None:
         """Store the message and its run, show them in every tab, and start the run here;
@@ -484,7 +521,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """
         assert self.conversation_id is not None
         publisher = GroupPublisher(self.channel_layer, self.conversation_id)
-        accepting = asyncio.ensure_future(database_sync_to_async(accept)())
+        accepting = asyncio.ensure_future(database_sync_to_async(self._in_session(accept))())
         try:
             try:
                 accepted = await asyncio.shield(accepting)

@@ -679,3 +679,57 @@ async def test_a_socket_opens_with_one_call_to_the_database_thread(monkeypatch):
     assert connected
     assert calls == ["_open"]
     await tab.disconnect()
+
+
+async def test_a_message_waits_once_for_the_database_thread_its_session_checked_there(
+    client, scripted_model, monkeypatch
+):
+    """The session's check and the message's acceptance are one ``database_sync_to_async``
+    call (issue 25: each waits in the queue of every run's writes)."""
+    import chat.consumers
+
+    scripted_model.script = [AIMessage("answered")]
+    tab, _ = await socket_of_a_session(client)
+    calls: list[str] = []
+    counted = chat.consumers.database_sync_to_async
+
+    def counting(func):  # type: ignore[no-untyped-def]
+        calls.append(getattr(func, "__name__", repr(func)))
+        return counted(func)
+
+    monkeypatch.setattr(chat.consumers, "database_sync_to_async", counting)
+    await tab.send_to(text_data=json.dumps({"content": "hello"}))
+    assert "answered" in "\n".join(await receive_until_finished(tab))
+    await wait_for_runs()
+    assert calls == ["checked"]
+    await tab.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "regenerate", "run": "the first"},  # a take: checked with its acceptance
+        {"type": "stop"},
+        "not json",
+    ],
+)
+async def test_after_the_session_ended_no_frame_is_acted_on(client, scripted_model, frame):
+    """A take is checked in the call that accepts it, any other frame (a malformed one
+    too) before it is read: each closes the socket with 4401 and changes nothing."""
+    scripted_model.script = [AIMessage("first"), AIMessage("never sent")]
+    tab, _ = await socket_of_a_session(client)
+    await tab.send_to(text_data=json.dumps({"content": "hello"}))
+    await receive_until_finished(tab)
+    await wait_for_runs()
+    [run] = await database_sync_to_async(list)(AgentRun.objects.all())
+    if isinstance(frame, dict) and frame.get("run"):
+        frame = {**frame, "run": run.pk}
+
+    await sync_to_async(client.session.flush)()  # what logout does
+    await tab.send_to(text_data=frame if isinstance(frame, str) else json.dumps(frame))
+
+    while (output := await tab.receive_output())["type"] != "websocket.close":
+        pass
+    assert output == {"type": "websocket.close", "code": 4401}
+    await tab.disconnect()
+    assert await database_sync_to_async(AgentRun.objects.count)() == 1
