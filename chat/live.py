@@ -37,6 +37,47 @@ def group_name(conversation_id: int) -> str:
     return f"conversation-{conversation_id}"
 
 
+class StreamLoad:
+    """How many streamed elements (a turn's text or reasoning) this process is sending.
+
+    An element counts while it has sent a text fragment in the last :attr:`window_s`
+    seconds. :meth:`interval` shares a budget of text fragments a second
+    (``CHAT_STREAM_FRAMES_PER_S``) among them: the least time between two fragments of
+    one element. A few conversations get the rate cap alone; at 200 a process spends its
+    CPU on runs and pages instead of a relay per token, each page getting bigger pieces
+    of the same text, as the Redis pub/sub layer's publishes already coalesce.
+    """
+
+    window_s = 1.0
+    longest_s = 0.25  # an element waits at most this long for its next fragment
+
+    def __init__(self) -> None:
+        self._sent_at: dict[tuple[str, Element], float] = {}
+        self._pruned_at = 0.0
+
+    def sent(self, group: str, element: Element, now: float) -> None:
+        """Count a text fragment of ``element`` (of ``group``'s run) sent at ``now``."""
+        self._sent_at[(group, element)] = now
+
+    def interval(self, floor_s: float, now: float) -> float:
+        """Return the least seconds between an element's text fragments: ``floor_s``
+        (``CHAT_STREAM_FLUSH_MS``), or the budget's share when more elements stream
+        than it allows at that rate, at most :attr:`longest_s`."""
+        budget = settings.CHAT_STREAM_FRAMES_PER_S
+        if not budget:
+            return floor_s
+        if now - self._pruned_at > 0.1:
+            self._pruned_at = now
+            stale = [key for key, at in self._sent_at.items() if now - at > self.window_s]
+            for key in stale:
+                del self._sent_at[key]
+        return min(max(floor_s, len(self._sent_at) / budget), max(floor_s, self.longest_s))
+
+
+STREAM_LOAD = StreamLoad()
+"""The process's :class:`StreamLoad`, shared by every :class:`GroupPublisher`."""
+
+
 @dataclass
 class _Outgoing:
     """One fragment waiting for the line: a whole ``html`` fragment (with ``sent``, the
@@ -144,8 +185,9 @@ class GroupPublisher:
             while self._queue:
                 head = self._queue[0]
                 if head.element is not None and len(self._queue) == 1:
-                    wait = self._last_sent.get(head.element, -1e9) + self.flush_s
-                    wait -= time.monotonic()
+                    now = time.monotonic()
+                    interval = STREAM_LOAD.interval(self.flush_s, now)
+                    wait = self._last_sent.get(head.element, -1e9) + interval - now
                     if wait > 0:  # held for the rate cap, unless something queues behind
                         self._queued.clear()
                         with contextlib.suppress(TimeoutError):
@@ -165,6 +207,7 @@ class GroupPublisher:
                         item.sent.set_result(None)
                 if item.element is not None:
                     self._last_sent[item.element] = started
+                    STREAM_LOAD.sent(self.group, item.element, started)
         finally:
             # Cancelled (the loop is closing): no caller may wait forever for its fragment.
             for item in self._queue:

@@ -333,6 +333,12 @@ CHAT_MAX_MESSAGE_CHARS = env_int("CHAT_MAX_MESSAGE_CHARS", 8000, minimum=1)
 # click in tests/browser/test_sidebar.py); a model slower than 10 ms a token waits not at
 # all.
 CHAT_STREAM_FLUSH_MS = env_float("CHAT_STREAM_FLUSH_MS", 10.0, minimum=0.0)
+# Text fragments a second the whole process sends, shared by every reply streaming at
+# once (chat.live.StreamLoad): with more replies streaming than that allows at the rate
+# above, each waits its share between fragments (at most 250 ms); 0: no budget. At 200
+# conversations it sends each page bigger pieces of the same text instead of spending
+# the process on a relay per token (docs/benchmarks.md, issue 25).
+CHAT_STREAM_FRAMES_PER_S = env_float("CHAT_STREAM_FRAMES_PER_S", 400.0, minimum=0.0)
 # New runs one user (or guest browser) may start per minute, across their chats; 0: no limit.
 CHAT_RUNS_PER_MINUTE = env_int("CHAT_RUNS_PER_MINUTE", 10, minimum=0)
 # Messages a conversation may hold queued while its run goes (docs/queue.md); 0 refuses a

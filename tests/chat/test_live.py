@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import time
 from typing import Any
 
 import pytest
 
 from agents.events import ReasoningDelta, TextDelta
 from chat import fragments
-from chat.live import FRAGMENT_MESSAGE_TYPE, GroupPublisher, group_name
+from chat.live import FRAGMENT_MESSAGE_TYPE, GroupPublisher, StreamLoad, group_name
 from chat.recorder import StreamedText, Update
 from tests.timing import WAIT_S
 
@@ -323,3 +324,53 @@ async def test_on_redis_a_late_joiner_gets_what_it_missed_from_the_catch_up(
     assert "Published to nobody." in caught_up
     assert 'data-status="succeeded"' in caught_up
     await communicator.disconnect()
+
+
+async def test_with_many_elements_streaming_each_gets_a_share_of_the_frame_budget(
+    layer, settings, monkeypatch
+):
+    """200 conversations streaming at once share ``CHAT_STREAM_FRAMES_PER_S``: an element's
+    next text fragment waits its share (here 40 elements at 100 a second: 0.4 s, capped
+    at 0.25 s), and goes at once when something queues behind it, as under the rate cap."""
+    from chat import live
+
+    settings.CHAT_STREAM_FRAMES_PER_S = 100
+    load = live.StreamLoad()
+    monkeypatch.setattr(live, "STREAM_LOAD", load)
+    now = time.monotonic()
+    for other in range(39):
+        load.sent("conversation-2", (other, "text"), now)
+    publisher = GroupPublisher(layer, 1, flush_s=0)
+    await publisher(delta("Sun", 0))
+    await layer.sends_begun(1)
+    await publisher(delta("ny", 3))
+    await asyncio.sleep(0.05)
+    assert len(layer.attempted) == 1  # held for its share of the budget
+
+    await layer.sends_begun(2)  # then sent, within the longest wait
+    assert load.interval(0, time.monotonic()) == StreamLoad.longest_s
+    assert layer.html() == [
+        fragments.text_delta(STEP, "Sun", 0),
+        fragments.text_delta(STEP, "ny", 3),
+    ]
+
+
+def test_a_few_elements_streaming_keep_the_rate_cap_alone(settings):
+    """Below the budget (400 fragments a second by default: 4 elements at 10 ms) the
+    least time between an element's fragments is ``CHAT_STREAM_FLUSH_MS``; elements
+    silent for a second no longer count; ``CHAT_STREAM_FRAMES_PER_S=0`` turns the budget
+    off."""
+    load = StreamLoad()
+    for other in range(4):
+        load.sent("conversation-2", (other, "text"), 100.0)
+    assert load.interval(0.01, 100.5) == 0.01
+    load.sent("conversation-2", (4, "text"), 100.0)
+    assert load.interval(0.01, 100.5) == 5 / 400
+
+    settings.CHAT_STREAM_FRAMES_PER_S = 100
+    assert load.interval(0.01, 100.5) == 0.05  # five elements at 100 a second
+    assert load.interval(0.01, 101.6) == 0.01  # silent for over a second: not streaming
+    for other in range(500):
+        load.sent("conversation-3", (other, "text"), 102.0)
+    settings.CHAT_STREAM_FRAMES_PER_S = 0
+    assert load.interval(0.01, 102.0) == 0.01
