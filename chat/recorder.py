@@ -133,6 +133,7 @@ class RunRecorder:
         self.turns: dict[int, Turn] = {}
         # A resumed run's pages still say it waits: its first update says it runs again.
         self._status_due = False
+        self._pending: list[Callable[[], object]] = []
 
     @classmethod
     def resumed(cls, run: AgentRun, steps: list[AgentStep]) -> RunRecorder:
@@ -197,6 +198,12 @@ class RunRecorder:
                     step_id=turn.step.pk, text=text, reasoning=reasoning
                 )
 
+    def write_with_next(self, write: Callable[[], object]) -> None:
+        """Run ``write`` (sync, an ORM write of the run's) in the ORM's thread just before
+        the next event's rows, in the same call: one wait in that thread's queue, not
+        two. Every run records at least its end there, so the write is never lost."""
+        self._pending.append(write)
+
     def _update(self, event: Event, **kwargs: Any) -> Update:
         return Update(event=event, run_id=self.run_id, conversation_id=self.conversation_id,
                       **kwargs)  # fmt: skip
@@ -206,6 +213,8 @@ class RunRecorder:
         timeline redrawn (:func:`_with_timeline`) when :meth:`_redraws_timeline` says."""
 
         def write_and_draw(event: Event) -> Update:
+            while self._pending:
+                self._pending.pop(0)()
             update = write(event)
             update = self._with_status(update)
             return self._with_timeline(update) if self._redraws_timeline(event) else update

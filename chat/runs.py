@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
@@ -272,9 +273,10 @@ async def execute_run(
         limits = agent_limits(catalog.run_limits(start.price), agent)
         if start.steps is None:  # a resumed run keeps what it was given at its start
             content = _snapshot(agent, system_prompt, available, limits, strategy)
-            await database_sync_to_async(store.run_snapshot_record)(
-                run_id=run_id, content=content, digest=snapshot_digest(content)
-            )
+            recorder.write_with_next(partial(
+                store.run_snapshot_record, run_id=run_id, content=content,
+                digest=snapshot_digest(content),
+            ))  # fmt: skip
         resumed = None
         if start.resumed is not None:
             state = start.resumed

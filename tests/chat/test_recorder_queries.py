@@ -64,6 +64,15 @@ class Statements:
         return self.seen[mark:]
 
 
+def _of_the_snapshot(sql: str) -> bool:
+    return (
+        "agentsnapshot" in sql
+        or '"snapshot_id"' in sql
+        or "SAVEPOINT" in sql
+        or sql.startswith("BEGIN")
+    )
+
+
 async def _recorded_run(monkeypatch: pytest.MonkeyPatch, calls: int) -> dict[str, list[int]]:
     """Record a run of one turn asking for ``calls`` lookups, then an answer; return the
     statements each event kind cost, per event."""
@@ -74,7 +83,10 @@ async def _recorded_run(monkeypatch: pytest.MonkeyPatch, calls: int) -> dict[str
     async def counting(self: RunRecorder, event):  # type: ignore[no-untyped-def]
         mark = statements.mark()
         update = await record(self, event)
-        per_kind.setdefault(type(event).__name__, []).append(len(statements.since(mark)))
+        # The run's snapshot (what defined it) is written with its first event: not a
+        # step's statement.
+        own = [sql for sql in statements.since(mark) if not _of_the_snapshot(sql)]
+        per_kind.setdefault(type(event).__name__, []).append(len(own))
         return update
 
     monkeypatch.setattr(RunRecorder, "record", counting)
@@ -197,3 +209,18 @@ async def test_streamed_text_is_resent_whole_on_every_tick_but_saved_every_few_s
     last_saved = max(i for i, ok in enumerate(saved) if ok)
     assert last_saved > 0
     assert (ticks - 1 - last_saved) * (TEXT_SYNC_INTERVAL_S + 0.01) < TEXT_SAVE_INTERVAL_S
+
+
+async def test_a_write_left_for_the_next_event_is_made_by_the_run_end_if_no_step_came():
+    """``write_with_next`` rides on the next event's database call; a run that ends before
+    its first model turn (stopped at once) still makes it, with its end."""
+    _user, conversation = await make_conversation()
+    run = await database_sync_to_async(create_run)(conversation_id=conversation.pk, content="q")
+    recorder = RunRecorder(run)
+    made: list[str] = []
+    recorder.write_with_next(lambda: made.append("snapshot"))
+    assert made == []
+
+    await recorder.record(RunFinished(status=RunStatus.CANCELLED, output="", iterations=0))
+
+    assert made == ["snapshot"]
