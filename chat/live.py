@@ -122,7 +122,8 @@ class GroupPublisher:
     ``flush_s`` (``CHAT_STREAM_FLUSH_MS`` / 1000 by default, 10 ms; 0 turns it off) is the
     least time between two fragments of one element's text after its first: a cap on the
     rate of text fragments, for the browser (which swaps each one) and for deployments
-    that pay per message. Held text still goes early
+    that pay per message; with many replies streaming in the process it is their share
+    of ``CHAT_STREAM_FRAMES_PER_S`` (:class:`StreamLoad`). Held text still goes early
     when any other fragment queues behind it.
     """
 
