@@ -273,3 +273,25 @@ def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
     expiry = page.locator(f"{HELD} .approval-ask time[data-until]")
     assert expiry.inner_text().startswith("in ") and "UTC" not in expiry.inner_text()
     assert expiry.get_attribute("title").startswith("at ")  # the local time, by the script
+
+
+def test_the_admins_approval_list_and_page_are_accessible(start_app, browser_page):
+    """The approval list's run column ("#3 Waiting") and the approval's page (its run's
+    link, the breadcrumbs): links told apart from the text around them by more than colour."""
+    from tests.browser.conftest import create_superuser
+    from tests.browser.test_accessibility import assert_accessible
+
+    app = start_app(env=POLICY)
+    page = browser_page
+    ask_and_wait(app, page)
+    create_superuser(app.database, "root", "a-long-password")
+    page.goto(f"{app.url}/admin/login/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "a-long-password")
+    page.click("input[type=submit]")
+    page.goto(f"{app.url}/admin/chat/approval/")
+    # Django's own search box is labelled by its magnifier icon (as on the run list).
+    assert_accessible(page, "the admin's approval list", skip=("label-title-only",))
+    page.click("#result_list tbody tr a[href$='/change/']")
+    page.wait_for_selector("text=What the model said before the call")
+    assert_accessible(page, "the admin's approval page")

@@ -149,3 +149,25 @@ def test_the_list_replaced_keeps_the_focus_the_switchers_place_and_a_typed_edit(
     assert page.input_value(f"#run-{first.removeprefix('run-')}-edit") == "What is 17*25?"
     assert page.locator(f"#{first} .edit-question").evaluate("d => d.open")
     other.close()
+
+
+def test_the_admin_page_of_a_run_taken_again_is_accessible(start_app, browser_page):
+    """The run page's "Taken again in run N (regenerate)": a link inside a line of text,
+    which axe wants told apart by more than its colour (link-in-text-block)."""
+    from tests.browser.conftest import create_superuser
+
+    app = start_app()
+    page = browser_page
+    first = ask(app, page).removeprefix("run-")
+    page.click(f"#run-{first} .regenerate")
+    page.wait_for_selector(".takes-count:has-text('2 / 2')")
+    page.wait_for_selector(".run-status[data-status=succeeded]")
+
+    create_superuser(app.database, "root", "a-long-password")
+    page.goto(f"{app.url}/admin/login/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", "a-long-password")
+    page.click("input[type=submit]")
+    page.goto(f"{app.url}/admin/chat/agentrun/{first}/change/")
+    page.wait_for_selector("text=Taken again in")
+    assert_accessible(page, "the admin's page of a run taken again")
