@@ -209,6 +209,32 @@ def limits_audit(limits: RunLimits) -> dict[str, Any]:
     }
 
 
+_FUNCTIONS: dict[tuple[Any, ...], dict[str, Any]] = {}
+_FUNCTIONS_KEPT = 512
+
+
+def openai_function(tool: BaseTool) -> dict[str, Any]:
+    """Return ``tool`` as the model is told of it: the ``function`` part of LangChain's
+    ``convert_to_openai_tool`` (name, description, parameters' JSON schema). Read only.
+
+    Made once per process for a tool whose arguments are a pydantic model class (every
+    tool from code): LangChain builds a model and its JSON schema at each call, about
+    1 ms a tool of every run's CPU. Keyed by what the conversion reads, so a tool made
+    again per run (a wrapper) is found; an MCP tool's schema (a dict) is converted
+    each time, which is cheap.
+    """
+    schema = tool.args_schema
+    if not isinstance(schema, type):
+        return convert_to_openai_tool(tool)["function"]
+    key = (type(tool), tool.name, tool.description, schema)
+    function = _FUNCTIONS.get(key)
+    if function is None:
+        if len(_FUNCTIONS) >= _FUNCTIONS_KEPT:  # tools made anew with new classes
+            _FUNCTIONS.clear()
+        function = _FUNCTIONS[key] = convert_to_openai_tool(tool)["function"]
+    return function
+
+
 def snapshot_content(
     agent: AgentDefinition,
     *,
@@ -224,7 +250,7 @@ def snapshot_content(
     """
     described = []
     for tool in tools.tools:
-        function = convert_to_openai_tool(tool)["function"]
+        function = openai_function(tool)
         entry = {
             "name": tool.name,
             "description": function.get("description", ""),

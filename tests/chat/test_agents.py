@@ -405,3 +405,33 @@ headers_env = {{ {HEADER} = "AWK_KEY" }}
     assert server["headers"] == [HEADER] and server["status"] == "connected"
     stored = json.dumps([run.snapshot.content, call.result, call.arguments, run.output])
     assert secret not in stored
+
+
+def test_a_tool_is_described_as_langchain_converts_it_once_per_process():
+    """``openai_function`` gives what ``convert_to_openai_tool`` gives; a tool from code
+    (arguments a pydantic class) is converted once, a tool made again around the same
+    function is found, another description is its own entry, and a schema given as a
+    dict (an MCP server's) is converted each time."""
+    from langchain_core.tools import StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from chat.agents import openai_function
+
+    def lookup(city: str, days: int = 1) -> str:
+        """Look a city up."""
+        return city
+
+    tool = StructuredTool.from_function(lookup)
+    first = openai_function(tool)
+    assert first == convert_to_openai_tool(tool)["function"]
+    again = StructuredTool.from_function(lookup, args_schema=tool.args_schema)
+    assert openai_function(again) is first
+    other = StructuredTool.from_function(
+        lookup, description="Another text.", args_schema=tool.args_schema
+    )
+    assert openai_function(other)["description"] == "Another text."
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    mcp = StructuredTool(name="mcp_lookup", description="d", args_schema=schema, func=lookup)
+    assert openai_function(mcp) == convert_to_openai_tool(mcp)["function"]
+    assert openai_function(mcp) is not openai_function(mcp)
