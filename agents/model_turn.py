@@ -72,6 +72,11 @@ def public_class(cls: type) -> type:
     return cls
 
 
+# Streamed chunks merged at once (LangChain's ``+`` over a list): one message built per
+# this many chunks instead of one per chunk, and a long reply's chunks not all held.
+MERGE_EVERY = 256
+
+
 class ModelTurn:
     """The ``iteration``-th model turn of a run with ``strategy``.
 
@@ -106,8 +111,9 @@ class ModelTurn:
 
         Reasoning pieces (a ``reasoning_content`` field, reasoning content blocks, inline
         ``<think>`` markup split however the chunks fall) are :class:`ReasoningDelta`
-        events instead. The chunks are merged with ``+`` (LangChain's chunk merging), so
-        tool calls split over chunks come out whole; usage is :func:`response_usage` of
+        events instead. The chunks are merged once, at the end, with ``+`` over the list
+        of them (LangChain's chunk merging: one message built a turn, not one a chunk),
+        so tool calls split over chunks come out whole; usage is :func:`response_usage` of
         the chunks, never their sum. The turn's deadline (``timeout_s``) counts only the
         time spent waiting for the model, never the time the caller spends handling a
         yielded delta: a time-out firing inside the caller would cancel its work (a row
@@ -117,7 +123,8 @@ class ModelTurn:
         event carries its start, finish, duration and time to first token.
         """
         watch = Stopwatch()
-        merged: AIMessageChunk | None = None
+        first: AIMessageChunk | None = None
+        rest: list[AIMessageChunk] = []
         usages: list[dict[str, Any]] = []
         chunks = aiter(bound.astream(history))
         try:
@@ -128,10 +135,12 @@ class ModelTurn:
                         chunk = await anext(chunks)
                     except StopAsyncIteration:
                         break
-                    if merged is None:
-                        merged = chunk
-                    elif not _adds_nothing(merged, chunk):
-                        merged = merged + chunk
+                    if first is None:
+                        first = chunk
+                    else:
+                        rest.append(chunk)
+                        if len(rest) >= MERGE_EVERY:  # a long reply's chunks are not all kept
+                            first, rest = first + rest, []
                     text, thought = _text_and_reasoning(chunk)
                     if self.first_token_ms is None and (
                         text or thought or getattr(chunk, "tool_call_chunks", None)
@@ -161,12 +170,13 @@ class ModelTurn:
                 yield event
         except Exception as exc:
             await _close(chunks)
-            yield self._failed(exc, merged, watch)
+            yield self._failed(exc, streamed=first is not None, watch=watch)
             return
         usage = response_usage(usages) if usages else None
-        if merged is None:
+        if first is None:
             message = AIMessage("", usage_metadata=usage)
         else:
+            merged = first + rest if rest else first
             message = merged_message(merged, usage_metadata=usage)
         yield self._finished(message, watch)
 
@@ -198,17 +208,15 @@ class ModelTurn:
             "first_token_ms": self.first_token_ms,
         }  # fmt: skip
 
-    def _failed(
-        self, exc: Exception, merged: AIMessageChunk | None, watch: Stopwatch
-    ) -> ModelTurnFinished:
+    def _failed(self, exc: Exception, *, streamed: bool, watch: Stopwatch) -> ModelTurnFinished:
         # The user reads why in plain words; the turn keeps the provider's whole error
         # ("RateLimitError: Error code: 429 - {...}") for the audit trail.
         if isinstance(exc, TimeoutError):
-            template = MODEL_TIMED_OUT if merged is None else MODEL_STILL_WRITING
+            template = MODEL_STILL_WRITING if streamed else MODEL_TIMED_OUT
             self.failure = detail = template.format(seconds=self.timeout_s)
         else:
             self.failure, detail = describe_model_error(exc), error_text(exc)
-        text = self._splitter.text.strip() if merged is not None else ""
+        text = self._splitter.text.strip() if streamed else ""
         return ModelTurnFinished(
             iteration=self.iteration, text=text, tool_calls=(), invalid_tool_calls=(),
             usage=None, raw={}, error=detail, error_type=type(exc).__name__,
@@ -381,27 +389,6 @@ def _max_merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif value is not None and key not in out:
                 out[key] = value
     return out
-
-
-def _adds_nothing(merged: AIMessageChunk, chunk: AIMessageChunk) -> bool:
-    """Return True if ``merged + chunk`` would differ from ``merged`` only in
-    ``chunk_position``, which :func:`merged_message` drops.
-
-    That is the empty closing chunk (``chunk_position="last"``) langchain-core's
-    ``astream`` appends to every stream: merging it would build and validate a whole
-    new message for nothing, every turn. Only plain-text content qualifies: with list
-    content (``output_version="v1"``) the position changes how the merged chunk's blocks
-    are built. An id the merge would pick over ``merged``'s (langchain-core ranks a
-    provider's id first, then ``lc_run-``) does not qualify either.
-    """
-    if chunk.content != "" or not isinstance(merged.content, str):
-        return False
-    if chunk.tool_call_chunks or chunk.additional_kwargs or chunk.response_metadata:
-        return False
-    if chunk.usage_metadata or chunk.name:
-        return False
-    new_id, old_id = chunk.id, merged.id
-    return not new_id or new_id == old_id or bool(old_id and not old_id.startswith("lc_"))
 
 
 def _text_and_reasoning(chunk: BaseMessage) -> tuple[str, str]:

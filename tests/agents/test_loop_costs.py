@@ -283,8 +283,9 @@ def test_the_merged_message_keeps_the_provider_s_id_and_drops_only_chunk_fields(
     assert message.text == "Hi"
 
 
-async def test_the_closing_chunk_is_left_out_without_changing_the_turn_s_message():
-    """The ids langchain-core gives a stream (``lc_run--``) and a provider's both survive."""
+async def test_the_closing_chunk_changes_nothing_in_the_turn_s_message():
+    """The ids langchain-core gives a stream (``lc_run--``) and a provider's both survive
+    the merge of the empty closing chunk it appends to every stream."""
     for given_id in (None, "chatcmpl-7"):
         chunks = [AIMessageChunk(content="Done", id=given_id)]
         model = ScriptedChatModel(script=[chunks])
@@ -392,3 +393,38 @@ def test_one_chunk_s_plain_counts_are_the_response_s_usage_copied_and_completed(
     assert reported["total_tokens"] == 0  # the chunk's own dict is left as it was
     nested = {"input_tokens": 7, "input_token_details": {"cache_read": 2}, "x": None}
     assert response_usage([nested]) == {"input_tokens": 7, "input_token_details": {"cache_read": 2}}
+
+
+async def test_a_turn_s_chunks_are_merged_once_not_once_a_chunk(monkeypatch):
+    """LangChain's ``+`` builds and validates a whole message per merge: a reply of 600
+    chunks is merged in three (one per ``MERGE_EVERY`` and the rest), as langchain-core's
+    own ``astream`` merges its chunks once, and comes out as merging them one by one
+    would."""
+    from langchain_core.messages import ai
+
+    from agents import model_turn
+
+    merges: list[int] = []
+    add = ai.add_ai_message_chunks
+
+    def counted(left, *others):  # type: ignore[no-untyped-def]
+        merges.append(len(others))
+        return add(left, *others)
+
+    words = [f"w{i} " for i in range(600)]
+    one_by_one = AIMessageChunk(content=words[0], id="chatcmpl-9")
+    for word in words[1:]:
+        one_by_one = one_by_one + AIMessageChunk(content=word, id="chatcmpl-9")
+    monkeypatch.setattr(ai, "add_ai_message_chunks", counted)
+    chunks = [AIMessageChunk(content=word, id="chatcmpl-9") for word in words]
+    model = ScriptedChatModel(script=[chunks])
+    events = await collect(model, get_strategy("tool_calling"), steps=0)
+
+    # langchain-core's astream merges its 600 chunks once for its callbacks (599 others);
+    # ours: 600 chunks after the first (599 and the closing one) in two whole batches
+    # and the rest.
+    assert merges == [256, 256, 599, 88]
+    assert model_turn.MERGE_EVERY == 256
+    finished = next(e for e in events if type(e).__name__ == "ModelTurnFinished")
+    assert finished.text == one_by_one.content
+    assert finished.raw["id"] == "chatcmpl-9"
