@@ -142,6 +142,10 @@ def _find_conversation(user: Any, session: Any, conversation_id: int) -> int | N
     return None if conversation is None else conversation.pk
 
 
+# What parse_frame raises for a frame it refuses (each said in its own place).
+PARSE_REFUSALS = (FrameRefused, DecisionRefused, FeedbackFrameRefused, QueueFrameRefused)
+
+
 class SessionEnded(Exception):
     """The socket's session ended (:func:`chat.security.session_ended`), found by the
     check made in the same database call as what the frame asked."""
@@ -457,10 +461,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=fragments.message_refused(FLOODED))
             return
         try:
-            frame: Frame | FrameRefused = parse_frame(
+            frame: Frame | Exception = parse_frame(
                 text_data, bytes_data, max_chars=settings.CHAT_MAX_MESSAGE_CHARS
             )
-        except FrameRefused as refused:
+        except PARSE_REFUSALS as refused:  # said below, once the session is checked
             frame = refused
         # A message or a take checks the session in the call that accepts it.
         if not isinstance(frame, MessageFrame | BranchFrame) and await self._session_ended():
@@ -468,7 +472,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         try:
             match frame:
-                case FrameRefused():
+                case Exception():
                     raise frame
                 case MessageFrame(content=content, client_id=client_id):
                     await self._send_message(content, client_id)

@@ -710,6 +710,7 @@ async def test_a_message_waits_once_for_the_database_thread_its_session_checked_
     [
         {"type": "regenerate", "run": "the first"},  # a take: checked with its acceptance
         {"type": "stop"},
+        {"type": "unqueue"},  # refused as it is read (no 'queued'): after the check
         "not json",
     ],
 )
