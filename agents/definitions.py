@@ -25,6 +25,7 @@ from typing import Any
 
 from agents.approvals import ToolPolicy
 from agents.mcp.config import McpServerConfig
+from agents.sentences import clause
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 LABEL_MAX_CHARS = 80
@@ -315,7 +316,7 @@ def _server(table: object, where: str, python: str, base_dir: Path) -> McpServer
     except ValueError as exc:  # McpServerConfig's own checks name the field
         if isinstance(exc, DefinitionError):
             raise
-        raise DefinitionError(f"{where}: {exc}.") from None
+        raise DefinitionError(f"{where}: {clause(exc)}.") from None
 
 
 def _args(reader: _Table) -> list[str]:
@@ -331,11 +332,11 @@ def read_toml(path: str | Path, where: str) -> dict[str, Any]:
     try:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise DefinitionError(f"{where} cannot be read: {exc.strerror or exc}.") from None
+        raise DefinitionError(f"{where} cannot be read: {clause(exc.strerror or exc)}.") from None
     except UnicodeDecodeError:
         raise DefinitionError(f"{where} is not UTF-8 text.") from None
     except tomllib.TOMLDecodeError as exc:
-        raise DefinitionError(f"{where} is not valid TOML: {exc}.") from None
+        raise DefinitionError(f"{where} is not valid TOML: {clause(exc)}.") from None
 
 
 def load_agents_file(

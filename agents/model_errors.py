@@ -15,6 +15,8 @@ provider SDK.
 
 from __future__ import annotations
 
+from agents.sentences import clause
+
 
 class EmptyReply(ValueError):
     """The server answered (HTTP 200) with a stream that held no chunk at all.
@@ -150,7 +152,7 @@ def describe_model_error(exc: BaseException) -> str:
         if status == 404:
             return NOT_FOUND
         if status == 500:
-            return SERVER_FAILED_REQUEST.format(status=status, detail=_detail(exc))
+            return SERVER_FAILED_REQUEST.format(status=status, detail=clause(_detail(exc)))
         if status > 500:
             return SERVER_ERROR.format(status=status)
         if 400 <= status < 500:

@@ -41,6 +41,7 @@ from agents.events import (
     utcnow,
 )
 from agents.model_turn import call_dict, error_text, public_class
+from agents.sentences import clause
 from agents.strategies import ToolAgentAction
 from agents.timing import Stopwatch
 from agents.tool_output import read_output
@@ -223,7 +224,7 @@ async def _call_tool(tool: BaseTool | None, call: dict[str, Any], *, names: Iter
         message = timed_out.format(name=name, seconds=timeout_s)
         return _Outcome(StepStatus.ERROR, message, "TimeoutError", "TimeoutError")
     except ValidationError as exc:
-        message = SCHEMA_MISMATCH.format(name=name, error=schema_errors(exc))
+        message = SCHEMA_MISMATCH.format(name=name, error=clause(schema_errors(exc)))
         return _Outcome(StepStatus.ERROR, message, error_text(exc), type(exc).__name__)
     except asyncio.CancelledError:
         raise

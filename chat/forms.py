@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 from pydantic import ValidationError as SchemaError
 
+from agents.sentences import clause
 from agents.tool_calls import schema_errors
 from chat.models import (
     TOOL_CHOICE_AUTO,
@@ -317,7 +318,7 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except ValueError as exc:
-        raise forms.ValidationError(ARGUMENTS_NOT_JSON.format(error=exc)) from None
+        raise forms.ValidationError(ARGUMENTS_NOT_JSON.format(error=clause(exc))) from None
     except RecursionError:
         raise forms.ValidationError(ARGUMENTS_TOO_DEEP) from None
     if not isinstance(value, dict):
@@ -332,7 +333,7 @@ def checked_arguments(tool_name: str, text: str, tools: Sequence[Any]) -> dict[s
             schema.model_validate(value)
         except SchemaError as exc:
             error = schema_errors(exc)
-            message = ARGUMENTS_INVALID.format(name=tool_name, error=error)
+            message = ARGUMENTS_INVALID.format(name=tool_name, error=clause(error))
             raise forms.ValidationError(message) from None
     return value
 

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from agents.mcp.config import McpServerConfig, MissingSecret
 from agents.mcp.names import model_tool_names
+from agents.sentences import clause
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _reason(config: McpServerConfig, exc: BaseException, watch: _StdoutWatch) -> str:
     """Return why ``config``'s server could not be opened, from what opening raised, with
     the first line it wrote that was not MCP, if any."""
-    reason = _cause(config, exc)
+    reason = clause(_cause(config, exc))  # the admin's agent page puts a stop after it
     return reason + (NOT_MCP.format(line=watch.garbage) if watch.garbage else "")
 
 

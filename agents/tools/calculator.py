@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from agents.sentences import clause
 from agents.tools.base import make_tool
 
 MAX_EXPRESSION_CHARS = 200
@@ -112,7 +113,7 @@ def _call(node: ast.Call, evaluate: Callable[[ast.AST], float]) -> float:
         return function(*args)
     except (ValueError, OverflowError, TypeError) as error:
         shown = ", ".join(repr(arg) for arg in args)
-        raise ValueError(MATH_ERROR.format(name=name, args=shown, error=error)) from error
+        raise ValueError(MATH_ERROR.format(name=name, args=shown, error=clause(error))) from error
 
 
 def _evaluate(node: ast.AST, expression: str) -> float:
@@ -170,7 +171,9 @@ def evaluate_expression(expression: str) -> float:
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as error:
-        raise ValueError(BAD_SYNTAX.format(expression=expression, error=error.msg)) from error
+        raise ValueError(
+            BAD_SYNTAX.format(expression=expression, error=clause(error.msg))
+        ) from error
     return _tidy(_evaluate(tree, expression))
 
 

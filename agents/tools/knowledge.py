@@ -5,7 +5,8 @@ on sights, food, seasons and transport for the cities in :mod:`agents.tools.plac
 Search is plain keyword scoring, no embeddings and no network: Chinese text is cut into
 character bigrams, English into lower-cased words with trivial plural stripping, and a
 document scores the IDF-weighted overlap with the query, title and tags counting more than
-the body. A city named in the query boosts that city's documents.
+the body. A city named in the query comes first: its documents rank above every other
+city's, and among themselves by their keywords.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ DATA_FILE = "data/travel_kb.json"
 TITLE_WEIGHT = 3.0
 TAG_WEIGHT = 3.0
 BODY_WEIGHT = 1.0
-# Added to every document of a city the query names, so a named city outranks a
-# one-keyword match elsewhere ("gardens in Beijing" should answer about Beijing).
+# Added to every document of a city the query names, so that each is a hit even when no
+# keyword matches ("Suzhou" alone); they rank first whatever the boost (search_knowledge).
 CITY_BOOST = 10.0
 SNIPPET_CHARS = 360
 MAX_LIMIT = 10
@@ -182,17 +183,20 @@ def search_knowledge(query: str, limit: int = 3) -> list[dict]:
     )
     lang = "zh" if contains_cjk(query) else "en"
 
-    scored: list[tuple[float, int]] = []
+    # (another city's, score, position): a city the query names first, however many of
+    # its words another city's notes share ("Plan 2 days in Suzhou": West Lake's "day
+    # trip" and "plan" outscored Suzhou's boost).
+    scored: list[tuple[bool, float, int]] = []
     for position, (doc, weights) in enumerate(zip(index.documents, index.weights, strict=True)):
         score = sum(weights[t] * index.idf[t] for t in query_tokens if t in weights)
         if doc.city in named_cities:
             score += CITY_BOOST
         if score > 0:
-            scored.append((score, position))
-    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+            scored.append((doc.city not in named_cities, score, position))
+    scored.sort(key=lambda hit: (hit[0], -hit[1], hit[2]))
 
     hits = []
-    for score, position in scored[:limit]:
+    for _, score, position in scored[:limit]:
         doc = index.documents[position]
         hits.append(
             {

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Case, Expression, F, Q, QuerySet, TextField, When
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Length, Substr
+from django.utils import timezone
 
 from agents.history import CallRecord, Exchange, TurnRecord
 from chat.models import (
@@ -89,11 +90,22 @@ def conversation_get(*, owner: Owner, conversation_id: int) -> Conversation | No
 def conversation_get_or_create_empty(
     *, owner: Owner, model_key: str = "default", strategy: str = ""
 ) -> Conversation:
-    """Return the owner's newest conversation if it has no messages yet, else a new one
-    with ``model_key`` and ``strategy`` ("": ``AGENT_STRATEGY``)."""
-    latest = conversations_for_owner(owner=owner).first()
-    if latest is not None and latest.forked_from_id is None and not latest.messages.exists():
-        return latest
+    """Return the owner's newest conversation with no messages (a fork has the source's),
+    moved to the top of the list, else a new one with ``model_key`` and ``strategy`` ("":
+    ``AGENT_STRATEGY``).
+
+    Any empty one, not only the newest: a chat written in or forked after the empty one
+    was opened would otherwise make "New chat" (or ``/``) add another empty row.
+    """
+    empty = (
+        conversations_for_owner(owner=owner)
+        .filter(forked_from__isnull=True, messages__isnull=True)
+        .first()
+    )
+    if empty is not None:
+        empty.updated_at = timezone.now()
+        Conversation.objects.filter(pk=empty.pk).update(updated_at=empty.updated_at)
+        return empty
     return Conversation.objects.create(
         owner_id=owner.user_id, guest_key=owner.guest_key, model_key=model_key,
         strategy=strategy or settings.AGENT_STRATEGY,

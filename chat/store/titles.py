@@ -3,7 +3,10 @@
 A title tells a conversation apart from the owner's others, so the words that differ
 (places, names, dates, numbers) must survive: the offline title drops the openers every
 question shares ("Can you", "Plan 3 days in") and puts a trip's place first, squeezes
-articles out before it cuts, and never cuts away a name. A model-made title
+articles out before it cuts, and never cuts away a name. A question in a script written
+without spaces (Chinese, Japanese) is cut into its clauses instead, their request verbs
+dropped, the clauses naming a place put first, in a shorter title (its characters are twice
+as wide, and the list shows about 11 of them). A model-made title
 (:mod:`chat.titles`) replaces the offline one only while the conversation still has it
 (``Conversation.title_source``): a title its owner gave is never overwritten.
 """
@@ -12,9 +15,12 @@ from __future__ import annotations
 
 import re
 
+from agents.tools.places import PLACES
 from chat.models import Conversation, Message, TitleSource
 
 TITLE_LENGTH = 60
+WIDE_TITLE_LENGTH = 20
+"""Characters in the title of a question in Chinese or Japanese: as wide as 40 letters."""
 ELLIPSIS = "…"
 
 # Courtesy and preamble that open many questions and tell none apart.
@@ -53,9 +59,12 @@ def title_from(content: str) -> str:
 
     The shared openers are dropped, a trip's place comes first ("Plan 3 days in
     Hangzhou: sights…" is "Hangzhou, 3 days: sights…"), articles go before words are
-    cut, and a name the cut would lose is kept in front.
+    cut, and a name the cut would lose is kept in front. A question written without
+    spaces gets :func:`_unspaced_title`, at most WIDE_TITLE_LENGTH.
     """
     text = " ".join(content.split())
+    if _is_unspaced(text):
+        return _unspaced_title(text)
     core = _core(text) or text
     if len(core) > TITLE_LENGTH:
         core = _SQUEEZE.sub("", core)
@@ -71,6 +80,64 @@ def title_from(content: str) -> str:
             return f"{head}: {_cut(core, room)}"
         return _cut(head, TITLE_LENGTH)
     return cut
+
+
+# Chinese and Japanese: ideographs and kana, written without spaces between words.
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CLAUSE_BREAK = re.compile(r"[，。；：！？,;:!?()（）「」『』\s]+")
+# What opens a clause of a request and tells none apart: courtesy, "look up", "find me a",
+# "and also", counters ("一个" a, "一下" a bit); Japanese polite requests at the end.
+_WIDE_OPENER = re.compile(
+    r"^(?:请问|请|麻烦你?|帮忙|帮我|给我|告诉我|能不能|能否|可不可以|可以|我想知道|我想|我要|想|"
+    r"并且|并|而且|还有|还要|还|然后|再|另外|顺便|以及|和|也|"
+    r"推荐|介绍|查询|查查|查一下|查|搜索|搜一下|找找|找一下|找|看看|看一下|订|预订|"
+    r"一下|一个|一家|一间|一些|几个|个)"
+)
+_WIDE_CLOSER = re.compile(
+    r"(?:谢谢你?|多谢|好吗|可以吗|吗|呢|吧|啊|"
+    r"を?教えてください|を?教えて|を?お願いします|をください|ください|してください)$"
+)
+# Places in a script without capitals: the gazetteer's, and two-character "X州" (Suzhou,
+# Guangzhou, Lanzhou...), which is a place name whatever X is.
+_WIDE_PLACE = re.compile(
+    "|".join(sorted((re.escape(p.name_zh) for p in PLACES), key=len, reverse=True))
+    + r"|[\u4e00-\u9fff]州"
+)
+
+
+def _is_unspaced(text: str) -> bool:
+    """Return whether ``text`` is mostly Chinese or Japanese (wide letters, few spaces)."""
+    wide = len(_WIDE.findall(text))
+    return wide > text.count(" ") and wide * 2 >= len(text.replace(" ", ""))
+
+
+def _unspaced_title(text: str) -> str:
+    """Return the title of a question written without spaces: its clauses, each without
+    its request verbs and counters, those naming a place first, joined with "，"; at most
+    WIDE_TITLE_LENGTH.
+
+    "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。" is
+    "苏州天气，适合看江南园林的城市，民宿房间".
+    """
+    clauses = []
+    for raw in _CLAUSE_BREAK.split(text):
+        clause = _WIDE_CLOSER.sub("", raw)
+        while (opener := _WIDE_OPENER.match(clause)) and opener.end() < len(clause):
+            clause = clause[opener.end() :]
+        if clause and clause not in clauses:
+            clauses.append(clause)
+    if not clauses:
+        return _cut(text, WIDE_TITLE_LENGTH)
+    placed = [c for c in clauses if _WIDE_PLACE.search(c)]
+    title = "，".join(placed + [c for c in clauses if c not in placed])
+    if len(title) <= WIDE_TITLE_LENGTH:
+        return title
+    places = list(dict.fromkeys(_WIDE_PLACE.findall(title)))
+    lost = [p for p in places if p not in title[: WIDE_TITLE_LENGTH - 1]]
+    if lost:  # only when one clause names more places than the title has room for
+        head = "、".join(places) + "："
+        return _cut(head + title, WIDE_TITLE_LENGTH)
+    return _cut(title, WIDE_TITLE_LENGTH)
 
 
 def _core(text: str) -> str:

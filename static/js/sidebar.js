@@ -6,6 +6,7 @@
   "use strict";
 
   var PHONE = window.matchMedia("(max-width: 720px)");
+  var COARSE = window.matchMedia("(pointer: coarse)");
   var SUFFIX = " · Agent chat";
   // A run's status -> the list's marker (chat/store/listing.py MARKERS and marker() say
   // the same).
@@ -24,8 +25,11 @@
   function layout() { return document.querySelector(".layout"); }
   function drawerOpen() { var el = layout(); return !!el && el.classList.contains("drawer-open"); }
 
-  // The drawer (phone widths only; on a desktop the list is always there).
-  function setDrawer(open, returnFocus) {
+  // The drawer (phone widths only; on a desktop the list is always there). Opened by a
+  // touch (``byTouch``), it takes the focus itself: its search box would raise the
+  // on-screen keyboard over the list (README: the keyboard stays down until you tap a
+  // text box). Opened from a keyboard or a mouse, the search box has it, ready to type.
+  function setDrawer(open, returnFocus, byTouch) {
     var frame = layout(), toggle = $("sidebar-toggle"), main = document.querySelector("main.chat");
     if (!frame || !toggle) return;
     frame.classList.toggle("drawer-open", open);
@@ -35,15 +39,25 @@
     // Keyboard and screen-reader focus stay in the open drawer, as in a modal dialog.
     if (main) main.inert = open;
     if (open) {
-      var first = $("conversation-search-input") || document.querySelector("#sidebar a, #sidebar button");
+      var sidebar = $("sidebar");
+      var first = byTouch ? sidebar :
+        $("conversation-search-input") || document.querySelector("#sidebar a, #sidebar button");
+      if (first === sidebar && sidebar) sidebar.tabIndex = -1;  // focusable, not in the Tab order
       if (first) first.focus();
     } else if (returnFocus) {
       toggle.focus();
     }
   }
 
+  // A click made by a finger or a pen; one from Enter or Space has no pointer (Chromium:
+  // pointerType "", detail 0), and then a coarse pointer says nothing about the keyboard.
+  function touched(event) {
+    if (event.pointerType) return event.pointerType !== "mouse";
+    return event.detail > 0 && COARSE.matches;
+  }
+
   document.addEventListener("click", function (event) {
-    if (event.target.closest("#sidebar-toggle")) { setDrawer(!drawerOpen(), true); return; }
+    if (event.target.closest("#sidebar-toggle")) { setDrawer(!drawerOpen(), true, touched(event)); return; }
     if (event.target.closest("#drawer-backdrop")) setDrawer(false, true);
   });
   PHONE.addEventListener("change", function () { if (!PHONE.matches && drawerOpen()) setDrawer(false, false); });

@@ -136,6 +136,23 @@ def test_it_prefers_the_city_the_query_names():
     assert hits[0]["topic"] == "season"
 
 
+@pytest.mark.parametrize(
+    ("query", "city"),
+    [
+        ("Plan 2 days in Suzhou", "Suzhou"),
+        ("Plan 2 days in Suzhou: sights, food and a day trip", "Suzhou"),
+        ("Plan a day in Chengdu", "Chengdu"),
+        ("计划在苏州玩两天", "Suzhou"),
+    ],
+)  # fmt: skip
+def test_a_named_citys_notes_come_before_other_cities_that_share_more_words(query, city):
+    """West Lake's note (a "day trip", "plan") outscored Suzhou's for "Plan 2 days in
+    Suzhou", and the demo answered with Hangzhou's notes."""
+    hits = search_knowledge(query)
+
+    assert {hit["city"] for hit in hits} == {city}
+
+
 def test_it_answers_a_chinese_query_in_chinese():
     hit = search_knowledge("成都有什么好吃的")[0]
 

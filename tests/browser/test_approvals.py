@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, ROOT
 from tests.browser.test_chat_page import TRAVEL_QUESTION
 
 pytestmark = pytest.mark.browser
@@ -295,3 +295,26 @@ def test_the_admins_approval_list_and_page_are_accessible(start_app, browser_pag
     page.click("#result_list tbody tr a[href$='/change/']")
     page.wait_for_selector("text=What the model said before the call")
     assert_accessible(page, "the admin's approval page")
+
+
+def documented_button(state: str) -> tuple[str, str]:
+    """Return the composer's button docs/queue.md names for a run in ``state``: (with
+    the composer empty, with text)."""
+    table = (ROOT / "docs" / "queue.md").read_text().splitlines()
+    (row,) = [line for line in table if line.startswith(f"| {state} |")]
+    empty, typed = row.strip("|").split("|")[1:3]
+    return empty.split("**")[1], typed.split("**")[1]
+
+
+def test_the_composers_button_while_a_run_waits_is_the_one_the_docs_name(start_app, browser_page):
+    """docs/queue.md said Stop while a run waits for a decision; the page shows Send
+    (its Stop is in the run's status line) (new-user walk)."""
+    app = start_app(env=POLICY)
+    page = browser_page
+    ask_and_wait(app, page)
+    empty, typed = documented_button("waiting for a decision")
+
+    assert page.locator("#send").inner_text() == empty
+    page.fill("#composer-input", "And in Chengdu?")
+    assert page.locator("#send").inner_text() == typed
+    assert page.locator(".run-status[data-status=waiting] .stop-form button").is_visible()

@@ -12,6 +12,21 @@ from tests.browser.test_accessibility import assert_accessible
 pytestmark = pytest.mark.browser
 
 QUESTION = "What is 17*23?"
+PHONE = {"width": 390, "height": 844}
+# The characters of a list entry's title shown before the list cuts it with an ellipsis.
+SHOWN_OF_TITLE = """link => {
+  const text = document.createTreeWalker(link, NodeFilter.SHOW_TEXT).nextNode();
+  const style = getComputedStyle(link);
+  const right = link.getBoundingClientRect().right - parseFloat(style.paddingRight);
+  const range = document.createRange();
+  let shown = "";
+  for (let i = 0; i < text.length; i++) {
+    range.setStart(text, i); range.setEnd(text, i + 1);
+    if (range.getBoundingClientRect().right > right - 12) break;  // 12 px: the ellipsis
+    shown += text.data[i];
+  }
+  return {shown, cut: link.scrollWidth > link.clientWidth};
+}"""
 
 
 def run_ids(page) -> list[str]:
@@ -171,3 +186,41 @@ def test_the_admin_page_of_a_run_taken_again_is_accessible(start_app, browser_pa
     page.goto(f"{app.url}/admin/chat/agentrun/{first}/change/")
     page.wait_for_selector("text=Taken again in")
     assert_accessible(page, "the admin's page of a run taken again")
+
+
+def test_a_fork_and_its_source_look_different_in_the_list_on_a_desktop_and_a_phone(
+    start_app, browser_page
+):
+    """A fork's title ended with " (fork)", which the list cuts off: the Chinese starter
+    question and its fork read the same there (new-user walk)."""
+    app = start_app()
+    page = browser_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    page.fill("#composer-input", "推荐一个适合看江南园林的城市，查一下苏州天气，并找一个民宿房间。")
+    page.press("#composer-input", "Enter")
+    page.wait_for_selector(".run-status[data-status=succeeded] .fork")
+    source = page.url.rstrip("/").rsplit("/", 1)[-1]
+    page.click(".run .fork")
+    page.wait_for_url(lambda url: not url.rstrip("/").endswith(f"/{source}"))
+    page.wait_for_selector("#connection[data-state=open]")
+    fork = page.url.rstrip("/").rsplit("/", 1)[-1]
+    phone = page.context.browser.new_context(  # the same guest, on a phone
+        viewport=PHONE, has_touch=True, is_mobile=True, storage_state=page.context.storage_state()
+    )
+    phone_page = phone.new_page()
+    phone_page.goto(f"{app.url}/c/{fork}/")
+    phone_page.click("#sidebar-toggle")
+    phone_page.wait_for_function("getComputedStyle(sidebar).transform === 'none'")
+
+    for shown_on in (page, phone_page):
+        seen = [
+            shown_on.eval_on_selector(f"#conversation-link-{pk}", SHOWN_OF_TITLE)
+            for pk in (source, fork)
+        ]
+        assert seen[0]["cut"] and seen[1]["cut"], seen  # both titles are longer than the list
+        assert seen[0]["shown"] != seen[1]["shown"], seen
+        assert seen[1]["shown"].startswith("Fork"), seen
+    phone_page.screenshot(path=str(ARTIFACTS / "branches-fork-in-the-phone-list.png"))
+    phone.close()

@@ -243,3 +243,29 @@ def test_on_a_phone_a_message_queued_while_a_call_waits_keeps_the_status_line_in
         page.locator("#messages").bounding_box(),
     )
     assert box["y"] <= approve["y"] and approve["y"] + approve["height"] <= box["y"] + box["height"]
+
+
+def test_removing_a_queued_message_from_the_keyboard_keeps_the_focus_in_the_queue(
+    fake_provider, start_app, browser_page
+):
+    """The queue is replaced whole when it changes: Enter on a Remove left the focus on
+    <body> (new-user walk). It goes to the next message's Remove, then the composer."""
+    provider = fake_provider("ok+hold,ok")
+    app = start_app(env=provider.env)
+    page = browser_page
+    ask_and_queue(page, app, SECOND, THIRD)
+    focused = "() => [document.activeElement.id, document.activeElement.getAttribute('aria-label')]"
+
+    page.get_by_role("button", name=f"Remove from the queue: {SECOND}").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        f"() => !document.querySelector('#queued-messages').innerText.includes('{SECOND}')"
+    )
+    assert page.evaluate(focused) == ["", f"Remove from the queue: {THIRD}"]
+
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#queued-messages", state="hidden")
+    assert page.evaluate(focused)[0] == "composer-input"
+    assert stored_questions(app.database) == [QUESTION]
+    provider.release()
+    finished_runs(page, 1)

@@ -231,6 +231,31 @@ def test_on_a_phone_the_list_is_a_drawer(live_app, browser_page):
     assert fits
 
 
+def test_on_a_touch_phone_the_drawer_opens_without_raising_the_keyboard(live_app, browser_page):
+    """Opening the drawer focused its search box, which raises a touch screen's keyboard
+    over the list (new-user walk); the README says it stays down until a text box is
+    tapped. A tap focuses the drawer; Enter on the menu button still focuses the search."""
+    page = new_page(browser_page, viewport=PHONE, has_touch=True, is_mobile=True)
+    page.goto(live_app.url + "/")
+    page.wait_for_selector("#connection[data-state=open]")
+    toggle = page.locator("#sidebar-toggle")
+    focused = "() => [document.activeElement.id, document.activeElement.tagName]"
+
+    toggle.tap()
+    page.wait_for_function("getComputedStyle(sidebar).transform === 'none'")
+    assert page.evaluate(focused) == ["sidebar", "ASIDE"]
+    assert page.evaluate("document.querySelector('main.chat').inert")
+    page.keyboard.press("Tab")  # from the drawer, into it
+    assert page.evaluate("document.getElementById('sidebar').contains(document.activeElement)")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#sidebar", state="hidden")
+
+    toggle.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#sidebar", state="visible")
+    assert page.evaluate(focused) == ["conversation-search-input", "INPUT"]
+
+
 @pytest.mark.parametrize(
     ("scheme", "background"), [("dark", "rgb(18, 18, 18)"), ("light", "rgb(246, 247, 249)")]
 )

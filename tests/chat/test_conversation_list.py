@@ -419,6 +419,32 @@ def test_a_deleted_conversation_is_not_reused_as_the_empty_one():
     assert store.conversation_get_or_create_empty(owner=owner).pk != conversation.pk
 
 
+def empty_chats(user: User) -> list[int]:
+    empty = Conversation.objects.filter(owner=user, messages__isnull=True, forked_from=None)
+    return list(empty.values_list("pk", flat=True))
+
+
+@pytest.mark.parametrize("then", ["write in another chat", "fork another chat"])
+def test_new_chat_and_home_reopen_the_empty_chat_after_another_one_moved_above_it(
+    alice_client, then
+):
+    client, alice = alice_client
+    older = chat(alice, "Older", updated=timezone.now() - timedelta(hours=1))
+    question = add_run(older, "hello").user_message
+    empty = int(client.post("/c/new/")["Location"].strip("/").split("/")[-1])
+    if then == "write in another chat":
+        add_run(older, "and again")
+        # as the run's end does: the list now has it above the empty chat
+        Conversation.objects.filter(pk=older.pk).update(updated_at=timezone.now())
+    else:
+        client.post(f"/c/{older.pk}/fork/", {"question": question.pk})
+
+    assert client.post("/c/new/")["Location"] == f"/c/{empty}/"
+    assert client.get("/")["Location"] == f"/c/{empty}/"
+    assert empty_chats(alice) == [empty]
+    assert Conversation.objects.filter(owner=alice).first().pk == empty  # top of the list
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_a_deleted_conversation_closes_its_socket():
     @database_sync_to_async
