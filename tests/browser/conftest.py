@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,6 +96,15 @@ def create_superuser(database: Path, username: str, password: str) -> None:
         database, "manage.py", "createsuperuser", "--noinput", "--username", username,
         "--email", f"{username}@example.com", env={"DJANGO_SUPERUSER_PASSWORD": password},
     )  # fmt: skip
+
+
+def sign_in_to_admin(page: Any, url: str, next_path: str, password: str = "pw") -> None:
+    """Sign ``page`` in as superuser ``root`` (``password``) on the admin's login page of the
+    app at ``url``, which then opens ``next_path``."""
+    page.goto(f"{url}/admin/login/?next={next_path}")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
 
 
 def copy_database(source: Path, target: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, on_database
+from tests.browser.conftest import ARTIFACTS, on_database, sign_in_to_admin
 
 pytestmark = pytest.mark.browser
 
@@ -59,10 +59,7 @@ def open_list(page, app, path: str, scheme: str = "light", width: int = 1366) ->
     return its widths: the page's and the results' scroll and box widths."""
     page.set_viewport_size({"width": width, "height": 900})
     page.emulate_media(color_scheme=scheme)
-    page.goto(f"{app.url}/admin/login/?next={path}")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
+    sign_in_to_admin(page, app.url, path)
     page.wait_for_selector("#result_list tbody tr")
     return page.evaluate("""() => {
         const results = document.querySelector('#changelist .results');
@@ -233,10 +230,7 @@ def test_the_run_page_tools_and_downloads_leave_its_heading_readable(
     seed(app.database)
     page = browser_page
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(f"{app.url}/admin/login/?next=/admin/chat/agentrun/1/change/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
+    sign_in_to_admin(page, app.url, "/admin/chat/agentrun/1/change/")
     page.wait_for_selector(".run-downloads")
     # Four download links beside the object tools overran the heading below 1400 px.
     overlaps = page.evaluate("""() => {

@@ -278,18 +278,14 @@ def test_the_pending_card_is_accessible_and_announced(start_app, browser_page):
 def test_the_admins_approval_list_and_page_are_accessible(start_app, browser_page):
     """The approval list's run column ("#3 Waiting") and the approval's page (its run's
     link, the breadcrumbs): links told apart from the text around them by more than colour."""
-    from tests.browser.conftest import create_superuser
+    from tests.browser.conftest import create_superuser, sign_in_to_admin
     from tests.browser.test_accessibility import assert_accessible
 
     app = start_app(env=POLICY)
     page = browser_page
     ask_and_wait(app, page)
     create_superuser(app.database, "root", "a-long-password")
-    page.goto(f"{app.url}/admin/login/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "a-long-password")
-    page.click("input[type=submit]")
-    page.goto(f"{app.url}/admin/chat/approval/")
+    sign_in_to_admin(page, app.url, "/admin/chat/approval/", "a-long-password")
     # Django's own search box is labelled by its magnifier icon (as on the run list).
     assert_accessible(page, "the admin's approval list", skip=("label-title-only",))
     page.click("#result_list tbody tr a[href$='/change/']")

@@ -169,7 +169,7 @@ def test_the_list_replaced_keeps_the_focus_the_switchers_place_and_a_typed_edit(
 def test_the_admin_page_of_a_run_taken_again_is_accessible(start_app, browser_page):
     """The run page's "Taken again in run N (regenerate)": a link inside a line of text,
     which axe wants told apart by more than its colour (link-in-text-block)."""
-    from tests.browser.conftest import create_superuser
+    from tests.browser.conftest import create_superuser, sign_in_to_admin
 
     app = start_app()
     page = browser_page
@@ -179,11 +179,7 @@ def test_the_admin_page_of_a_run_taken_again_is_accessible(start_app, browser_pa
     page.wait_for_selector(".run-status[data-status=succeeded]")
 
     create_superuser(app.database, "root", "a-long-password")
-    page.goto(f"{app.url}/admin/login/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "a-long-password")
-    page.click("input[type=submit]")
-    page.goto(f"{app.url}/admin/chat/agentrun/{first}/change/")
+    sign_in_to_admin(page, app.url, f"/admin/chat/agentrun/{first}/change/", "a-long-password")
     page.wait_for_selector("text=Taken again in")
     assert_accessible(page, "the admin's page of a run taken again")
 

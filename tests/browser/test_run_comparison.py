@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import create_superuser, on_database
+from tests.browser.conftest import create_superuser, on_database, sign_in_to_admin
 from tests.browser.test_accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -129,10 +129,7 @@ def test_the_admin_run_page_compares_a_run_with_another_of_its_question(start_ap
     on_database(app.database, "manage.py", "ask", "--conversation", str(conversation_id),
                 "--no-stream", QUESTION, env=FAST)  # fmt: skip
 
-    page.goto(f"{app.url}/admin/login/?next=/admin/chat/agentrun/{first}/change/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
+    sign_in_to_admin(page, app.url, f"/admin/chat/agentrun/{first}/change/")
     link = page.locator(".run-compare-with a", has_text="Compare with run ")
     link.wait_for()
     assert_accessible(page, "the admin's run page with its Compare with links")

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, create_superuser
+from tests.browser.conftest import ARTIFACTS, create_superuser, sign_in_to_admin
 from tests.browser.test_chat_page import TRAVEL_QUESTION, ask
 
 pytestmark = pytest.mark.browser
@@ -77,10 +77,7 @@ def test_the_timeline_shows_parallel_calls_overlapping_and_jumps_to_a_step(start
 
     # The admin's run page shows the same bars, open, above the steps.
     create_superuser(app.database, "root", "timeline-pw")
-    page.goto(app.url + f"/admin/login/?next=/admin/chat/agentrun/{run_id}/change/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "timeline-pw")
-    page.click("input[type=submit]")
+    sign_in_to_admin(page, app.url, f"/admin/chat/agentrun/{run_id}/change/", "timeline-pw")
     admin_timeline = page.locator(f"#run-{run_id}-timeline")
     admin_timeline.wait_for()
     assert admin_timeline.get_attribute("open") is not None

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, create_superuser, on_database
+from tests.browser.conftest import ARTIFACTS, create_superuser, on_database, sign_in_to_admin
 
 pytestmark = pytest.mark.browser
 
@@ -72,10 +72,7 @@ def test_an_image_a_tool_returned_is_drawn_in_the_card_and_on_the_admins_run_pag
     page.screenshot(path=str(ARTIFACTS / "browser-tool-image.png"), full_page=True)
 
     create_superuser(live_app.database, "root", "image-pw")
-    page.goto(f"{live_app.url}/admin/login/?next=/admin/chat/agentrun/{run_id}/change/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", "image-pw")
-    page.click("input[type=submit]")
+    sign_in_to_admin(page, live_app.url, f"/admin/chat/agentrun/{run_id}/change/", "image-pw")
     admin_image = page.locator(".trace-step img[data-tool-image]")
     admin_image.wait_for()
     page.wait_for_function(f"() => ({DRAWN})(document.querySelector('.trace-step img'))")
