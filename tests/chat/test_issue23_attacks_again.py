@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from chat import fragments, store
+from chat.compare import align_steps
 from chat.models import Conversation, StepKind
 
 pytestmark = pytest.mark.django_db
@@ -46,3 +47,21 @@ def test_streamed_text_writes_carriage_returns_so_the_page_keeps_them():
     for fragment in html:
         assert not RAW_CR.search(fragment), fragment
         assert "&#13;" in fragment
+
+
+def test_a_call_made_twice_in_one_run_and_once_in_the_other_is_marked_moved_once():
+    """Found: "made it elsewhere" was marked on every lone call whose twin stood alone
+    in the other run, however many there were: run A calling x(a=1) twice where run B,
+    in another order, called it once said of both of A's calls that B made it
+    elsewhere. Each twin now answers for one call on each side."""
+    from tests.chat.test_run_comparison_alignment import call, shape, turn
+
+    x = {"a": 1}
+    left = (turn(1), call(2, "x", x), call(3, "x", x), call(4, "y"), call(5, "y"),
+            turn(6, "A", answer=True))  # fmt: skip
+    right = (turn(1), call(2, "y"), call(3, "y"), call(4, "x", x), turn(5, "A", answer=True))
+
+    rows = align_steps(left, right)
+
+    assert shape(rows) == [(1, 1), (2, None), (3, None), (4, 2), (5, 3), (None, 4), (6, 5)]
+    assert [row.moved for row in rows] == [False, True, False, False, False, True, False]
