@@ -65,3 +65,16 @@ def test_a_call_made_twice_in_one_run_and_once_in_the_other_is_marked_moved_once
 
     assert shape(rows) == [(1, 1), (2, None), (3, None), (4, 2), (5, 3), (None, 4), (6, 5)]
     assert [row.moved for row in rows] == [False, True, False, False, False, True, False]
+
+
+def test_a_pasted_snippet_keeps_the_indentation_of_its_first_line():
+    """Found: a message was stripped of all surrounding white space, so code pasted from
+    inside a function or class lost its first line's indentation and no longer lined up
+    with the lines under it (issue 23: "pasted code lost its indentation"). Only blank
+    lines before it and white space after it go."""
+    from chat.validation import clean_message
+
+    snippet = "    def total(self, rows):\n        return sum(rows)"
+
+    assert clean_message(f"\n  \n{snippet}\n\n  ", max_chars=100) == snippet
+    assert clean_message("\t\tx = 1\n\ty = 2\n", max_chars=100) == "\t\tx = 1\n\ty = 2"
