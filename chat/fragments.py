@@ -232,10 +232,13 @@ def queue_replaced(queued: list[QueuedMessage]) -> str:
     return _render("chat/_queue.html", {"queued": queued, "oob": True})
 
 
-def message_accepted() -> str:
+def message_accepted(client_id: str = "") -> str:
     """Return the cleared notice that tells the page a message was accepted: the tab
-    that sent it empties its composer (sent beside :func:`run_started`)."""
-    return _render("chat/_error.html", {"message": "", "outcome": MESSAGE_ACCEPTED})
+    that sent it, the one whose id for it is ``client_id``, empties its composer (sent
+    beside :func:`run_started`, to every tab: another tab's message must not empty a
+    composer whose own message may yet be refused)."""
+    context = {"message": "", "outcome": MESSAGE_ACCEPTED, "client_id": client_id}
+    return _render("chat/_error.html", context)
 
 
 def message_refused(message: str) -> str:

@@ -92,3 +92,44 @@ def test_a_long_table_streaming_leaves_the_page_usable(live_app, browser_page):
 
     assert streamed["rows"] == 1500  # the whole table, once the deltas stop
     assert streamed["share"] < 0.5, streamed
+
+
+# The page's socket sends each frame a second late (a slow uplink): the frame has left the
+# composer (htmx's wsAfterSend) well before the server reads it.
+SLOW_UPLINK = """(() => {
+    const send = WebSocket.prototype.send;
+    WebSocket.prototype.send = function (data) { setTimeout(() => send.call(this, data), 1000); };
+})()"""
+
+
+def test_another_tabs_message_accepted_leaves_this_tabs_text_to_be_refused_or_sent(
+    fake_provider, start_app, browser_page
+):
+    """Found: the server tells every tab that a message was accepted, and each tab that
+    had a message of its own on the way emptied its composer on hearing it. Two tabs
+    sending at once while the queue had one place left: the first was queued, the
+    second tab's composer emptied, then its message was refused (the queue full) and its
+    text was gone. The notice names the message it accepts (its client_id)."""
+    from tests.browser.test_queue import QUESTION, send
+
+    provider = fake_provider("ok+hold,ok")
+    app = start_app(env={**provider.env, "CHAT_MAX_QUEUED": "1"})
+    first = browser_page
+    first.goto(app.url + "/")
+    first.wait_for_selector("#connection[data-state=open]")
+    send(first, QUESTION)
+    first.wait_for_selector(".run-status[data-status=running]")
+    second = first.context.new_page()
+    second.add_init_script(SLOW_UPLINK)
+    second.goto(first.url)
+    second.wait_for_selector("#connection[data-state=open]")
+    kept = "A careful question typed in the second tab, which must not be lost"
+
+    send(second, kept)  # leaves now, read by the server a second later
+    send(first, "Queued from the first tab")
+    first.wait_for_selector("#queued-messages .queued-text:text-is('Queued from the first tab')")
+    second.wait_for_selector("#chat-error.visible:has-text('the most a chat may queue')")
+
+    assert second.input_value("#composer-input") == kept
+    assert first.input_value("#composer-input") == ""
+    provider.release()
