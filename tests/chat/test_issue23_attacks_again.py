@@ -78,3 +78,26 @@ def test_a_pasted_snippet_keeps_the_indentation_of_its_first_line():
 
     assert clean_message(f"\n  \n{snippet}\n\n  ", max_chars=100) == snippet
     assert clean_message("\t\tx = 1\n\ty = 2\n", max_chars=100) == "\t\tx = 1\n\ty = 2"
+
+
+@pytest.mark.parametrize(
+    ("reply", "title"),
+    [
+        ("**Title:** Three Days in Suzhou", "Three Days in Suzhou"),
+        ("## Title: Suzhou Trip", "Suzhou Trip"),
+        ("*Title*: Suzhou Trip", "Suzhou Trip"),
+        ("Sure! Here is a title:\n\n**Suzhou Garden Trip**", "Suzhou Garden Trip"),
+        ("Title:\nSuzhou Garden Trip", "Suzhou Garden Trip"),
+        ("**标题：** 苏州园林之旅", "苏州园林之旅"),
+        ("Suzhou: Three Days", "Suzhou: Three Days"),  # a colon inside a title stays
+    ],
+)
+def test_a_models_title_in_markdown_or_after_a_preamble_is_cleaned(reply, title):
+    """Found: a model that answers in Markdown ("**Title:** Three Days in Suzhou", the
+    way many chat models label things) named the chat "Title:** Three Days in Suzhou" in
+    the sidebar, and one that wrote a line before the title ("Sure! Here is a title:")
+    named it by that line. The label is found inside the Markdown around it, and a line
+    that only introduces the next is skipped."""
+    from chat.titles import clean_model_title
+
+    assert clean_model_title(reply) == title
