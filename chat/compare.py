@@ -13,6 +13,7 @@ another order. Arize Phoenix users asked for this view (Arize-ai/phoenix#8852).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -257,7 +258,8 @@ def align_steps(left: Sequence[StepSide], right: Sequence[StepSide]) -> list[Ali
 
 def _marked_moved(rows: list[AlignedRow]) -> list[AlignedRow]:
     """Return ``rows`` with each lone tool call whose twin is alone on the other side
-    marked ``moved`` (each twin used once)."""
+    marked ``moved``: each twin answers for one call on each side, in order (a call
+    made twice in one run and once in the other is moved once, and once only in A)."""
 
     def twin(step: StepSide) -> tuple[str, str]:
         return (step.tool, step.arguments)
@@ -265,20 +267,18 @@ def _marked_moved(rows: list[AlignedRow]) -> list[AlignedRow]:
     def movable(step: StepSide | None) -> bool:
         return step is not None and step.is_tool_call and not step.is_format_error
 
-    lone_left = [row.left for row in rows if row.right is None]
-    lone_right = [row.right for row in rows if row.left is None]
-    unmatched = [twin(step) for step in lone_right if movable(step)]
-    moved_pairs = set()
-    for step in lone_left:
-        if movable(step) and twin(step) in unmatched:
-            unmatched.remove(twin(step))
-            moved_pairs.add(twin(step))
-    if not moved_pairs:
+    lone_left = Counter(twin(row.left) for row in rows if row.right is None and movable(row.left))
+    lone_right = Counter(twin(row.right) for row in rows if row.left is None and movable(row.right))
+    pairs = {key: min(count, lone_right[key]) for key, count in lone_left.items()}
+    if not any(pairs.values()):
         return rows
+    to_mark_left, to_mark_right = dict(pairs), dict(pairs)  # moves left to mark, per side
     marked = []
     for row in rows:
-        lone = row.left if row.right is None else row.right if row.left is None else None
-        if movable(lone) and twin(lone) in moved_pairs:
+        side = to_mark_left if row.right is None else to_mark_right if row.left is None else None
+        lone = row.left if row.right is None else row.right
+        if side is not None and movable(lone) and side.get(twin(lone), 0) > 0:
+            side[twin(lone)] -= 1
             row = AlignedRow(row.left, row.right, row.differs, moved=True)
         marked.append(row)
     return marked

@@ -514,7 +514,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         assert self.conversation_id is not None
         accept = partial(_accept_message, conversation_id=self.conversation_id,
                          content=content, client_id=client_id)  # fmt: skip
-        await self._accept_and_start(accept, fragments.message_accepted())
+        await self._accept_and_start(accept, fragments.message_accepted(client_id))
 
     async def _accept_and_start(self, accept: Callable[[], Accepted], outcome: str) -> None:
         """Run ``accept`` (sync, in the ORM's thread), show what it stored in every tab

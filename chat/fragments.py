@@ -17,12 +17,13 @@ from collections.abc import Sequence
 
 from django.conf import settings as conf
 from django.template.loader import render_to_string
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from chat import store
 from chat.models import AgentRun, AgentStep, Conversation, QueuedMessage, RunStatus
 from chat.store.usage import conversation_usage as summed_usage
+from chat.templatetags.chat_tags import streamed_html
 
 
 def _render(template_name: str, context: dict[str, object]) -> str:
@@ -125,12 +126,13 @@ def text_delta(step_id: int, text: str, offset: int | None = None, *, target: st
     delta that does not start where its element's text ends and waits for the next
     whole-text snapshot.
 
-    Written with ``conditional_escape`` rather than ``format_html`` (the same output): it
-    runs for every streamed token. Raises ``ValueError`` for another ``target``.
+    Written with :func:`chat.templatetags.chat_tags.streamed_html` (escaped, its CRs as
+    references the browser's parser keeps) rather than ``format_html``: it runs for every
+    streamed token. Raises ``ValueError`` for another ``target``.
     """
     if target not in ("text", "reasoning"):
         raise ValueError(f"not a model turn's streamed element: {target!r}")
-    step_id, text = int(step_id), conditional_escape(text)
+    step_id, text = int(step_id), streamed_html(text)
     if offset is None:
         return mark_safe(f'<div hx-swap-oob="beforeend:#step-{step_id}-{target}">{text}</div>')
     offset = int(offset)
@@ -144,7 +146,7 @@ def text_replaced(step_id: int, text: str) -> str:
     return format_html(
         '<div class="turn-text streaming" id="step-{}-text" hx-swap-oob="true">{}</div>',
         step_id,
-        text,
+        streamed_html(text),
     )
 
 
@@ -157,7 +159,7 @@ def reasoning_replaced(step_id: int, reasoning: str) -> str:
     return format_html(
         '<div class="reasoning-text" id="step-{}-reasoning" hx-swap-oob="true">{}</div>',
         step_id,
-        reasoning,
+        streamed_html(reasoning),
     )
 
 
@@ -230,10 +232,13 @@ def queue_replaced(queued: list[QueuedMessage]) -> str:
     return _render("chat/_queue.html", {"queued": queued, "oob": True})
 
 
-def message_accepted() -> str:
+def message_accepted(client_id: str = "") -> str:
     """Return the cleared notice that tells the page a message was accepted: the tab
-    that sent it empties its composer (sent beside :func:`run_started`)."""
-    return _render("chat/_error.html", {"message": "", "outcome": MESSAGE_ACCEPTED})
+    that sent it, the one whose id for it is ``client_id``, empties its composer (sent
+    beside :func:`run_started`, to every tab: another tab's message must not empty a
+    composer whose own message may yet be refused)."""
+    context = {"message": "", "outcome": MESSAGE_ACCEPTED, "client_id": client_id}
+    return _render("chat/_error.html", context)
 
 
 def message_refused(message: str) -> str:

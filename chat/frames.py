@@ -104,8 +104,9 @@ class FeedbackFrameRefused(Exception):
 
 @dataclass(frozen=True)
 class MessageFrame:
-    """``{"content": "...", "client_id": "..."}``: the user's message, stripped (a new
-    run's input, or queued behind the run going).
+    """``{"content": "...", "client_id": "..."}``: the user's message, cleaned
+    (:func:`chat.validation.clean_message`: a new run's input, or queued behind the run
+    going).
 
     ``client_id`` is the page's id for this message ("" when not sent): a copy of the
     frame sent again (a page that reconnected) is acknowledged, not stored twice.

@@ -49,8 +49,11 @@ TITLE_PROMPT = (
 NOT_AFTER = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.FAILED, RunStatus.INTERRUPTED)
 QUESTION_CHARS = 2_000  # of the question sent with the request: a title needs no more
 
-_LABEL = re.compile(r"^(?:title|标题)\s*[:：]\s*", re.IGNORECASE)
 _QUOTES = "\"'“”‘’「」『』*#`"
+# A "Title:" label, with the Markdown a model may wrap it in ("**Title:**", "## Title:").
+_LABEL = re.compile(r"^[\s*_#>`]*(?:title|标题)[\s*_`]*[:：][\s*_`]*", re.IGNORECASE)
+# A line that only introduces the next ("Sure! Here is a title:", or a label alone).
+_INTRO = re.compile(r"[:：][\s*_`]*$")
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,17 @@ def title_job(*, run_id: int) -> TitleJob | None:
 
 
 def clean_model_title(text: str) -> str:
-    """Return a model's reply as a title: its first line, without thinking markup, a
-    "Title:" label, quotes or a full stop, at most TITLE_LENGTH ("" if nothing is left)."""
+    """Return a model's reply as a title: its first line (past lines that only introduce
+    the next, "Here is a title:"), without thinking markup, a "Title:" label (in Markdown
+    too: "**Title:**"), quotes or a full stop, at most TITLE_LENGTH ("" if nothing is
+    left)."""
     _, text = split_think(text)
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    line = _LABEL.sub("", line.strip()).strip(_QUOTES + " ").rstrip(".。").strip(_QUOTES + " ")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # A line that introduces the next is not the title, unless nothing follows it.
+    while len(lines) > 1 and _INTRO.search(lines[0]):
+        lines.pop(0)
+    line = lines[0] if lines else ""
+    line = _LABEL.sub("", line).strip(_QUOTES + " ").rstrip(".。").strip(_QUOTES + " ")
     line = " ".join(line.split())
     return title_from(line) if len(line) > TITLE_LENGTH else line
 

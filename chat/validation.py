@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 EMPTY_MESSAGE = "Type a message first: an empty message was not sent."
@@ -12,6 +13,8 @@ BAD_CHARACTERS = "The message contains characters that cannot be stored ({what})
 # Letters and symbols that draw nothing (fillers, a blank braille cell), beside the
 # format, control, mark and separator categories that draw nothing either.
 BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# The blank lines a message starts with (up to its first line's own indentation, kept).
+LEADING_BLANK_LINES = re.compile(r"\A\s*\n")
 
 
 class MessageError(ValueError):
@@ -36,14 +39,15 @@ def unstorable(text: str) -> str | None:
 
 
 def clean_message(content: str, *, max_chars: int) -> str:
-    """Return ``content`` stripped of surrounding white space.
+    """Return ``content`` without the blank lines it starts with and the white space it
+    ends with; its first line keeps its indentation (pasted code lines up as it did).
 
     Raises :class:`MessageError` when nothing visible is left (white space, zero-width,
     bidi controls, combining marks, fillers), when it holds characters no database stores
     (NUL, an unpaired UTF-16 surrogate, as from undecodable command-line bytes), or when it
     is longer than ``max_chars`` characters.
     """
-    content = content.strip()
+    content = LEADING_BLANK_LINES.sub("", content.rstrip())
     bad = unstorable(content)
     if bad is not None:
         raise MessageError(BAD_CHARACTERS.format(what=bad))

@@ -62,6 +62,24 @@ def bidi_as_references(text: str, autoescape: bool = True) -> SafeString:
     return mark_safe(BIDI_CONTROLS.sub(lambda m: f"&#x{ord(m.group(0)):04X};", escaped))
 
 
+def streamed_html(text: str) -> SafeString:
+    """Return streamed model text escaped, its carriage returns as ``&#13;``.
+
+    The browser's HTML parser turns a raw "\\r\\n" or "\\r" into "\\n" before anything
+    else, which would leave the element's text shorter than the server counts it: every
+    delta after it would start past the element's end (``data-offset``) and be dropped
+    until a snapshot. A character reference is kept as the CR it names.
+    """
+    # Safe: the text was escaped first; the references are fixed text.
+    return mark_safe(conditional_escape(text).replace("\r", "&#13;"))
+
+
+@register.filter(name="streamed")
+def streamed_filter(text: str) -> SafeString:
+    """Escape streamed model text for its live element (:func:`streamed_html`)."""
+    return streamed_html(text or "")
+
+
 @register.filter
 def duration(ms: int | None) -> str:
     """Return milliseconds as "850 ms" or "2.4 s"."""

@@ -477,6 +477,10 @@
     var element = event.target;
     var outcome = element && element.getAttribute && element.getAttribute("data-outcome");
     if (outcome === "message-accepted") {
+      // Every tab hears of a message accepted: another tab's leaves this one's composer
+      // (its own message may yet be refused, and its text must stay for another try).
+      var accepted = element.getAttribute("data-client-id");
+      if (accepted && accepted !== sentId) return;
       // Clear what was sent, unless the person has typed something else since.
       if (pending !== null && input() && input().value === pending) input().value = "";
       pending = null;

@@ -11,9 +11,10 @@
 
   function input() { return document.getElementById("composer-input"); }
 
-  // The text as the server counts it: stripped, in characters (code points).
+  // The text as the server counts it (chat.validation.clean_message): without the blank
+  // lines it starts with and the white space it ends with, in characters (code points).
   function textLength(field) {
-    return Array.from(field.value.trim()).length;
+    return Array.from(field.value.trimEnd().replace(/^\s*\n/, "")).length;
   }
 
   function maxChars(field) {

@@ -14,6 +14,13 @@
   var LIVE = "[data-markdown-from]";
   var render = null;  // text -> sanitized DocumentFragment, once set up
   var scheduled = false;
+  // A render parses and lays out the whole answer again, so its cost grows with the
+  // answer: a 1,500-row table took 700 ms a frame, the page frozen for the whole stream
+  // (Stop, typing and scrolling with it). Renders are spaced so they take at most this
+  // share of the main thread; a short answer still renders every frame.
+  var BUSY_SHARE = 0.25;
+  var notBefore = 0;  // performance.now() before which the next render waits
+  var waiting = null;  // the timer of a render put off
 
   function escapeRegExp(text) { return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
 
@@ -74,6 +81,8 @@
     scheduled = false;
     if (!render) render = setUp();
     if (!render) return;  // no policy or libraries: the server's render stays as sent
+    var started = performance.now();
+    var rendered = false;
     document.querySelectorAll(LIVE).forEach(function (live) {
       var source = document.getElementById(live.getAttribute("data-markdown-from"));
       if (!source) return;
@@ -81,12 +90,24 @@
       if (live._markdownSource === text) return;
       live._markdownSource = text;
       live.replaceChildren(text ? render(text) : document.createDocumentFragment());
+      live.getBoundingClientRect();  // its layout now, so that it is counted below
+      rendered = true;
     });
+    if (rendered) {
+      var now = performance.now();
+      notBefore = now + (now - started) * (1 / BUSY_SHARE - 1);
+    }
   }
 
-  // Coalesce: however many deltas arrive in a frame, one render per frame.
+  // Coalesce: however many deltas arrive in a frame, one render per frame, and none
+  // before notBefore (a long answer's renders spaced out; the last delta still renders).
   function schedule() {
-    if (scheduled) return;
+    if (scheduled || waiting !== null) return;
+    var wait = notBefore - performance.now();
+    if (wait > 0) {
+      waiting = window.setTimeout(function () { waiting = null; schedule(); }, wait);
+      return;
+    }
     scheduled = true;
     window.requestAnimationFrame(renderAll);
   }

@@ -112,11 +112,15 @@ def assert_live_renders_as_the_server(page, samples: list[str]) -> None:
     source_id = page.locator(LIVE).get_attribute("data-markdown-from")
     for sample in samples:
         shown = page.evaluate(
+            # Rendered once the live element holds this text (markdown-live.js spaces
+            # its renders by their cost, so not always in the next frame).
             """([id, text]) => new Promise(resolve => {
                 document.getElementById(id).textContent = text;
                 document.dispatchEvent(new CustomEvent('htmx:wsAfterMessage'));
-                requestAnimationFrame(() => requestAnimationFrame(() => resolve(
-                    document.querySelector('[data-markdown-from="' + id + '"]').innerHTML)));
+                const live = document.querySelector('[data-markdown-from="' + id + '"]');
+                const done = () => live._markdownSource === text
+                    ? resolve(live.innerHTML) : requestAnimationFrame(done);
+                requestAnimationFrame(done);
             })""",
             [source_id, sample],
         )

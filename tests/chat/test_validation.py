@@ -26,9 +26,13 @@ def test_a_message_with_nothing_visible_is_empty(content):
         clean_message(content, max_chars=100)
 
 
-@pytest.mark.parametrize("content", ["hi", "苏州", "😀", "1+1", " é ", "\u202eevil.exe"])
-def test_a_message_with_something_visible_is_kept_stripped(content):
-    assert clean_message(content, max_chars=100) == content.strip()
+@pytest.mark.parametrize(
+    ("content", "kept"),
+    [("hi", "hi"), ("苏州", "苏州"), ("😀", "😀"), ("1+1", "1+1"), (" é ", " é"),
+     ("\u202eevil.exe", "\u202eevil.exe"), ("\n \n  x\n   y \n\n", "  x\n   y")],
+)  # fmt: skip
+def test_a_message_with_something_visible_loses_its_blank_start_and_end_only(content, kept):
+    assert clean_message(content, max_chars=100) == kept
 
 
 def test_the_limit_counts_characters():
