@@ -134,7 +134,8 @@ def queue_take(*, conversation_id: int, start: Start) -> AgentRun | None:
     process took it).
 
     One transaction under the conversation's lock; the message leaves the queue by a
-    conditional DELETE, so a second taker finds nothing. What ``start`` raises
+    conditional DELETE, so a second taker finds nothing, and one removed meanwhile
+    leaves the next to be sent. What ``start`` raises
     (:class:`chat.store.RateLimited`) rolls it all back: the message stays first. A
     deleted conversation's queue is emptied (nothing of it can be sent any more).
     """
@@ -144,18 +145,18 @@ def queue_take(*, conversation_id: int, start: Start) -> AgentRun | None:
         except ConversationGone:
             QueuedMessage.objects.filter(conversation_id=conversation_id).delete()
             return None
-        queue = QueuedMessage.objects.filter(conversation_id=conversation_id)
-        first = queue.order_by(*QUEUE_ORDER).first()
-        if first is None:
+        waiting = queue_list(conversation_id=conversation_id)
+        if not waiting:
             return None
         if AgentRun.objects.filter(conversation_id=conversation_id, status__in=GOING).exists():
             return None
-        deleted, _ = QueuedMessage.objects.filter(pk=first.pk).delete()
-        if not deleted:
-            return None
-        run = start(first.content)
-        _mark_sent(run, first.client_id)
-        return run
+        for first in waiting:  # one removed since the read (Remove takes no lock) is passed
+            deleted, _ = QueuedMessage.objects.filter(pk=first.pk).delete()
+            if deleted:
+                run = start(first.content)
+                _mark_sent(run, first.client_id)
+                return run
+        return None
 
 
 def queue_list(*, conversation_id: int) -> list[QueuedMessage]:

@@ -176,3 +176,27 @@ def test_the_sweep_finds_queues_with_no_run_going_and_a_deleted_chats_queue_is_d
     assert take(deleted) is None
     assert not QueuedMessage.objects.filter(conversation=deleted).exists()
     assert store.queues_ready() == [ended.pk]
+
+
+def test_a_message_removed_as_the_queue_is_taken_lets_the_next_go(monkeypatch):
+    """Remove takes no lock: the first queued message may go between the taker's read and
+    its DELETE. The next one is sent then, not left for the sweep's next beat."""
+    from chat.store import queue as queue_store
+
+    conversation = Conversation.objects.create()
+    going = send(conversation, "first").run
+    send(conversation, "removed meanwhile")
+    send(conversation, "next")
+    end(going)
+    read = queue_store.queue_list
+
+    def read_then_removed(*, conversation_id: int) -> list[QueuedMessage]:
+        waiting = read(conversation_id=conversation_id)
+        QueuedMessage.objects.filter(pk=waiting[0].pk).delete()  # another tab's Remove
+        return waiting
+
+    monkeypatch.setattr(queue_store, "queue_list", read_then_removed)
+    run = take(conversation)
+
+    assert run is not None and run.user_message.content == "next"
+    assert not QueuedMessage.objects.filter(conversation=conversation).exists()
