@@ -669,7 +669,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._leave_and_close(CLOSE_DELETED)
 
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
-        """Close this socket: the conversation was deleted (see ``chat.live``)."""
+        """Close this socket: the conversation was deleted (see ``chat.live``). Not a
+        socket closed already (refused: it joined the group before its check, and may
+        hold the deletion published while the check ran)."""
+        if self.conversation_id is None:
+            return
         await self._close_deleted()
 
     async def layer_missed(self, message: dict[str, Any]) -> None:

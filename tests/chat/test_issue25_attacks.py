@@ -11,8 +11,9 @@ from channels.layers import get_channel_layer
 from django.db import OperationalError
 
 import chat.consumers
-from chat.live import group_name
-from tests.chat.test_refused_sockets import communicator
+from chat.live import conversation_deleted_sync, group_name
+from chat.models import Conversation
+from tests.chat.test_refused_sockets import communicator, refusals
 from tests.chat.test_socket_access import logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,3 +65,28 @@ async def test_a_socket_cancelled_during_its_check_leaves_the_group_it_joined(cl
     left = members(conversation.pk)
     release.set()
     assert left == set()
+
+
+async def test_a_socket_refused_while_its_conversation_was_deleted_is_closed_once(
+    client, monkeypatch, caplog
+):
+    """The owner deletes the conversation while a socket's check runs: the socket, in
+    the group already, is sent the deletion, then refused (4404). The deletion, read
+    after the refusal, must not close it a second time nor log a deleted conversation
+    "None"."""
+    _, conversation, session_id = await logged_in(client, "alice")
+    checked = chat.consumers._open
+
+    def deleted_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        conversation_deleted_sync(conversation.pk)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(chat.consumers, "_open", deleted_meanwhile)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    connected, _ = await socket.connect()
+    assert connected
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 4404}
+    assert await socket.receive_nothing()
+    assert [record.close_code for record in refusals(caplog)] == [4404]
+    await socket.disconnect()
