@@ -387,10 +387,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         group = group_name(conversation_id)
         await self.channel_layer.group_add(group, self.channel_name)
         query = self.scope.get("query_string", b"")
-        opened = await database_sync_to_async(_open)(
-            self.scope.get("user"), self.scope.get("session"), conversation_id,
-            shown_going=parse_going(query), last_shown=parse_last(query),
-        )  # fmt: skip
+        try:
+            opened = await database_sync_to_async(_open)(
+                self.scope.get("user"), self.scope.get("session"), conversation_id,
+                shown_going=parse_going(query), last_shown=parse_last(query),
+            )  # fmt: skip
+        except BaseException:
+            # The check failed, or the socket was cancelled while it waited (Daphne, once
+            # its client left): the application ends without a disconnect, so the group
+            # is left here, or every fragment of the conversation goes to a dead channel.
+            await self.channel_layer.group_discard(group, self.channel_name)
+            raise
         if opened is None:
             await self.channel_layer.group_discard(group, self.channel_name)
             code, reason = await self._refusal(conversation_id)
@@ -662,7 +669,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._leave_and_close(CLOSE_DELETED)
 
     async def conversation_deleted(self, message: dict[str, Any]) -> None:
-        """Close this socket: the conversation was deleted (see ``chat.live``)."""
+        """Close this socket: the conversation was deleted (see ``chat.live``). Not a
+        socket closed already (refused: it joined the group before its check, and may
+        hold the deletion published while the check ran)."""
+        if self.conversation_id is None:
+            return
         await self._close_deleted()
 
     async def layer_missed(self, message: dict[str, Any]) -> None:

@@ -1,0 +1,92 @@
+"""Adversarial checks of issue 25's second round: a socket joins its conversation's group
+before the one database call that checks it (chat.consumers._open)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from channels.layers import get_channel_layer
+from django.db import OperationalError
+
+import chat.consumers
+from chat.live import conversation_deleted_sync, group_name
+from chat.models import Conversation
+from tests.chat.test_refused_sockets import communicator, refusals
+from tests.chat.test_socket_access import logged_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def members(conversation_id: int) -> set[str]:
+    return set(get_channel_layer().groups.get(group_name(conversation_id), {}))
+
+
+async def test_a_socket_whose_check_fails_leaves_the_group_it_joined(client, monkeypatch):
+    """The check failing (the database locked, gone) fails the socket: Daphne closes it
+    and never sends its disconnect, so the group joined before the check must be left
+    there, or every fragment of the conversation is sent to a channel nobody reads
+    (over capacity, for a day on Redis)."""
+    _, conversation, session_id = await logged_in(client, "alice")
+
+    def locked(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(chat.consumers, "_open", locked)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    await socket.send_input({"type": "websocket.connect"})
+    with pytest.raises(OperationalError):
+        await socket.future
+    assert members(conversation.pk) == set()
+
+
+async def test_a_socket_cancelled_during_its_check_leaves_the_group_it_joined(client, monkeypatch):
+    """Daphne cancels an application whose client left and that has not ended within
+    application_close_timeout: a socket stuck in its check (the ORM thread's queue)
+    leaves its group on the way out."""
+    _, conversation, session_id = await logged_in(client, "alice")
+    checking, release = threading.Event(), threading.Event()
+    checked = chat.consumers._open
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        checking.set()
+        release.wait(5)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(chat.consumers, "_open", slow)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    await socket.send_input({"type": "websocket.connect"})
+    await asyncio.to_thread(checking.wait, 5)
+    assert members(conversation.pk)  # joined before the check
+    socket.future.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await socket.future
+    left = members(conversation.pk)
+    release.set()
+    assert left == set()
+
+
+async def test_a_socket_refused_while_its_conversation_was_deleted_is_closed_once(
+    client, monkeypatch, caplog
+):
+    """The owner deletes the conversation while a socket's check runs: the socket, in
+    the group already, is sent the deletion, then refused (4404). The deletion, read
+    after the refusal, must not close it a second time nor log a deleted conversation
+    "None"."""
+    _, conversation, session_id = await logged_in(client, "alice")
+    checked = chat.consumers._open
+
+    def deleted_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+        Conversation.objects.filter(pk=conversation.pk).delete()
+        conversation_deleted_sync(conversation.pk)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(chat.consumers, "_open", deleted_meanwhile)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    connected, _ = await socket.connect()
+    assert connected
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 4404}
+    assert await socket.receive_nothing()
+    assert [record.close_code for record in refusals(caplog)] == [4404]
+    await socket.disconnect()
