@@ -14,7 +14,7 @@ import chat.consumers
 from chat.live import conversation_deleted_sync, group_name
 from chat.models import Conversation
 from tests.chat.test_refused_sockets import communicator, refusals
-from tests.chat.test_socket_access import logged_in
+from tests.chat.test_socket_access import logged_in, refused_after
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,18 +75,10 @@ async def test_a_socket_refused_while_its_conversation_was_deleted_is_closed_onc
     after the refusal, must not close it a second time nor log a deleted conversation
     "None"."""
     _, conversation, session_id = await logged_in(client, "alice")
-    checked = chat.consumers._open
 
-    def deleted_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def deleted() -> None:
         Conversation.objects.filter(pk=conversation.pk).delete()
         conversation_deleted_sync(conversation.pk)
-        return checked(*args, **kwargs)
 
-    monkeypatch.setattr(chat.consumers, "_open", deleted_meanwhile)
-    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
-    connected, _ = await socket.connect()
-    assert connected
-    assert await socket.receive_output() == {"type": "websocket.close", "code": 4404}
-    assert await socket.receive_nothing()
+    await refused_after(monkeypatch, conversation.pk, session_id, deleted)
     assert [record.close_code for record in refusals(caplog)] == [4404]
-    await socket.disconnect()

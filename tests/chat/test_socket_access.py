@@ -150,30 +150,41 @@ async def test_an_open_socket_is_closed_when_the_password_changes(client, script
     await socket.disconnect()
 
 
+async def refused_after(monkeypatch, conversation_id: int, session_id: str, meanwhile) -> None:
+    """Open a socket on the conversation whose check first runs ``meanwhile()`` (sync, in
+    the database thread, after the socket joined the group); assert it is closed with
+    4404 and sent nothing else."""
+    import chat.consumers
+
+    checked = chat.consumers._open
+
+    def check(*args, **kwargs):  # type: ignore[no-untyped-def]
+        meanwhile()
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(chat.consumers, "_open", check)
+    socket = communicator(f"/ws/chat/{conversation_id}/", session_id=session_id)
+    connected, _ = await socket.connect()
+    assert connected
+    assert await socket.receive_output() == {"type": "websocket.close", "code": 4404}
+    assert await socket.receive_nothing()
+    await socket.disconnect()
+
+
 async def test_a_refused_socket_hears_nothing_published_while_it_was_checked(client, monkeypatch):
     """A socket joins its conversation's group before the check (so a page misses nothing
     published after its catch-up); one refused is sent nothing from the group, not even
     what was published while the check ran, and leaves it."""
     from channels.layers import get_channel_layer
 
-    import chat.consumers
     from chat.live import group_name, publish_each_sync
 
     owner = await database_sync_to_async(User.objects.create_user)("owner", password="pw")
     conversation = await database_sync_to_async(Conversation.objects.create)(owner=owner)
     _, _, session_id = await logged_in(client, "intruder")
-    checked = chat.consumers._open
 
-    def published_meanwhile(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def published() -> None:
         publish_each_sync([(conversation.pk, "<div id='secret'>the owner's run</div>")])
-        return checked(*args, **kwargs)
 
-    monkeypatch.setattr(chat.consumers, "_open", published_meanwhile)
-    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
-    connected, _ = await socket.connect()
-    assert connected
-    assert await socket.receive_output() == {"type": "websocket.close", "code": 4404}
-    assert await socket.receive_nothing()
-    await socket.disconnect()
-    layer = get_channel_layer()
-    assert not layer.groups.get(group_name(conversation.pk))
+    await refused_after(monkeypatch, conversation.pk, session_id, published)
+    assert not get_channel_layer().groups.get(group_name(conversation.pk))
