@@ -7,20 +7,15 @@ import asyncio
 import threading
 
 import pytest
-from channels.layers import get_channel_layer
 from django.db import OperationalError
 
 import chat.consumers
-from chat.live import conversation_deleted_sync, group_name
+from chat.live import conversation_deleted_sync
 from chat.models import Conversation
 from tests.chat.test_refused_sockets import communicator, refusals
-from tests.chat.test_socket_access import logged_in, refused_after
+from tests.chat.test_socket_access import logged_in, members, refused_after
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def members(conversation_id: int) -> set[str]:
-    return set(get_channel_layer().groups.get(group_name(conversation_id), {}))
 
 
 async def test_a_socket_whose_check_fails_leaves_the_group_it_joined(client, monkeypatch):
