@@ -410,7 +410,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.conversation_id = opened.conversation_id
         await self.accept()
         self._rejoin = asyncio.get_running_loop().create_task(self._rejoin_group())
-        if getattr(self.scope.get("session"), "session_key", None) is not None:
+        if self._session_key() is not None:
             self._session_checked_at = time.monotonic()  # _open just did
             self._watch = asyncio.get_running_loop().create_task(self._watch_session())
         owner.current()  # opened with the process under Daphne; here for tests and runserver
