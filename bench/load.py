@@ -27,6 +27,10 @@ temporary directory). Exits 1 if a run did not succeed or an event was lost. The
 stopped and the temporary directory removed (unless ``--keep``) however the script ends,
 Ctrl-C and SIGTERM included.
 
+With ``--run-owners N`` (and ``--redis-url``) the runs go to N run owners' processes
+(``manage.py runowner``, ``CHAT_RUN_WORKERS=1``) and Daphne serves pages and sockets only;
+their CPU counts in the CPU per run and their logs in the error lines.
+
 With ``--otel``, a sink collector (``bench/otlp_sink.py``, a process of its own) counts
 spans and Daphne's live OpenTelemetry export points at it (``--otel-content`` captures
 message content too); the server's CPU is read once the sink has every run's spans, and
@@ -63,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scripts.serving import daphne as serve  # noqa: E402
+from scripts.serving import run_owner  # noqa: E402
 
 MIB = 1024 * 1024
 FINAL_STEP = ("success", "error")
@@ -580,8 +585,15 @@ def report(figures: dict[str, Any]) -> str:
         f"CPU seconds        Daphne {mem['cpu_s']:.1f} (event loop thread "
         f"{mem['cpu_event_loop_s']:.1f}, other threads "
         f"{mem['cpu_s'] - mem['cpu_event_loop_s']:.1f}), this client "
-        f"{figures['client_cpu_s']:.1f}",
-        f"CPU per run        {mem['cpu_per_run_ms']:.0f} ms (Daphne CPU / runs completed)",
+        f"{figures['client_cpu_s']:.1f}"
+        + (
+            f", {mem['run_owners']} run owner(s) {mem['cpu_run_owners_s']:.1f}"
+            if mem["run_owners"]
+            else ""
+        ),
+        f"CPU per run        {mem['cpu_per_run_ms']:.0f} ms ("
+        + ("Daphne and run owners' CPU" if mem["run_owners"] else "Daphne CPU")
+        + " / runs completed)",
         "load average       {:.2f} {:.2f} {:.2f} (1, 5, 15 min, at the end)".format(
             *figures["load_average"]
         ),
@@ -669,6 +681,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         env.pop(name)  # export on or off as the options say, never the caller's collector
     if args.redis_url:
         env["REDIS_URL"] = args.redis_url
+    if args.run_owners:
+        env["CHAT_RUN_WORKERS"] = "1"
     with contextlib.ExitStack() as stack:
         sink = stack.enter_context(otlp_sink()) if args.otel else None
         if sink is not None:
@@ -689,9 +703,15 @@ def _measure(
     profile_dir = Path(args.profile).resolve() if args.profile else None
     if args.counts_only:
         env["BENCH_PROFILE_COUNTS_ONLY"] = "1"
-    with daphne(env, log, profile_dir=profile_dir) as (process, port):
+    with contextlib.ExitStack() as stack:
+        process, port = stack.enter_context(daphne(env, log, profile_dir=profile_dir))
+        owners = [
+            stack.enter_context(run_owner(env, timeout_s=30, log=workdir / f"runowner-{i}.log"))
+            for i in range(args.run_owners)
+        ]  # fmt: skip
         before, cpu_before = proc_status(process.pid), cpu_seconds(process.pid)
         loop_cpu_before = cpu_seconds(process.pid, process.pid)
+        owners_cpu_before = sum(cpu_seconds(owner.pid) for owner in owners)
         if profile_dir is not None:
             process.send_signal(signal.SIGUSR1)  # start profiling (bench/profiling/)
         say(f"Daphne {process.pid} on port {port}; {args.conversations} conversations...")
@@ -716,6 +736,7 @@ def _measure(
             otel = {"spans_expected": expected, **wait_for_spans(sink, expected, 30.0)}
         after, cpu_after = proc_status(process.pid), cpu_seconds(process.pid)
         loop_cpu = cpu_seconds(process.pid, process.pid) - loop_cpu_before
+        owners_cpu = sum(cpu_seconds(owner.pid) for owner in owners) - owners_cpu_before
         fds_limit = open_files_limit(process.pid)
         load_average = os.getloadavg()
     counts = None
@@ -735,7 +756,9 @@ def _measure(
                 f"{c.final_status or 'no final status'}, database says "
                 f"{run.get('status', 'no run')} {run.get('error') or ''} {c.error}".rstrip()
             )
-    log_problems = [line for line in log.read_text().splitlines() if LOG_PROBLEMS.search(line)]
+    logs = [log, *sorted(workdir.glob("runowner-*.log"))]
+    log_problems = [line for path in logs for line in path.read_text().splitlines()
+                    if LOG_PROBLEMS.search(line)]  # fmt: skip
     if otel is not None:
         # What the export's own threads spent (logged by Daphne as it stopped): the cost
         # of export without the noise of comparing two whole runs on a shared machine.
@@ -814,7 +837,10 @@ def _measure(
             # The main thread runs the event loop (Twisted's asyncio reactor); the others
             # are the ORM's shared thread and the HTTP requests' threads.
             "cpu_event_loop_s": loop_cpu,
-            "cpu_per_run_ms": (cpu_after - cpu_before) * 1000 / max(1, completed),
+            # With --run-owners, theirs too: a run costs both processes.
+            "run_owners": args.run_owners,
+            "cpu_run_owners_s": owners_cpu,
+            "cpu_per_run_ms": (cpu_after - cpu_before + owners_cpu) * 1000 / max(1, completed),
         },
         "load_average": load_average,
         "profile": counts,
@@ -862,6 +888,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--database-url", help="instead of a scratch SQLite file (e.g. postgres)")
     parser.add_argument("--redis-url", help="use the Redis channel layer (REDIS_URL)")
+    parser.add_argument(
+        "--run-owners", type=int, default=0, metavar="N",
+        help="run the runs in N processes of their own (manage.py runowner, "
+        "CHAT_RUN_WORKERS=1) beside Daphne; needs --redis-url",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
         "--profile",
@@ -896,6 +927,8 @@ def main(argv: list[str] | None = None) -> int:
         args.conversations, args.ramp_s, args.probes = 3, 0.5, 1
     if args.conversations < 1:
         parser.error("--conversations must be at least 1")
+    if args.run_owners and not args.redis_url:
+        parser.error("--run-owners needs --redis-url: the processes share the channel layer")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))

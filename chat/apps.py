@@ -16,7 +16,8 @@ class ChatConfig(AppConfig):
         from django.core import checks
 
         from chat import signals  # noqa: F401  (connects the receivers)
-        from chat.checks import TAG, check_agent_model, check_agents
+        from chat.checks import TAG, check_agent_model, check_agents, check_run_workers_layer
 
         checks.register(check_agent_model, TAG)
         checks.register(check_agents, TAG)
+        checks.register(check_run_workers_layer, TAG)

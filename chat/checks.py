@@ -44,6 +44,7 @@ LOCAL_LAYER_ID = "chat.W001"
 BAD_TOOL_ID = "chat.E003"
 NOT_CONFIGURED_ID = "chat.E004"
 UNKNOWN_POLICY_ID = "chat.E005"
+RUN_WORKERS_LAYER_ID = "chat.E006"
 TOOLS_HINT = (
     "Name a LangChain tool, a typed function with a docstring, a list of them or a module "
     "with TOOLS, importable by the app: from the project directory, or a directory on "
@@ -59,6 +60,15 @@ LOCAL_LAYER = (
 LOCAL_LAYER_HINT = (
     "Set REDIS_URL (e.g. redis://127.0.0.1:6379/0) so every process shares the channel "
     "layer, or run a single process (docs/deploy.md)."
+)
+
+RUN_WORKERS_LAYER = (
+    "CHAT_RUN_WORKERS is on, but the channel layer is in-memory ({backend}): the run "
+    "owners' processes (manage.py runowner) would never hear of a run, and no run would start."
+)
+RUN_WORKERS_LAYER_HINT = (
+    "Set REDIS_URL so the processes share the channel layer, or turn CHAT_RUN_WORKERS off "
+    "(docs/deploy.md, 'Runs in processes of their own')."
 )
 
 
@@ -204,6 +214,23 @@ def check_shared_channel_layer(
         return []
     message = LOCAL_LAYER.format(engine=engine, backend=backend)
     return [checks.Warning(message, hint=LOCAL_LAYER_HINT, id=LOCAL_LAYER_ID)]
+
+
+def check_run_workers_layer(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Return an error when ``CHAT_RUN_WORKERS`` is on with an in-memory channel layer.
+
+    The web process sends each run's start to the run owners' processes through the
+    layer; one that lives in a process reaches none of them. ``chat.E006``, with the
+    agent checks (``TAG``), so Daphne refuses to serve (:func:`require_agent_checks`) and
+    ``runowner`` to start.
+    """
+    backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
+    if not settings.CHAT_RUN_WORKERS or not _is_in_memory(backend):
+        return []
+    return [checks.Error(RUN_WORKERS_LAYER.format(backend=backend),
+                         hint=RUN_WORKERS_LAYER_HINT, id=RUN_WORKERS_LAYER_ID)]  # fmt: skip
 
 
 def _is_sqlite(engine: str) -> bool:

@@ -413,7 +413,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self._session_key() is not None:
             self._session_checked_at = time.monotonic()  # _open just did
             self._watch = asyncio.get_running_loop().create_task(self._watch_session())
-        owner.current()  # opened with the process under Daphne; here for tests and runserver
+        if not settings.CHAT_RUN_WORKERS:
+            owner.current()  # opened with the process under Daphne; here for tests and runserver
         # The page was rendered before this socket joined the group: send again what it
         # may have missed in between (fragments published from now on follow in order).
         await publish_each(self.channel_layer, opened.interrupted)
@@ -551,9 +552,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await asyncio.shield(_end_unstarted(accepting, [publisher]))
             raise
         if accepted.run_id is not None:
-            owner.current().start(accepted.run_id, listeners=[publisher])
+            await owner.start_run(self.channel_layer, accepted.run_id, self.conversation_id)
         elif accepted.idle:
-            await owner.current().send_next(self.conversation_id)
+            await owner.send_next(self.channel_layer, self.conversation_id)
 
     async def _change_queue(self, frame: UnqueueFrame | SteerFrame) -> None:
         """Remove a queued message, or put it first and stop the run going ("Stop and
@@ -578,7 +579,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         stopped = await request_stop(self.channel_layer, self.conversation_id, frame.run_id)
         if stopped == StopOutcome.NOTHING:
-            await owner.current().send_next(self.conversation_id)
+            await owner.send_next(self.channel_layer, self.conversation_id)
 
     async def _branch(self, frame: BranchFrame) -> None:
         """Store a retry, regenerate or edit of an earlier run, show the branch it makes in

@@ -13,10 +13,15 @@ whose run has ended (:meth:`RunOwner.send_next`; a run's own end sends its
 conversation's next at once). On a graceful stop it lets
 its runs finish for a while and ends the rest (:meth:`RunOwner.finish_runs`).
 
-Consumers, views, the admin and ``ask`` only talk to it: :meth:`RunOwner.start`,
-:func:`request_stop`, :func:`decisions_taken`. A channel message that is lost (a process
-gone, Redis' pub/sub with nobody subscribed) costs time, not correctness: a run's
-heartbeat finds a stop request in the database, and the sweep finds ready runs.
+Consumers, views, the admin and ``ask`` only talk to it: :func:`start_run`,
+:func:`send_next`, :func:`request_stop`, :func:`decisions_taken`. With
+``CHAT_RUN_WORKERS`` the web processes have no owner: :func:`start_run` and
+:func:`send_next` go to :data:`OWNERS_GROUP`, whose owners run in processes of their own
+(``manage.py runowner``), and the first to claim a run starts it.
+
+A channel message that is lost (a process gone, Redis' pub/sub with nobody subscribed)
+costs time, not correctness: a run's heartbeat finds a stop request in the database,
+and the sweep finds ready runs (and, with ``CHAT_RUN_WORKERS``, runs no owner claimed).
 The pattern is Channels' worker: a named consumer of messages beside the sockets.
 """
 
@@ -28,6 +33,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -60,6 +66,8 @@ OWNERS_GROUP = "chat-run-owners"
 
 STOP_MESSAGE_TYPE = "run.stop"  # {"run_id": N}: to the run's owner_channel
 RESUME_MESSAGE_TYPE = "run.resume"  # {"run_ids": [N, ...]}: to OWNERS_GROUP
+START_MESSAGE_TYPE = "run.start"  # {"run_id": N, "conversation_id": N}: to OWNERS_GROUP
+NEXT_MESSAGE_TYPE = "queue.next"  # {"conversation_id": N}: to OWNERS_GROUP
 
 # Seconds the cancelled runs of a stopping process get to record their end.
 RECORD_TIMEOUT_S = 10.0
@@ -160,6 +168,10 @@ class RunOwner:
                 self.stop_local(run_id, reason="a Stop")
             case {"type": "run.resume", "run_ids": list(run_ids)}:
                 await self.resume_ready([int(run_id) for run_id in run_ids])
+            case {"type": "run.start", "run_id": int(run_id), "conversation_id": int(chat)}:
+                await self.claim_start(run_id, chat)
+            case {"type": "queue.next", "conversation_id": int(conversation_id)}:
+                await self.send_next(conversation_id)
             case {"type": "layer.missed"}:
                 pass  # a resume it missed: the next sweep resumes the ready runs anyway
             case _:
@@ -167,7 +179,8 @@ class RunOwner:
 
     async def _sweep(self) -> None:
         """Every ``AGENT_HEARTBEAT_S``: runs of dead processes marked interrupted (and
-        their pages told), approvals past their time expired, ready runs resumed."""
+        their pages told), approvals past their time expired, ready runs resumed, with
+        ``CHAT_RUN_WORKERS`` runs no owner claimed started (:meth:`start_unclaimed`)."""
         while not self.stopping:
             await asyncio.sleep(settings.AGENT_HEARTBEAT_S)
             if self.stopping:
@@ -190,6 +203,11 @@ class RunOwner:
                 await self.send_queued()
             except Exception:
                 logger.exception("sending queued messages failed")
+            if settings.CHAT_RUN_WORKERS:
+                try:
+                    await self.start_unclaimed()
+                except Exception:
+                    logger.exception("starting unclaimed runs failed")
 
     # -- runs -----------------------------------------------------------------------
 
@@ -407,6 +425,29 @@ class RunOwner:
         """Return the run tasks this owner runs, by run id (a copy, without ended ones)."""
         return {run_id: local.task for run_id, local in self._runs.items() if not local.task.done()}
 
+    async def claim_start(self, run_id: int, conversation_id: int) -> bool:
+        """Start the new run ``run_id`` (of ``conversation_id``) here if this owner claims
+        it first (:func:`chat.store.run_claim_start`); return whether it did. Its events
+        go to its conversation's group. An owner that is not a ``server``, or is
+        stopping, takes none."""
+        if not self.server or self.stopping:
+            return False
+        claimed = await database_sync_to_async(store.run_claim_start)(
+            run_id=run_id, owner_channel=await self.channel(), at=utcnow()
+        )
+        if claimed:
+            self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)])
+        return claimed
+
+    async def start_unclaimed(self) -> list[int]:
+        """Start the runs whose start message no owner heard (none running, a message
+        lost) that this owner claims first, once they have waited two heartbeats; return
+        their ids."""
+        before = utcnow() - timedelta(seconds=2 * settings.AGENT_HEARTBEAT_S)
+        unclaimed = await database_sync_to_async(store.runs_unclaimed)(before=before)
+        return [run_id for run_id, conversation_id in unclaimed
+                if await self.claim_start(run_id, conversation_id)]  # fmt: skip
+
     async def resume_ready(self, run_ids: Sequence[int]) -> list[int]:
         """Resume each run of ``run_ids`` whose calls are all decided, if this owner
         claims it first (:func:`chat.store.run_claim_resume`); return the ids it resumed.
@@ -546,8 +587,33 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     """
     outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
     if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING):
-        await current().send_next(conversation_id)
+        await send_next(layer, conversation_id)
     return outcome
+
+
+async def start_run(layer: Any, run_id: int, conversation_id: int) -> None:
+    """Start the stored run ``run_id`` of ``conversation_id``: in this process's owner, or
+    with ``CHAT_RUN_WORKERS`` in whichever run owner claims it first (a message to
+    :data:`OWNERS_GROUP`; lost, a run owner's sweep starts it). Its events go to the
+    conversation's group."""
+    if not settings.CHAT_RUN_WORKERS:
+        current().start(run_id, listeners=[GroupPublisher(layer, conversation_id)])
+        return
+    await layer.group_send(OWNERS_GROUP, {
+        "type": START_MESSAGE_TYPE, "run_id": run_id, "conversation_id": conversation_id,
+    })  # fmt: skip
+
+
+async def send_next(layer: Any, conversation_id: int) -> None:
+    """Send the conversation's first queued message if none of its runs is going
+    (:meth:`RunOwner.send_next`): in this process's owner, or with ``CHAT_RUN_WORKERS`` in
+    the run owners' (a message to :data:`OWNERS_GROUP`; lost, their sweep sends it)."""
+    if not settings.CHAT_RUN_WORKERS:
+        await current().send_next(conversation_id)
+        return
+    await layer.group_send(OWNERS_GROUP, {
+        "type": NEXT_MESSAGE_TYPE, "conversation_id": conversation_id,
+    })  # fmt: skip
 
 
 def request_stop_sync(conversation_id: int) -> StopOutcome:
@@ -573,7 +639,8 @@ def decisions_taken_sync(run_ids: Sequence[int]) -> None:
 
 
 def install() -> bool:
-    """Open the run owner (and live telemetry) when Daphne's reactor starts, and, with
+    """Open the run owner (none with ``CHAT_RUN_WORKERS``: the run owners' processes run
+    the runs) and live telemetry when Daphne's reactor starts, and, with
     ``AGENT_GRACEFUL_SHUTDOWN``, finish its runs before the reactor stops; return
     whether a reactor was there (not in ``manage.py`` commands or the tests)."""
     reactor = sys.modules.get("twisted.internet.reactor")
@@ -589,7 +656,8 @@ def _started(reactor: Any) -> None:
     """Open the run owner in the asyncio loop, and start live telemetry (when on) with
     the server rather than at its first run's end."""
     # Startup triggers fire before the asyncio loop runs; callLater(0) runs inside it.
-    reactor.callLater(0, current)
+    if not settings.CHAT_RUN_WORKERS:
+        reactor.callLater(0, current)
     telemetry.start()
 
 

@@ -1,8 +1,9 @@
 """Start local servers for scripts, benchmarks and browser tests: a free port, a wait.
 
 ``scripts/screenshot.py``, ``bench/load.py`` and ``bench/admin_export.py`` start Daphne
-with :func:`daphne`; ``tests/browser/conftest.py`` (which restarts a server on its port)
-uses :func:`free_port` and :func:`wait_listening`; the servers in venvs of their own
+with :func:`daphne` (``bench/load.py`` and tests/deploy/test_run_workers.py the run owners'
+processes with :func:`run_owner`); ``tests/browser/conftest.py`` (which restarts a server
+on its port) uses :func:`free_port` and :func:`wait_listening`; the servers in venvs of their own
 (``scripts/local_model.py``, ``scripts/phoenix_server.py``) wait with
 :func:`wait_answering` and end with :func:`stop_session`.
 """
@@ -144,6 +145,42 @@ def daphne(
             tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
             raise ServerDidNotStart(f"Daphne {failure}\n{tail}".rstrip()) from None
         yield process, port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+RUN_OWNER_READY = "Run owner listening on "
+"""What ``manage.py runowner`` prints once it listens (chat/management/commands/runowner.py)."""
+
+
+@contextmanager
+def run_owner(
+    env: dict[str, str], *, timeout_s: float, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``manage.py runowner`` (runs in a process of their own, ``CHAT_RUN_WORKERS``)
+    with ``env`` and its output in ``log``; yield its process once it listens.
+
+    Raises ``ServerDidNotStart`` with the log's end if it has not said it listens within
+    ``timeout_s`` seconds. Stopped on the way out (SIGTERM: its runs end as ``cancelled``
+    after ``AGENT_SHUTDOWN_GRACE_S``), killed if it has not ended 10 s later.
+    """
+    command = [sys.executable, "manage.py", "runowner"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def listening() -> None:
+        if RUN_OWNER_READY not in log.read_text(errors="replace"):
+            raise ValueError("not listening yet")
+
+    try:
+        wait_answering(process, listening, what="manage.py runowner", log_path=log,
+                       timeout_s=timeout_s)  # fmt: skip
+        yield process
     finally:
         process.terminate()
         try:

@@ -181,6 +181,27 @@ def run_set_owner(*, run_id: int, owner_channel: str) -> None:
     AgentRun.objects.filter(pk=run_id).update(owner_channel=owner_channel)
 
 
+def run_claim_start(*, run_id: int, owner_channel: str, at: datetime) -> bool:
+    """Record ``owner_channel`` as the owner of run ``run_id`` (and its heartbeat at
+    ``at``) if it is running and no owner has it yet; return whether this call did.
+
+    One conditional UPDATE, so of the run owners told of a new run
+    (:data:`chat.owner.START_MESSAGE_TYPE`) exactly one starts it.
+    """
+    unclaimed = AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, owner_channel="")
+    return unclaimed.update(owner_channel=owner_channel, heartbeat_at=at) == 1
+
+
+def runs_unclaimed(*, before: datetime) -> list[tuple[int, int]]:
+    """Return ``(run_id, conversation_id)`` of the running runs no owner has claimed whose
+    heartbeat (their start, as none has beaten) is older than ``before``, oldest first:
+    runs whose start message no run owner heard."""
+    unclaimed = AgentRun.objects.filter(
+        status=RunStatus.RUNNING, owner_channel="", heartbeat_at__lt=before
+    )
+    return list(unclaimed.order_by("started_at", "id").values_list("id", "conversation_id"))
+
+
 def run_request_cancel(
     *, conversation_id: int, at: datetime, run_id: int | None = None
 ) -> AgentRun | None:

@@ -110,6 +110,10 @@ def read_unit(path: Path) -> configparser.ConfigParser:
         ("agentchat@.service", {"Unit": ["Description", "Requires"],
                                 "Service": ["ExecStart", "User", "EnvironmentFile", "KillSignal"],
                                 "Install": ["WantedBy"]}),
+        ("agentchat-runowner@.service", {"Unit": ["Description", "Requires"],
+                                          "Service": ["ExecStart", "User", "EnvironmentFile",
+                                                      "KillSignal"],
+                                          "Install": ["WantedBy"]}),
         ("agentchat-migrate.service", {"Unit": ["Description"],
                                        "Service": ["ExecStart", "Type", "EnvironmentFile"],
                                        "Install": ["WantedBy"]}),
@@ -143,7 +147,8 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
         text = unit.read_text().replace(INSTALL_DIR, str(ROOT))
         text = text.replace("/etc/agentchat/env", str(env_file))
         (tmp_path / unit.name).write_text(text)
-    names = ["agentchat@8001.service", "agentchat-migrate.service", "agentchat.target"]
+    names = ["agentchat@8001.service", "agentchat-runowner@1.service",
+             "agentchat-migrate.service", "agentchat.target"]  # fmt: skip
     result = subprocess.run(
         [analyze, "verify", *(str(tmp_path / name) for name in names)],
         capture_output=True, text=True, timeout=60,

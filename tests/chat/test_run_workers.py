@@ -1,0 +1,211 @@
+"""Runs in processes of their own (``CHAT_RUN_WORKERS``, ``manage.py runowner``): the web
+side only sends a run's start to the run owners' group; the first owner to claim the run
+runs it, and an owner's sweep starts a run whose start no owner heard. Here the owners
+are opened in the test's own loop on the in-memory layer, standing in for the run owners'
+processes (tests/deploy/test_run_workers.py runs the real processes on Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from chat import owner
+from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
+from chat.models import AgentRun, QueuedMessage, RunStatus
+from chat.owner import RunOwner, request_stop, start_run
+from chat.runs import create_run
+from tests.chat.conftest import wait_for_runs
+from tests.chat.test_consumer import (
+    TRAVEL_QUESTION,
+    connect,
+    make_conversation,
+    receive_until_finished,
+)
+from tests.timing import WAIT_S
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_workers(settings):
+    settings.CHAT_RUN_WORKERS = True
+    settings.AGENT_HEARTBEAT_S = 3600  # no sweep but the ones a test calls
+
+
+async def a_stored_run(content: str = TRAVEL_QUESTION) -> AgentRun:
+    _, conversation = await make_conversation()
+    return await database_sync_to_async(create_run)(
+        conversation_id=conversation.pk, content=content
+    )
+
+
+async def reload(run_id: int) -> AgentRun:
+    return await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
+
+
+async def owners(count: int) -> list[RunOwner]:
+    """Open ``count`` run owners on the layer, each in the owners' group."""
+    opened = [RunOwner(get_channel_layer()) for _ in range(count)]
+    for run_owner in opened:
+        await run_owner.channel()
+    return opened
+
+
+async def test_a_message_over_the_socket_is_run_by_a_run_owner_not_by_the_web_process():
+    (worker,) = await owners(1)
+    try:
+        user, conversation = await make_conversation()
+        communicator = await connect(conversation.pk, user)
+        await communicator.connect()
+        await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+        frames = await receive_until_finished(communicator)
+        await communicator.disconnect()
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+
+    assert "status-succeeded" in frames[-1]
+    assert any('data-tool="weather_forecast"' in frame for frame in frames)
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    assert run.status == RunStatus.SUCCEEDED
+    assert run.owner_channel == await worker.channel()
+    assert owner._current is None or owner._current.running() == {}  # the web side ran nothing
+
+
+async def test_of_two_run_owners_told_of_a_run_exactly_one_runs_it():
+    first, second = await owners(2)
+    try:
+        run = await a_stored_run()
+        await start_run(get_channel_layer(), run.pk, run.conversation_id)
+
+        async def ended() -> AgentRun:
+            while (row := await reload(run.pk)).status == RunStatus.RUNNING:
+                await asyncio.sleep(0.02)
+            return row
+
+        row = await asyncio.wait_for(ended(), WAIT_S)
+        claims = [await first.claim_start(run.pk, run.conversation_id),
+                  await second.claim_start(run.pk, run.conversation_id)]  # fmt: skip
+    finally:
+        await first.close()
+        await second.close()
+    assert row.status == RunStatus.SUCCEEDED
+    assert row.owner_channel in {await first.channel(), await second.channel()}
+    assert claims == [False, False]  # ended, and claimed once already
+
+
+async def test_a_start_no_run_owner_heard_is_run_by_the_next_sweep(settings):
+    run = await a_stored_run()
+    # Nothing listens: the message is lost, and the run waits, unclaimed.
+    await start_run(get_channel_layer(), run.pk, run.conversation_id)
+    assert (await reload(run.pk)).owner_channel == ""
+    settings.AGENT_HEARTBEAT_S = 1.0
+    (worker,) = await owners(1)
+    try:
+        # Not before it has waited two heartbeats: its message may still be on its way.
+        assert await worker.start_unclaimed() == []
+        old = timezone.now() - timedelta(seconds=3)
+        await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+            started_at=old, heartbeat_at=old
+        )
+        assert await worker.start_unclaimed() == [run.pk]
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+    row = await reload(run.pk)
+    assert row.status == RunStatus.SUCCEEDED and row.owner_channel == await worker.channel()
+
+
+async def test_a_stop_before_any_owner_claimed_the_run_ends_it_once_claimed():
+    run = await a_stored_run()
+    stopped = await request_stop(get_channel_layer(), run.conversation_id)
+    assert stopped == owner.StopOutcome.REQUESTED
+    (worker,) = await owners(1)
+    try:
+        assert await worker.claim_start(run.pk, run.conversation_id)
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+    assert (await reload(run.pk)).status == RunStatus.CANCELLED
+
+
+async def test_a_stopping_run_owner_claims_nothing():
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    try:
+        await worker.finish_runs(grace_s=0)
+        assert not await worker.claim_start(run.pk, run.conversation_id)
+        assert await worker.start_unclaimed() == []
+    finally:
+        await worker.close()
+    assert (await reload(run.pk)).owner_channel == ""
+
+
+async def test_the_queues_next_message_is_sent_by_a_run_owner():
+    """A conversation with a queued message and no run going (a Stop of a waiting run
+    leaves it so): the web side sends the run owners the conversation, one of them takes
+    the message and runs it."""
+    run = await a_stored_run()
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
+    )
+    await database_sync_to_async(QueuedMessage.objects.create)(
+        conversation_id=run.conversation_id, content="And the day after?",
+        created_at=timezone.now(), client_id="c-2",
+    )  # fmt: skip
+    (worker,) = await owners(1)
+    try:
+        await owner.send_next(get_channel_layer(), run.conversation_id)
+
+        async def next_run() -> AgentRun:
+            later = AgentRun.objects.filter(conversation_id=run.conversation_id, pk__gt=run.pk)
+            while (found := await database_sync_to_async(later.first)()) is None:
+                await asyncio.sleep(0.02)
+            return found
+
+        second = await asyncio.wait_for(next_run(), WAIT_S)
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+    second = await reload(second.pk)
+    assert second.owner_channel == await worker.channel()
+    assert second.status == RunStatus.SUCCEEDED
+    assert not await database_sync_to_async(QueuedMessage.objects.exists)()
+
+
+def test_run_workers_with_an_in_memory_layer_is_refused_by_the_checks(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryChannelLayer"}}
+    [error] = check_run_workers_layer()
+    assert error.id == RUN_WORKERS_LAYER_ID and error.level == checks.ERROR
+    assert "REDIS_URL" in error.hint
+    settings.CHAT_RUN_WORKERS = False
+    assert check_run_workers_layer() == []
+    settings.CHAT_RUN_WORKERS = True
+    redis = "channels_redis.pubsub.RedisPubSubChannelLayer"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": redis}}
+    assert check_run_workers_layer() == []
+
+
+def test_runowner_refuses_to_start_when_the_web_processes_run_their_own_runs(settings):
+    settings.CHAT_RUN_WORKERS = False
+    with pytest.raises(CommandError, match="CHAT_RUN_WORKERS is off"):
+        call_command("runowner", skip_checks=True)
+
+
+async def test_the_web_process_opens_no_run_owner_of_its_own(monkeypatch):
+    monkeypatch.setattr(owner, "_current", None)
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.disconnect()
+    await wait_for_runs()
+    assert owner._current is None
