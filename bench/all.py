@@ -51,12 +51,20 @@ BENCHMARKS = (
     ),
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
     Benchmark("load", "load.py", (), ("--tiny",)),
-    # The profiler of the server (bench/profiling/) must not rot either.
     # The server's profiler (bench/profiling/) must not rot either; its full use is by hand.
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     # Live OpenTelemetry export to a sink collector; its 200-conversation figures, export on
     # against off, are in docs/benchmarks.md (by hand: two runs to compare).
     Benchmark("load_otel", "load.py", None, ("--tiny", "--otel")),
+    # Runs in a run owner's process beside Daphne (CHAT_RUN_WORKERS), on Redis and a scratch
+    # SQLite file both processes share; the 200-conversation figures on PostgreSQL are in
+    # docs/benchmarks.md (by hand: with and without --run-owners).
+    Benchmark(
+        "load_run_owners",
+        "load.py",
+        None,
+        ("--tiny", "--redis-url", "redis://127.0.0.1:6379/8", "--run-owners", "1"),
+    ),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("layer", "layer.py", (), ("--tiny",)),
     Benchmark("page", "page.py", (), ("--tiny",)),
