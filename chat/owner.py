@@ -69,6 +69,16 @@ RESUME_MESSAGE_TYPE = "run.resume"  # {"run_ids": [N, ...]}: to OWNERS_GROUP
 START_MESSAGE_TYPE = "run.start"  # {"run_id": N, "conversation_id": N}: to OWNERS_GROUP
 NEXT_MESSAGE_TYPE = "queue.next"  # {"conversation_id": N}: to OWNERS_GROUP
 
+# With CHAT_RUN_WORKERS: seconds after which a web process tells a run's pages (and its
+# log) that no run owner has taken the run, and what a run stopped before any did records
+# as its owner (so that none takes it after).
+UNCLAIMED_NOTICE_S = 10.0
+UNCLAIMED = (
+    "No run owner has taken this run yet: it starts as soon as one does. (Runs go in "
+    "processes of their own here; is one running?)"
+)
+NEVER_STARTED = "stopped before a run owner took it"
+
 # Seconds the cancelled runs of a stopping process get to record their end.
 RECORD_TIMEOUT_S = 10.0
 STOPPING = "the server is stopping"
@@ -79,6 +89,7 @@ class StopOutcome(enum.Enum):
 
     INTERRUPTED = "interrupted"  # the run's process was dead: marked interrupted
     STOPPED_WAITING = "stopped_waiting"  # a run waiting for decisions: ended here
+    STOPPED_UNSTARTED = "stopped_unstarted"  # a run no run owner had taken yet: ended here
     REQUESTED = "requested"  # a running run: its owner was told (and its heartbeat checks)
     NOTHING = "nothing"  # no run of the conversation is going
 
@@ -433,8 +444,9 @@ class RunOwner:
         if not self.server or self.stopping:
             return False
         claimed = await database_sync_to_async(store.run_claim_start)(
-            run_id=run_id, owner_channel=await self.channel(), at=utcnow()
-        )
+            run_id=run_id, conversation_id=conversation_id, owner_channel=await self.channel(),
+            at=utcnow(),
+        )  # fmt: skip
         if claimed:
             self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)])
         return claimed
@@ -442,11 +454,16 @@ class RunOwner:
     async def start_unclaimed(self) -> list[int]:
         """Start the runs whose start message no owner heard (none running, a message
         lost) that this owner claims first, once they have waited two heartbeats; return
-        their ids."""
+        their ids. Their pages' notice that no owner took them (:data:`UNCLAIMED`) is
+        cleared."""
         before = utcnow() - timedelta(seconds=2 * settings.AGENT_HEARTBEAT_S)
         unclaimed = await database_sync_to_async(store.runs_unclaimed)(before=before)
-        return [run_id for run_id, conversation_id in unclaimed
-                if await self.claim_start(run_id, conversation_id)]  # fmt: skip
+        started = []
+        for run_id, conversation_id in unclaimed:
+            if await self.claim_start(run_id, conversation_id):
+                started.append(run_id)
+                await GroupPublisher(self.layer, conversation_id).publish(fragments.error(""))
+        return started
 
     async def resume_ready(self, run_ids: Sequence[int]) -> list[int]:
         """Resume each run of ``run_ids`` whose calls are all decided, if this owner
@@ -559,6 +576,16 @@ def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
     run = store.run_request_cancel(conversation_id=conversation_id, at=now, run_id=run_id)
     if run is None:
         return _Stop(StopOutcome.NOTHING, conversation_id)
+    # With CHAT_RUN_WORKERS, a run no run owner took (none runs, or its start was lost)
+    # never began: claimed here, no owner will start it, and its end is recorded now. If
+    # an owner claimed it first, that owner finds the stop request as the run starts.
+    if (
+        settings.CHAT_RUN_WORKERS
+        and not run.owner_channel
+        and store.run_claim_start(run_id=run.pk, conversation_id=conversation_id,
+                                  owner_channel=NEVER_STARTED, at=now)
+    ):  # fmt: skip
+        return _Stop(StopOutcome.STOPPED_UNSTARTED, conversation_id, ended=end_if_running(run.pk))
     return _Stop(StopOutcome.REQUESTED, conversation_id, owner_channel=run.owner_channel,
                  run_id=run.pk)  # fmt: skip
 
@@ -579,14 +606,16 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     next), wherever it runs; tell its pages what changed.
 
     A run of a dead process is marked interrupted; a run waiting for decisions has no
-    task, so its cancelled end is recorded here; a running run gets a stop request in
+    task, and neither has one no run owner took yet (``CHAT_RUN_WORKERS``), so their
+    cancelled end is recorded here; a running run gets a stop request in
     the database and a message to its owner's channel (its heartbeat finds the request
     if the message is lost). A run that ended here is followed by the conversation's
     first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
     a running run's owner sends it when the run ends.
     """
     outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
-    if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING):
+    if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING,
+                   StopOutcome.STOPPED_UNSTARTED):  # fmt: skip
         await send_next(layer, conversation_id)
     return outcome
 
@@ -595,13 +624,40 @@ async def start_run(layer: Any, run_id: int, conversation_id: int) -> None:
     """Start the stored run ``run_id`` of ``conversation_id``: in this process's owner, or
     with ``CHAT_RUN_WORKERS`` in whichever run owner claims it first (a message to
     :data:`OWNERS_GROUP`; lost, a run owner's sweep starts it). Its events go to the
-    conversation's group."""
+    conversation's group. A run no owner took within :data:`UNCLAIMED_NOTICE_S` is
+    said so to its pages (:data:`UNCLAIMED`) and logged."""
     if not settings.CHAT_RUN_WORKERS:
         current().start(run_id, listeners=[GroupPublisher(layer, conversation_id)])
         return
     await layer.group_send(OWNERS_GROUP, {
         "type": START_MESSAGE_TYPE, "run_id": run_id, "conversation_id": conversation_id,
     })  # fmt: skip
+    check = asyncio.get_running_loop().create_task(
+        _tell_if_unclaimed(layer, run_id, conversation_id), name=f"unclaimed-{run_id}"
+    )
+    _checks.add(check)
+    check.add_done_callback(_checks.discard)
+
+
+_checks: set[asyncio.Task[None]] = set()
+
+
+async def _tell_if_unclaimed(layer: Any, run_id: int, conversation_id: int) -> None:
+    """Tell the run's pages and the log if no run owner has taken run ``run_id`` within
+    :data:`UNCLAIMED_NOTICE_S`."""
+    await asyncio.sleep(UNCLAIMED_NOTICE_S)
+    try:
+        waiting = await database_sync_to_async(store.run_unclaimed)(run_id=run_id)
+        if not waiting:
+            return
+        logger.warning(
+            "run %s: no run owner took it within %g s (CHAT_RUN_WORKERS): is manage.py "
+            "runowner running, with this process's DATABASE_URL, REDIS_URL and REDIS_PREFIX?",
+            run_id, UNCLAIMED_NOTICE_S,
+        )  # fmt: skip
+        await GroupPublisher(layer, conversation_id).publish(fragments.error(UNCLAIMED))
+    except Exception:
+        logger.exception("run %s: checking whether a run owner took it failed", run_id)
 
 
 async def send_next(layer: Any, conversation_id: int) -> None:

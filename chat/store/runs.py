@@ -181,15 +181,25 @@ def run_set_owner(*, run_id: int, owner_channel: str) -> None:
     AgentRun.objects.filter(pk=run_id).update(owner_channel=owner_channel)
 
 
-def run_claim_start(*, run_id: int, owner_channel: str, at: datetime) -> bool:
-    """Record ``owner_channel`` as the owner of run ``run_id`` (and its heartbeat at
-    ``at``) if it is running and no owner has it yet; return whether this call did.
+def run_claim_start(*, run_id: int, conversation_id: int, owner_channel: str, at: datetime) -> bool:
+    """Record ``owner_channel`` as the owner of run ``run_id`` of ``conversation_id`` (and
+    its heartbeat at ``at``) if it is running and no owner has it yet; return whether this
+    call did.
 
     One conditional UPDATE, so of the run owners told of a new run
-    (:data:`chat.owner.START_MESSAGE_TYPE`) exactly one starts it.
+    (:data:`chat.owner.START_MESSAGE_TYPE`) exactly one starts it. The conversation must
+    match too: a run owner on another database (a wrong ``DATABASE_URL``) is unlikely to
+    hold a running, unclaimed run of the same id in the same conversation.
     """
-    unclaimed = AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, owner_channel="")
+    unclaimed = AgentRun.objects.filter(
+        pk=run_id, conversation_id=conversation_id, status=RunStatus.RUNNING, owner_channel=""
+    )
     return unclaimed.update(owner_channel=owner_channel, heartbeat_at=at) == 1
+
+
+def run_unclaimed(*, run_id: int) -> bool:
+    """Return whether run ``run_id`` is running with no owner (:func:`run_claim_start`)."""
+    return AgentRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, owner_channel="").exists()
 
 
 def runs_unclaimed(*, before: datetime) -> list[tuple[int, int]]:

@@ -18,16 +18,17 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from chat import owner
+from chat import owner, store
 from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
 from chat.models import AgentRun, QueuedMessage, RunStatus
 from chat.owner import RunOwner, request_stop, start_run
-from chat.runs import create_run
+from chat.runs import STOPPED, create_run
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import (
     TRAVEL_QUESTION,
     connect,
     make_conversation,
+    receive_until,
     receive_until_finished,
 )
 from tests.timing import WAIT_S
@@ -125,17 +126,89 @@ async def test_a_start_no_run_owner_heard_is_run_by_the_next_sweep(settings):
     assert row.status == RunStatus.SUCCEEDED and row.owner_channel == await worker.channel()
 
 
-async def test_a_stop_before_any_owner_claimed_the_run_ends_it_once_claimed():
+async def test_a_stop_before_any_run_owner_took_the_run_ends_it_at_once():
+    """No run owner runs (or its start was lost): Stop must not wait for one."""
     run = await a_stored_run()
     stopped = await request_stop(get_channel_layer(), run.conversation_id)
-    assert stopped == owner.StopOutcome.REQUESTED
+    assert stopped == owner.StopOutcome.STOPPED_UNSTARTED
+    row = await reload(run.pk)
+    assert row.status == RunStatus.CANCELLED and row.error == STOPPED
+    assert row.owner_channel == owner.NEVER_STARTED
     (worker,) = await owners(1)
-    try:
-        assert await worker.claim_start(run.pk, run.conversation_id)
-        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    try:  # nothing left for an owner to start
+        assert not await worker.claim_start(run.pk, run.conversation_id)
+        assert worker.running() == {}
     finally:
         await worker.close()
-    assert (await reload(run.pk)).status == RunStatus.CANCELLED
+
+
+async def test_a_stop_just_after_a_run_owner_took_the_run_ends_it_as_it_starts():
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    try:
+        claimed = await database_sync_to_async(store.run_claim_start)(
+            run_id=run.pk, conversation_id=run.conversation_id,
+            owner_channel=await worker.channel(), at=timezone.now(),
+        )  # fmt: skip
+        assert claimed
+        stopped = await request_stop(get_channel_layer(), run.conversation_id)
+        assert stopped == owner.StopOutcome.REQUESTED
+        # Cancelled twice (the stop message, then the request the row holds): the task may
+        # end cancelled itself; what it recorded is what counts.
+        task = worker.start(run.pk)
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), WAIT_S)
+    finally:
+        await worker.close()
+    row = await reload(run.pk)
+    assert row.status == RunStatus.CANCELLED and row.error == STOPPED
+
+
+async def test_a_run_no_owner_took_is_said_so_to_its_page_and_cleared_once_one_does(
+    settings, monkeypatch, caplog
+):
+    monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.05)
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    frames = await receive_until(communicator, lambda frame: owner.UNCLAIMED[:40] in frame)
+    assert "no run owner took it" in caplog.text
+    run = await database_sync_to_async(AgentRun.objects.get)()
+    assert run.status == RunStatus.RUNNING and run.owner_channel == ""
+
+    old = timezone.now() - timedelta(seconds=10)  # waited past the sweep's two heartbeats
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        started_at=old, heartbeat_at=old
+    )
+    settings.AGENT_HEARTBEAT_S = 1.0
+    (worker,) = await owners(1)
+    try:
+        assert await worker.start_unclaimed() == [run.pk]
+        cleared = await receive_until(communicator, lambda frame: 'id="chat-error"' in frame)
+        assert owner.UNCLAIMED[:40] not in cleared[-1]
+        frames += await receive_until_finished(communicator)
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await communicator.disconnect()
+        await worker.close()
+    assert "status-succeeded" in frames[-1]
+
+
+async def test_a_run_an_owner_took_in_time_is_not_said_to_wait(monkeypatch, caplog):
+    monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.05)
+    (worker,) = await owners(1)
+    try:
+        user, conversation = await make_conversation()
+        communicator = await connect(conversation.pk, user)
+        await communicator.connect()
+        await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+        frames = await receive_until_finished(communicator)
+        await asyncio.gather(*owner._checks)  # the check has looked
+        await communicator.disconnect()
+    finally:
+        await worker.close()
+    assert not any(owner.UNCLAIMED[:40] in frame for frame in frames)
+    assert "no run owner took it" not in caplog.text
 
 
 async def test_a_stopping_run_owner_claims_nothing():
@@ -166,17 +239,17 @@ async def test_the_queues_next_message_is_sent_by_a_run_owner():
     try:
         await owner.send_next(get_channel_layer(), run.conversation_id)
 
-        async def next_run() -> AgentRun:
+        async def next_run_ended() -> AgentRun:
             later = AgentRun.objects.filter(conversation_id=run.conversation_id, pk__gt=run.pk)
-            while (found := await database_sync_to_async(later.first)()) is None:
+            ended = later.exclude(status=RunStatus.RUNNING)
+            while (found := await database_sync_to_async(ended.first)()) is None:
                 await asyncio.sleep(0.02)
             return found
 
-        second = await asyncio.wait_for(next_run(), WAIT_S)
+        second = await asyncio.wait_for(next_run_ended(), WAIT_S)
         await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
     finally:
         await worker.close()
-    second = await reload(second.pk)
     assert second.owner_channel == await worker.channel()
     assert second.status == RunStatus.SUCCEEDED
     assert not await database_sync_to_async(QueuedMessage.objects.exists)()

@@ -47,7 +47,13 @@ class Command(BaseCommand):
         run_owner = owner.current()
         telemetry.start()
         channel = await run_owner.channel()
-        self.stdout.write(f"Run owner listening on {channel} (group {owner.OWNERS_GROUP}).")
+        database = settings.DATABASES["default"]
+        where = f"{database.get('HOST') or 'local'}/{database['NAME']}"
+        self.stdout.write(
+            f"Run owner listening on {channel} (group {owner.OWNERS_GROUP}, Redis prefix "
+            f"{settings.REDIS_PREFIX!r}, database {where}): the web processes must name the "
+            "same DATABASE_URL, REDIS_URL and REDIS_PREFIX."
+        )
         self.stdout.flush()
         await stop.wait()
         finished, cut = await run_owner.finish_runs(grace_s=settings.AGENT_SHUTDOWN_GRACE_S)
