@@ -681,6 +681,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         env.pop(name)  # export on or off as the options say, never the caller's collector
     if args.redis_url:
         env["REDIS_URL"] = args.redis_url
+        # A prefix of its own: pub/sub channels are global to the Redis server, and the run
+        # owners' group must not reach another app's (or another bench's) run owners.
+        env["REDIS_PREFIX"] = f"bench-load-{os.getpid()}"
     if args.run_owners:
         env["CHAT_RUN_WORKERS"] = "1"
     with contextlib.ExitStack() as stack:
