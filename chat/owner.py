@@ -40,6 +40,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 
 from agents.events import RunStatus, utcnow
 from chat import fragments, queued, store
@@ -79,6 +80,7 @@ class StopOutcome(enum.Enum):
 
     INTERRUPTED = "interrupted"  # the run's process was dead: marked interrupted
     STOPPED_WAITING = "stopped_waiting"  # a run waiting for decisions: ended here
+    STOPPED_UNCLAIMED = "stopped_unclaimed"  # CHAT_RUN_WORKERS: no owner took it: ended here
     REQUESTED = "requested"  # a running run: its owner was told (and its heartbeat checks)
     NOTHING = "nothing"  # no run of the conversation is going
 
@@ -556,6 +558,15 @@ def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
     if waiting is not None:
         return _Stop(StopOutcome.STOPPED_WAITING, conversation_id,
                      ended=end_if_running(waiting.pk))  # fmt: skip
+    if settings.CHAT_RUN_WORKERS:
+        # A run no run owner took yet has no task to tell: end it here, under its lock.
+        with transaction.atomic():
+            unclaimed = store.run_stop_unclaimed(
+                conversation_id=conversation_id, at=now, run_id=run_id
+            )
+            if unclaimed is not None:
+                return _Stop(StopOutcome.STOPPED_UNCLAIMED, conversation_id,
+                             ended=end_if_running(unclaimed.pk))  # fmt: skip
     run = store.run_request_cancel(conversation_id=conversation_id, at=now, run_id=run_id)
     if run is None:
         return _Stop(StopOutcome.NOTHING, conversation_id)
@@ -578,15 +589,17 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     going, when given: one that ended meanwhile is not followed by stopping the queue's
     next), wherever it runs; tell its pages what changed.
 
-    A run of a dead process is marked interrupted; a run waiting for decisions has no
-    task, so its cancelled end is recorded here; a running run gets a stop request in
+    A run of a dead process is marked interrupted; a run waiting for decisions, or
+    (``CHAT_RUN_WORKERS``) one no run owner took yet, has no task, so its cancelled end
+    is recorded here; a running run gets a stop request in
     the database and a message to its owner's channel (its heartbeat finds the request
     if the message is lost). A run that ended here is followed by the conversation's
     first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
     a running run's owner sends it when the run ends.
     """
     outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
-    if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING):
+    if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING,
+                   StopOutcome.STOPPED_UNCLAIMED):  # fmt: skip
         await send_next(layer, conversation_id)
     return outcome
 

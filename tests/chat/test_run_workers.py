@@ -20,9 +20,10 @@ from django.utils import timezone
 
 from chat import owner
 from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
+from chat.live import interrupt_stale_runs
 from chat.models import AgentRun, QueuedMessage, RunStatus
 from chat.owner import RunOwner, request_stop, start_run
-from chat.runs import create_run
+from chat.runs import STOPPED, create_run
 from tests.chat.conftest import wait_for_runs
 from tests.chat.test_consumer import (
     TRAVEL_QUESTION,
@@ -125,17 +126,63 @@ async def test_a_start_no_run_owner_heard_is_run_by_the_next_sweep(settings):
     assert row.status == RunStatus.SUCCEEDED and row.owner_channel == await worker.channel()
 
 
-async def test_a_stop_before_any_owner_claimed_the_run_ends_it_once_claimed():
+async def test_a_stop_before_any_owner_claimed_the_run_ends_it_at_once():
+    # No task holds the run: the Stop ends it where it is asked, as a waiting run's does,
+    # and the tab is told now, not when (if ever) a run owner comes.
     run = await a_stored_run()
-    stopped = await request_stop(get_channel_layer(), run.conversation_id)
-    assert stopped == owner.StopOutcome.REQUESTED
+    stopped = await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    assert stopped == owner.StopOutcome.STOPPED_UNCLAIMED
+    row = await reload(run.pk)
+    assert row.status == RunStatus.CANCELLED and row.error == STOPPED
     (worker,) = await owners(1)
     try:
-        assert await worker.claim_start(run.pk, run.conversation_id)
+        assert not await worker.claim_start(run.pk, run.conversation_id)
+        assert worker.running() == {}
+    finally:
+        await worker.close()
+
+
+async def test_a_run_an_owner_starts_itself_is_not_run_once_a_stop_ended_it():
+    """An owner's own start (the queue's next message: RunOwner.send_next) records its
+    channel as the run begins, not as the run is stored: a Stop in between ends the run
+    as unclaimed, and the owner's task must then leave it, not run its tools."""
+    run = await a_stored_run()
+    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    (worker,) = await owners(1)
+    try:
+        finished = await asyncio.wait_for(worker.start(run.pk), WAIT_S)
+    finally:
+        await worker.close()
+    assert finished is not None and finished.status == RunStatus.CANCELLED
+    row = await reload(run.pk)
+    assert (row.status, row.error, row.owner_channel) == (RunStatus.CANCELLED, STOPPED, "")
+    assert await database_sync_to_async(row.steps.count)() == 0
+
+
+async def test_a_run_stopped_unclaimed_is_not_taken_for_a_dead_process_when_an_owner_comes(
+    settings,
+):
+    """Stopped while no run owner ran, and the first one comes three heartbeats later:
+    its sweep marked the run interrupted ("the server stopped while this run was going")
+    before starting the unclaimed runs, though no server ever ran it and the user had
+    pressed Stop."""
+    run = await a_stored_run()
+    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    settings.AGENT_HEARTBEAT_S = 1.0
+    old = timezone.now() - timedelta(seconds=10)
+    await database_sync_to_async(
+        AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update
+    )(started_at=old, heartbeat_at=old, cancel_requested_at=old + timedelta(seconds=1))
+    (worker,) = await owners(1)
+    try:
+        # The sweep's order (RunOwner._sweep): stale runs first, then unclaimed ones.
+        await database_sync_to_async(interrupt_stale_runs)(now=timezone.now())
+        await worker.start_unclaimed()
         await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
     finally:
         await worker.close()
-    assert (await reload(run.pk)).status == RunStatus.CANCELLED
+    row = await reload(run.pk)
+    assert (row.status, row.error) == (RunStatus.CANCELLED, STOPPED)
 
 
 async def test_a_stopping_run_owner_claims_nothing():
