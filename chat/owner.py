@@ -434,12 +434,37 @@ class RunOwner:
         stopping, takes none."""
         if not self.server or self.stopping:
             return False
-        claimed = await database_sync_to_async(store.run_claim_start)(
-            run_id=run_id, owner_channel=await self.channel(), at=utcnow()
-        )
+        channel = await self.channel()
+        claiming = asyncio.ensure_future(database_sync_to_async(store.run_claim_start)(
+            run_id=run_id, owner_channel=channel, at=utcnow()
+        ))  # fmt: skip
+        try:
+            claimed = await through_cancels(claiming)
+        except asyncio.CancelledError:
+            # Cancelled (the owner closing) after the UPDATE had started: give the run back.
+            if not claiming.cancelled() and claiming.exception() is None and claiming.result():
+                await self._release(run_id, channel)
+            raise
+        if claimed and self.stopping:
+            # finish_runs began meanwhile and counted its runs without this one.
+            await self._release(run_id, channel)
+            return False
         if claimed:
             self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)])
         return claimed
+
+    async def _release(self, run_id: int, channel: str) -> None:
+        """Give back a run this owner claimed but will not run, to the other owners'
+        sweep (:func:`chat.store.run_release_claim`), whatever cancels come meanwhile."""
+        releasing = asyncio.ensure_future(database_sync_to_async(store.run_release_claim)(
+            run_id=run_id, owner_channel=channel
+        ))  # fmt: skip
+        try:
+            await through_cancels(releasing)
+        except asyncio.CancelledError:
+            if releasing.cancelled() or releasing.exception() is not None:
+                logger.error("run %s: giving back its claim failed", run_id)
+            raise
 
     async def start_unclaimed(self) -> list[int]:
         """Start the runs whose start message no owner heard (none running, a message

@@ -225,6 +225,14 @@ def run_claim_start(*, run_id: int, owner_channel: str, at: datetime) -> bool:
     return unclaimed.update(owner_channel=owner_channel, heartbeat_at=at) == 1
 
 
+def run_release_claim(*, run_id: int, owner_channel: str) -> None:
+    """Give back run ``run_id`` that ``owner_channel`` claimed but will not run (its owner
+    is stopping): unclaimed again, for another run owner's sweep."""
+    AgentRun.objects.filter(
+        pk=run_id, status=RunStatus.RUNNING, owner_channel=owner_channel
+    ).update(owner_channel="")
+
+
 def runs_unclaimed(*, before: datetime) -> list[tuple[int, int]]:
     """Return ``(run_id, conversation_id)`` of the running runs no owner has claimed whose
     heartbeat (their start, as none has beaten) is older than ``before``, oldest first:

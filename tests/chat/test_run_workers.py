@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -18,7 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from chat import owner
+from chat import owner, store
 from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
 from chat.live import interrupt_stale_runs
 from chat.models import AgentRun, QueuedMessage, RunStatus
@@ -195,6 +196,69 @@ async def test_a_stopping_run_owner_claims_nothing():
     finally:
         await worker.close()
     assert (await reload(run.pk)).owner_channel == ""
+
+
+def _claims_held_until_released(monkeypatch):
+    """Hold each run_claim_start in its thread until ``go`` is set; ``started`` is set
+    once one is under way."""
+    started, go = threading.Event(), threading.Event()
+    real = store.run_claim_start
+
+    def held(**kwargs):
+        started.set()
+        go.wait(WAIT_S)
+        return real(**kwargs)
+
+    monkeypatch.setattr(store, "run_claim_start", held)
+    return started, go
+
+
+async def test_an_owner_that_starts_stopping_during_its_claim_leaves_the_run_to_the_others(
+    monkeypatch,
+):
+    """SIGTERM (finish_runs) while a claim is in the database: the claim lands, but the
+    stopping owner's finish_runs had counted its runs already, so the run it started
+    was neither waited for nor ended by it; the process's exit cut it as 'the server
+    stopped it', though the other owners could have run it."""
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    started, go = _claims_held_until_released(monkeypatch)
+    try:
+        claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        assert await worker.finish_runs(grace_s=0) == (0, 0)
+        go.set()
+        claimed = await asyncio.wait_for(claim, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert not claimed and left == {}
+    row = await reload(run.pk)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")  # for another owner
+
+
+async def test_an_owner_closed_during_its_claim_leaves_the_run_to_the_others(monkeypatch):
+    """close() cancels the listening task mid-claim (runowner's exit with no runs): the
+    UPDATE still lands in its thread, and the run stayed claimed by a process gone,
+    never started, until the stale sweep called it interrupted."""
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    started, go = _claims_held_until_released(monkeypatch)
+    try:
+        claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        claim.cancel()
+        go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(claim, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert left == {}
+    row = await reload(run.pk)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")
 
 
 async def test_the_queues_next_message_is_sent_by_a_run_owner():
