@@ -359,6 +359,10 @@ class RunOwner:
             await publisher.publish(taken.html)
         except Exception:  # the layer failed: the run goes on all the same (a reload shows it)
             logger.exception("run %s: showing the queued message sent failed", taken.run_id)
+        if self.stopping and settings.CHAT_RUN_WORKERS:
+            # finish_runs began while it was taken and counted the runs without this one:
+            # left unclaimed, another run owner's sweep starts it (start_unclaimed).
+            return taken.run_id
         self.start(taken.run_id, listeners=[publisher])
         return taken.run_id
 

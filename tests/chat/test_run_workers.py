@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from chat import owner, store
+from chat import owner, queued, store
 from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
 from chat.live import interrupt_stale_runs
 from chat.models import AgentRun, QueuedMessage, RunStatus
@@ -259,6 +259,45 @@ async def test_an_owner_closed_during_its_claim_leaves_the_run_to_the_others(mon
     assert left == {}
     row = await reload(run.pk)
     assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")
+
+
+async def test_an_owner_that_starts_stopping_while_taking_a_queued_message_leaves_its_run(
+    monkeypatch,
+):
+    """As with a claim: the queued message taken as finish_runs begins became a run the
+    graceful stop did not count, cut by the process's exit. Left unclaimed, another
+    owner's sweep starts it."""
+    run = await a_stored_run()
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
+    )
+    await database_sync_to_async(QueuedMessage.objects.create)(
+        conversation_id=run.conversation_id, content="And the day after?",
+        created_at=timezone.now(), client_id="c-3",
+    )  # fmt: skip
+    started, go = threading.Event(), threading.Event()
+    real = queued.take_next
+
+    def held(**kwargs):
+        started.set()
+        go.wait(WAIT_S)
+        return real(**kwargs)
+
+    monkeypatch.setattr(queued, "take_next", held)
+    (worker,) = await owners(1)
+    try:
+        sending = asyncio.ensure_future(worker.send_next(run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        await worker.finish_runs(grace_s=0)
+        go.set()
+        sent = await asyncio.wait_for(sending, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert sent and left == {}
+    row = await reload(sent)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")  # for another owner
 
 
 async def test_the_queues_next_message_is_sent_by_a_run_owner():
