@@ -40,6 +40,7 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 
 from agents.events import RunStatus, utcnow
 from chat import fragments, queued, store
@@ -70,14 +71,12 @@ START_MESSAGE_TYPE = "run.start"  # {"run_id": N, "conversation_id": N}: to OWNE
 NEXT_MESSAGE_TYPE = "queue.next"  # {"conversation_id": N}: to OWNERS_GROUP
 
 # With CHAT_RUN_WORKERS: seconds after which a web process tells a run's pages (and its
-# log) that no run owner has taken the run, and what a run stopped before any did records
-# as its owner (so that none takes it after).
+# log) that no run owner has taken the run.
 UNCLAIMED_NOTICE_S = 10.0
 UNCLAIMED = (
     "No run owner has taken this run yet: it starts as soon as one does. (Runs go in "
     "processes of their own here; is one running?)"
 )
-NEVER_STARTED = "stopped before a run owner took it"
 
 # Seconds the cancelled runs of a stopping process get to record their end.
 RECORD_TIMEOUT_S = 10.0
@@ -89,7 +88,7 @@ class StopOutcome(enum.Enum):
 
     INTERRUPTED = "interrupted"  # the run's process was dead: marked interrupted
     STOPPED_WAITING = "stopped_waiting"  # a run waiting for decisions: ended here
-    STOPPED_UNSTARTED = "stopped_unstarted"  # a run no run owner had taken yet: ended here
+    STOPPED_UNCLAIMED = "stopped_unclaimed"  # CHAT_RUN_WORKERS: no owner took it: ended here
     REQUESTED = "requested"  # a running run: its owner was told (and its heartbeat checks)
     NOTHING = "nothing"  # no run of the conversation is going
 
@@ -368,6 +367,10 @@ class RunOwner:
             await publisher.publish(taken.html)
         except Exception:  # the layer failed: the run goes on all the same (a reload shows it)
             logger.exception("run %s: showing the queued message sent failed", taken.run_id)
+        if self.stopping and settings.CHAT_RUN_WORKERS:
+            # finish_runs began while it was taken and counted the runs without this one:
+            # left unclaimed, another run owner's sweep starts it (start_unclaimed).
+            return taken.run_id
         self.start(taken.run_id, listeners=[publisher])
         return taken.run_id
 
@@ -443,13 +446,37 @@ class RunOwner:
         stopping, takes none."""
         if not self.server or self.stopping:
             return False
-        claimed = await database_sync_to_async(store.run_claim_start)(
-            run_id=run_id, conversation_id=conversation_id, owner_channel=await self.channel(),
-            at=utcnow(),
-        )  # fmt: skip
+        channel = await self.channel()
+        claiming = asyncio.ensure_future(database_sync_to_async(store.run_claim_start)(
+            run_id=run_id, conversation_id=conversation_id, owner_channel=channel, at=utcnow()
+        ))  # fmt: skip
+        try:
+            claimed = await through_cancels(claiming)
+        except asyncio.CancelledError:
+            # Cancelled (the owner closing) after the UPDATE had started: give the run back.
+            if not claiming.cancelled() and claiming.exception() is None and claiming.result():
+                await self._release(run_id, channel)
+            raise
+        if claimed and self.stopping:
+            # finish_runs began meanwhile and counted its runs without this one.
+            await self._release(run_id, channel)
+            return False
         if claimed:
             self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)])
         return claimed
+
+    async def _release(self, run_id: int, channel: str) -> None:
+        """Give back a run this owner claimed but will not run, to the other owners'
+        sweep (:func:`chat.store.run_release_claim`), whatever cancels come meanwhile."""
+        releasing = asyncio.ensure_future(database_sync_to_async(store.run_release_claim)(
+            run_id=run_id, owner_channel=channel
+        ))  # fmt: skip
+        try:
+            await through_cancels(releasing)
+        except asyncio.CancelledError:
+            if releasing.cancelled() or releasing.exception() is not None:
+                logger.error("run %s: giving back its claim failed", run_id)
+            raise
 
     async def start_unclaimed(self) -> list[int]:
         """Start the runs whose start message no owner heard (none running, a message
@@ -573,19 +600,18 @@ def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
     if waiting is not None:
         return _Stop(StopOutcome.STOPPED_WAITING, conversation_id,
                      ended=end_if_running(waiting.pk))  # fmt: skip
+    if settings.CHAT_RUN_WORKERS:
+        # A run no run owner took yet has no task to tell: end it here, under its lock.
+        with transaction.atomic():
+            unclaimed = store.run_stop_unclaimed(
+                conversation_id=conversation_id, at=now, run_id=run_id
+            )
+            if unclaimed is not None:
+                return _Stop(StopOutcome.STOPPED_UNCLAIMED, conversation_id,
+                             ended=end_if_running(unclaimed.pk))  # fmt: skip
     run = store.run_request_cancel(conversation_id=conversation_id, at=now, run_id=run_id)
     if run is None:
         return _Stop(StopOutcome.NOTHING, conversation_id)
-    # With CHAT_RUN_WORKERS, a run no run owner took (none runs, or its start was lost)
-    # never began: claimed here, no owner will start it, and its end is recorded now. If
-    # an owner claimed it first, that owner finds the stop request as the run starts.
-    if (
-        settings.CHAT_RUN_WORKERS
-        and not run.owner_channel
-        and store.run_claim_start(run_id=run.pk, conversation_id=conversation_id,
-                                  owner_channel=NEVER_STARTED, at=now)
-    ):  # fmt: skip
-        return _Stop(StopOutcome.STOPPED_UNSTARTED, conversation_id, ended=end_if_running(run.pk))
     return _Stop(StopOutcome.REQUESTED, conversation_id, owner_channel=run.owner_channel,
                  run_id=run.pk)  # fmt: skip
 
@@ -605,9 +631,9 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     going, when given: one that ended meanwhile is not followed by stopping the queue's
     next), wherever it runs; tell its pages what changed.
 
-    A run of a dead process is marked interrupted; a run waiting for decisions has no
-    task, and neither has one no run owner took yet (``CHAT_RUN_WORKERS``), so their
-    cancelled end is recorded here; a running run gets a stop request in
+    A run of a dead process is marked interrupted; a run waiting for decisions, or
+    (``CHAT_RUN_WORKERS``) one no run owner took yet, has no task, so its cancelled end
+    is recorded here; a running run gets a stop request in
     the database and a message to its owner's channel (its heartbeat finds the request
     if the message is lost). A run that ended here is followed by the conversation's
     first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
@@ -615,7 +641,7 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     """
     outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
     if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING,
-                   StopOutcome.STOPPED_UNSTARTED):  # fmt: skip
+                   StopOutcome.STOPPED_UNCLAIMED):  # fmt: skip
         await send_next(layer, conversation_id)
     return outcome
 

@@ -165,12 +165,15 @@ class _Start:
     steps: list[AgentStep] | None = None
 
 
-def _load_start(*, run_id: int, resume: bool, owner_channel: str) -> _Start:
+def _load_start(*, run_id: int, resume: bool, owner_channel: str) -> _Start | None:
     """Record ``owner_channel`` as the run's owner (if given), then return the run, the
     exchanges before its message and its tool policies (sync, one ORM call); with
-    ``resume``, also its stored steps and decisions."""
-    if owner_channel:
+    ``resume``, also its stored steps and decisions. None: a new run another owner took,
+    or a Stop ended before any owner did (:func:`chat.store.run_take_owner`)."""
+    if owner_channel and resume:  # claimed already (chat.store.run_claim_resume)
         store.run_set_owner(run_id=run_id, owner_channel=owner_channel)
+    elif owner_channel and not store.run_take_owner(run_id=run_id, owner_channel=owner_channel):
+        return None
     run_row = store.run_get(run_id=run_id)
     exchanges = store.conversation_exchanges(
         conversation_id=run_row.conversation_id, before_message_id=run_row.user_message_id,
@@ -218,6 +221,8 @@ async def execute_run(
     start = await database_sync_to_async(_load_start)(
         run_id=run_id, resume=resume, owner_channel=owner_channel
     )
+    if start is None:  # not this task's to run: its row says how it ended
+        return await database_sync_to_async(store.run_get)(run_id=run_id)
     run_row, exchanges = start.run, start.exchanges
     if owner_channel and run_row.cancel_requested_at is not None:
         local.stop("a Stop asked before its owner was recorded")

@@ -353,11 +353,12 @@ if AGENT_STALE_AFTER_S < 3 * AGENT_HEARTBEAT_S:
         f"AGENT_STALE_AFTER_S ({AGENT_STALE_AFTER_S:g}) must be at least three times "
         f"AGENT_HEARTBEAT_S ({AGENT_HEARTBEAT_S:g}), or live runs would be taken for dead."
     )
-# Runs in processes of their own (`manage.py runowner`, docs/deploy.md#runs-in-processes-of-their-own):
-# a web process (Daphne) then serves pages and sockets only and sends each run's start, and
-# the queue's next message, to the run owners' group on the channel layer; the run owners
-# run them. Needs a channel layer shared by the processes (REDIS_URL). Off, each process
-# runs what its own sockets send, as `make run` does.
+# Runs in processes of their own (`manage.py runowner`,
+# docs/deploy.md#runs-in-processes-of-their-own): a web process (Daphne) then serves pages
+# and sockets only and sends each run's start, and the queue's next message, to the run
+# owners' group on the channel layer; the run owners run them. Needs a channel layer
+# shared by the processes (REDIS_URL). Off, each process runs what its own sockets send,
+# as `make run` does.
 CHAT_RUN_WORKERS = env_bool("CHAT_RUN_WORKERS", False)
 # On SIGTERM (a deploy, systemctl stop) or Ctrl-C, a server process stops accepting, lets
 # its runs go on for up to AGENT_SHUTDOWN_GRACE_S, then ends the rest as cancelled at once

@@ -181,6 +181,39 @@ def run_set_owner(*, run_id: int, owner_channel: str) -> None:
     AgentRun.objects.filter(pk=run_id).update(owner_channel=owner_channel)
 
 
+def run_take_owner(*, run_id: int, owner_channel: str) -> bool:
+    """Record ``owner_channel`` as the owner of the new run ``run_id`` it is about to run,
+    if the run still runs with no other owner (blank, or this one after
+    :func:`run_claim_start`); return whether it did. False: a Stop ended it before any
+    owner took it (:func:`run_stop_unclaimed`), and it must not run."""
+    mine = AgentRun.objects.filter(
+        pk=run_id, status=RunStatus.RUNNING, owner_channel__in=("", owner_channel)
+    )
+    return mine.update(owner_channel=owner_channel) == 1
+
+
+def run_stop_unclaimed(
+    *, conversation_id: int, at: datetime, run_id: int | None = None
+) -> AgentRun | None:
+    """Lock the conversation's running run that no owner has taken yet (only if it is
+    ``run_id``, when given) and record its stop request; return it, or None when there
+    is none. Called in the caller's transaction, which records the run's end before
+    committing: a run owner's claim (:func:`run_claim_start`, :func:`run_take_owner`)
+    waits for the lock and then finds it ended."""
+    unclaimed = AgentRun.objects.filter(
+        conversation_id=conversation_id, status=RunStatus.RUNNING, owner_channel=""
+    )
+    if run_id is not None:
+        unclaimed = unclaimed.filter(pk=run_id)
+    run = unclaimed.select_for_update().first()
+    if run is None:
+        return None
+    if run.cancel_requested_at is None:
+        run.cancel_requested_at = at
+        run.save(update_fields=["cancel_requested_at"])
+    return run
+
+
 def run_claim_start(*, run_id: int, conversation_id: int, owner_channel: str, at: datetime) -> bool:
     """Record ``owner_channel`` as the owner of run ``run_id`` of ``conversation_id`` (and
     its heartbeat at ``at``) if it is running and no owner has it yet; return whether this
@@ -195,6 +228,14 @@ def run_claim_start(*, run_id: int, conversation_id: int, owner_channel: str, at
         pk=run_id, conversation_id=conversation_id, status=RunStatus.RUNNING, owner_channel=""
     )
     return unclaimed.update(owner_channel=owner_channel, heartbeat_at=at) == 1
+
+
+def run_release_claim(*, run_id: int, owner_channel: str) -> None:
+    """Give back run ``run_id`` that ``owner_channel`` claimed but will not run (its owner
+    is stopping): unclaimed again, for another run owner's sweep."""
+    AgentRun.objects.filter(
+        pk=run_id, status=RunStatus.RUNNING, owner_channel=owner_channel
+    ).update(owner_channel="")
 
 
 def run_unclaimed(*, run_id: int) -> bool:

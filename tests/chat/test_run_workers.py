@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -18,8 +19,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from chat import owner, store
+from chat import owner, queued, store
 from chat.checks import RUN_WORKERS_LAYER_ID, check_run_workers_layer
+from chat.live import interrupt_stale_runs
 from chat.models import AgentRun, QueuedMessage, RunStatus
 from chat.owner import RunOwner, request_stop, start_run
 from chat.runs import STOPPED, create_run
@@ -126,20 +128,63 @@ async def test_a_start_no_run_owner_heard_is_run_by_the_next_sweep(settings):
     assert row.status == RunStatus.SUCCEEDED and row.owner_channel == await worker.channel()
 
 
-async def test_a_stop_before_any_run_owner_took_the_run_ends_it_at_once():
-    """No run owner runs (or its start was lost): Stop must not wait for one."""
+async def test_a_stop_before_any_owner_claimed_the_run_ends_it_at_once():
+    # No task holds the run: the Stop ends it where it is asked, as a waiting run's does,
+    # and the tab is told now, not when (if ever) a run owner comes.
     run = await a_stored_run()
-    stopped = await request_stop(get_channel_layer(), run.conversation_id)
-    assert stopped == owner.StopOutcome.STOPPED_UNSTARTED
+    stopped = await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    assert stopped == owner.StopOutcome.STOPPED_UNCLAIMED
     row = await reload(run.pk)
     assert row.status == RunStatus.CANCELLED and row.error == STOPPED
-    assert row.owner_channel == owner.NEVER_STARTED
     (worker,) = await owners(1)
-    try:  # nothing left for an owner to start
+    try:
         assert not await worker.claim_start(run.pk, run.conversation_id)
         assert worker.running() == {}
     finally:
         await worker.close()
+
+
+async def test_a_run_an_owner_starts_itself_is_not_run_once_a_stop_ended_it():
+    """An owner's own start (the queue's next message: RunOwner.send_next) records its
+    channel as the run begins, not as the run is stored: a Stop in between ends the run
+    as unclaimed, and the owner's task must then leave it, not run its tools."""
+    run = await a_stored_run()
+    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    (worker,) = await owners(1)
+    try:
+        finished = await asyncio.wait_for(worker.start(run.pk), WAIT_S)
+    finally:
+        await worker.close()
+    assert finished is not None and finished.status == RunStatus.CANCELLED
+    row = await reload(run.pk)
+    assert (row.status, row.error, row.owner_channel) == (RunStatus.CANCELLED, STOPPED, "")
+    assert await database_sync_to_async(row.steps.count)() == 0
+
+
+async def test_a_run_stopped_unclaimed_is_not_taken_for_a_dead_process_when_an_owner_comes(
+    settings,
+):
+    """Stopped while no run owner ran, and the first one comes three heartbeats later:
+    its sweep marked the run interrupted ("the server stopped while this run was going")
+    before starting the unclaimed runs, though no server ever ran it and the user had
+    pressed Stop."""
+    run = await a_stored_run()
+    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    settings.AGENT_HEARTBEAT_S = 1.0
+    old = timezone.now() - timedelta(seconds=10)
+    await database_sync_to_async(
+        AgentRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update
+    )(started_at=old, heartbeat_at=old, cancel_requested_at=old + timedelta(seconds=1))
+    (worker,) = await owners(1)
+    try:
+        # The sweep's order (RunOwner._sweep): stale runs first, then unclaimed ones.
+        await database_sync_to_async(interrupt_stale_runs)(now=timezone.now())
+        await worker.start_unclaimed()
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+    row = await reload(run.pk)
+    assert (row.status, row.error) == (RunStatus.CANCELLED, STOPPED)
 
 
 async def test_a_stop_just_after_a_run_owner_took_the_run_ends_it_as_it_starts():
@@ -221,6 +266,108 @@ async def test_a_stopping_run_owner_claims_nothing():
     finally:
         await worker.close()
     assert (await reload(run.pk)).owner_channel == ""
+
+
+def _claims_held_until_released(monkeypatch):
+    """Hold each run_claim_start in its thread until ``go`` is set; ``started`` is set
+    once one is under way."""
+    started, go = threading.Event(), threading.Event()
+    real = store.run_claim_start
+
+    def held(**kwargs):
+        started.set()
+        go.wait(WAIT_S)
+        return real(**kwargs)
+
+    monkeypatch.setattr(store, "run_claim_start", held)
+    return started, go
+
+
+async def test_an_owner_that_starts_stopping_during_its_claim_leaves_the_run_to_the_others(
+    monkeypatch,
+):
+    """SIGTERM (finish_runs) while a claim is in the database: the claim lands, but the
+    stopping owner's finish_runs had counted its runs already, so the run it started
+    was neither waited for nor ended by it; the process's exit cut it as 'the server
+    stopped it', though the other owners could have run it."""
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    started, go = _claims_held_until_released(monkeypatch)
+    try:
+        claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        assert await worker.finish_runs(grace_s=0) == (0, 0)
+        go.set()
+        claimed = await asyncio.wait_for(claim, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert not claimed and left == {}
+    row = await reload(run.pk)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")  # for another owner
+
+
+async def test_an_owner_closed_during_its_claim_leaves_the_run_to_the_others(monkeypatch):
+    """close() cancels the listening task mid-claim (runowner's exit with no runs): the
+    UPDATE still lands in its thread, and the run stayed claimed by a process gone,
+    never started, until the stale sweep called it interrupted."""
+    run = await a_stored_run()
+    (worker,) = await owners(1)
+    started, go = _claims_held_until_released(monkeypatch)
+    try:
+        claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        claim.cancel()
+        go.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(claim, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert left == {}
+    row = await reload(run.pk)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")
+
+
+async def test_an_owner_that_starts_stopping_while_taking_a_queued_message_leaves_its_run(
+    monkeypatch,
+):
+    """As with a claim: the queued message taken as finish_runs begins became a run the
+    graceful stop did not count, cut by the process's exit. Left unclaimed, another
+    owner's sweep starts it."""
+    run = await a_stored_run()
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
+    )
+    await database_sync_to_async(QueuedMessage.objects.create)(
+        conversation_id=run.conversation_id, content="And the day after?",
+        created_at=timezone.now(), client_id="c-3",
+    )  # fmt: skip
+    started, go = threading.Event(), threading.Event()
+    real = queued.take_next
+
+    def held(**kwargs):
+        started.set()
+        go.wait(WAIT_S)
+        return real(**kwargs)
+
+    monkeypatch.setattr(queued, "take_next", held)
+    (worker,) = await owners(1)
+    try:
+        sending = asyncio.ensure_future(worker.send_next(run.conversation_id))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        await worker.finish_runs(grace_s=0)
+        go.set()
+        sent = await asyncio.wait_for(sending, WAIT_S)
+        left = worker.running()
+    finally:
+        go.set()
+        await worker.close()
+    assert sent and left == {}
+    row = await reload(sent)
+    assert (row.status, row.owner_channel) == (RunStatus.RUNNING, "")  # for another owner
 
 
 async def test_the_queues_next_message_is_sent_by_a_run_owner():
