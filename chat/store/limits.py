@@ -55,8 +55,9 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
 
     Their process died (a crash, a kill -9, a restart): the run can never finish, so it
     ends as ``interrupted`` with its steps kept, and steps left running are closed as
-    errors. Works across processes, as it needs only the database. Returns those runs,
-    loaded for rendering (:func:`chat.store.rows.runs_loaded`).
+    errors. Works across processes, as it needs only the database. With
+    ``CHAT_RUN_WORKERS``, a run no run owner has taken is not one of them. Returns those
+    runs, loaded for rendering (:func:`chat.store.rows.runs_loaded`).
     """
     cutoff = now - timedelta(seconds=settings.AGENT_STALE_AFTER_S)
     # A live process acts on a stop request at its next heartbeat; a run stopped three
@@ -66,6 +67,10 @@ def runs_interrupt_stale(*, now: datetime, conversation_id: int | None = None) -
         Q(heartbeat_at__lt=cutoff)
         | Q(cancel_requested_at__lt=stop_cutoff, heartbeat_at__lt=F("cancel_requested_at"))
     )
+    if settings.CHAT_RUN_WORKERS:
+        # A run no run owner has taken never ran anywhere: it waits for one (the owners'
+        # sweep starts it, a Stop ends it), rather than being told its server stopped.
+        stale = stale.exclude(owner_channel="")
     if conversation_id is not None:
         stale = stale.filter(conversation_id=conversation_id)
     interrupted: list[AgentRun] = []

@@ -429,3 +429,41 @@ async def test_the_web_process_opens_no_run_owner_of_its_own(monkeypatch):
     await communicator.disconnect()
     await wait_for_runs()
     assert owner._current is None
+
+
+async def test_a_run_that_waited_past_the_stale_limit_for_an_owner_is_started_not_interrupted(
+    settings,
+):
+    """No run owner came for longer than AGENT_STALE_AFTER_S: the run never ran anywhere,
+    so the first owner's sweep (stale runs first, then unclaimed ones) starts it, rather
+    than telling the user its server stopped."""
+    run = await a_stored_run()
+    settings.AGENT_HEARTBEAT_S = 1.0
+    old = timezone.now() - timedelta(seconds=10 * settings.AGENT_STALE_AFTER_S)
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        started_at=old, heartbeat_at=old
+    )
+    (worker,) = await owners(1)
+    try:
+        assert await database_sync_to_async(interrupt_stale_runs)(now=timezone.now()) == []
+        assert await worker.start_unclaimed() == [run.pk]
+        await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
+    finally:
+        await worker.close()
+    assert (await reload(run.pk)).status == RunStatus.SUCCEEDED
+
+
+async def test_without_run_owners_a_run_whose_process_died_unrecorded_is_still_interrupted(
+    settings,
+):
+    """Without CHAT_RUN_WORKERS a blank owner is a process that died before recording
+    itself (or whose layer gave it no channel): stale, it is interrupted as before."""
+    settings.CHAT_RUN_WORKERS = False
+    run = await a_stored_run()
+    old = timezone.now() - timedelta(seconds=10 * settings.AGENT_STALE_AFTER_S)
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        started_at=old, heartbeat_at=old
+    )
+    interrupted = await database_sync_to_async(interrupt_stale_runs)(now=timezone.now())
+    assert [conversation_id for conversation_id, _ in interrupted] == [run.conversation_id]
+    assert (await reload(run.pk)).status == RunStatus.INTERRUPTED
