@@ -603,8 +603,8 @@ def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
     if settings.CHAT_RUN_WORKERS:
         # A run no run owner took yet has no task to tell: end it here, under its lock.
         with transaction.atomic():
-            unclaimed = store.run_stop_unclaimed(
-                conversation_id=conversation_id, at=now, run_id=run_id
+            unclaimed = store.run_request_cancel(
+                conversation_id=conversation_id, at=now, run_id=run_id, unclaimed=True
             )
             if unclaimed is not None:
                 return _Stop(StopOutcome.STOPPED_UNCLAIMED, conversation_id,

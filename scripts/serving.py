@@ -146,12 +146,7 @@ def daphne(
             raise ServerDidNotStart(f"Daphne {failure}\n{tail}".rstrip()) from None
         yield process, port
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
 
 
 RUN_OWNER_READY = "Run owner listening on "
@@ -182,9 +177,14 @@ def run_owner(
                        timeout_s=timeout_s)  # fmt: skip
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process)
+
+
+def terminate(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """End ``process``: SIGTERM, then SIGKILL if it has not ended ``timeout_s`` later."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -185,33 +185,11 @@ def run_take_owner(*, run_id: int, owner_channel: str) -> bool:
     """Record ``owner_channel`` as the owner of the new run ``run_id`` it is about to run,
     if the run still runs with no other owner (blank, or this one after
     :func:`run_claim_start`); return whether it did. False: a Stop ended it before any
-    owner took it (:func:`run_stop_unclaimed`), and it must not run."""
+    owner took it (:func:`run_request_cancel` with ``unclaimed``), and it must not run."""
     mine = AgentRun.objects.filter(
         pk=run_id, status=RunStatus.RUNNING, owner_channel__in=("", owner_channel)
     )
     return mine.update(owner_channel=owner_channel) == 1
-
-
-def run_stop_unclaimed(
-    *, conversation_id: int, at: datetime, run_id: int | None = None
-) -> AgentRun | None:
-    """Lock the conversation's running run that no owner has taken yet (only if it is
-    ``run_id``, when given) and record its stop request; return it, or None when there
-    is none. Called in the caller's transaction, which records the run's end before
-    committing: a run owner's claim (:func:`run_claim_start`, :func:`run_take_owner`)
-    waits for the lock and then finds it ended."""
-    unclaimed = AgentRun.objects.filter(
-        conversation_id=conversation_id, status=RunStatus.RUNNING, owner_channel=""
-    )
-    if run_id is not None:
-        unclaimed = unclaimed.filter(pk=run_id)
-    run = unclaimed.select_for_update().first()
-    if run is None:
-        return None
-    if run.cancel_requested_at is None:
-        run.cancel_requested_at = at
-        run.save(update_fields=["cancel_requested_at"])
-    return run
 
 
 def run_claim_start(*, run_id: int, conversation_id: int, owner_channel: str, at: datetime) -> bool:
@@ -254,18 +232,24 @@ def runs_unclaimed(*, before: datetime) -> list[tuple[int, int]]:
 
 
 def run_request_cancel(
-    *, conversation_id: int, at: datetime, run_id: int | None = None
+    *, conversation_id: int, at: datetime, run_id: int | None = None, unclaimed: bool = False
 ) -> AgentRun | None:
     """Ask for the conversation's running run to stop (only if it is ``run_id``, when
     given); return it, or None if none runs.
 
     Only records the request (``cancel_requested_at``); the run's owner cancels its task
-    when told (:func:`chat.owner.request_stop`) or when its heartbeat notices.
+    when told (:func:`chat.owner.request_stop`) or when its heartbeat notices. With
+    ``unclaimed``, only a run no run owner has taken yet (``CHAT_RUN_WORKERS``), locked
+    until the caller's transaction ends: the caller records its end in it, and a run
+    owner's claim (:func:`run_claim_start`, :func:`run_take_owner`) waits for the lock,
+    then finds the run ended.
     """
     with transaction.atomic():
         running = AgentRun.objects.filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
         if run_id is not None:
             running = running.filter(pk=run_id)
+        if unclaimed:
+            running = running.filter(owner_channel="")
         run = running.select_for_update().first()
         if run is None:
             return None

@@ -51,6 +51,29 @@ async def a_stored_run(content: str = TRAVEL_QUESTION) -> AgentRun:
     )
 
 
+async def an_ended_run_with_a_queued_message() -> AgentRun:
+    """Return a run that ended elsewhere, its conversation holding a queued message with
+    no run going (a Stop of a waiting run leaves it so)."""
+    run = await a_stored_run()
+    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
+        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
+    )
+    await database_sync_to_async(QueuedMessage.objects.create)(
+        conversation_id=run.conversation_id, content="And the day after?",
+        created_at=timezone.now(), client_id="c-2",
+    )  # fmt: skip
+    return run
+
+
+async def a_socket_asking(question: str):
+    """Open a new conversation's socket and send ``question``; return the socket."""
+    user, conversation = await make_conversation()
+    communicator = await connect(conversation.pk, user)
+    await communicator.connect()
+    await communicator.send_to(text_data=json.dumps({"content": question}))
+    return communicator
+
+
 async def reload(run_id: int) -> AgentRun:
     return await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
 
@@ -66,10 +89,7 @@ async def owners(count: int) -> list[RunOwner]:
 async def test_a_message_over_the_socket_is_run_by_a_run_owner_not_by_the_web_process():
     (worker,) = await owners(1)
     try:
-        user, conversation = await make_conversation()
-        communicator = await connect(conversation.pk, user)
-        await communicator.connect()
-        await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+        communicator = await a_socket_asking(TRAVEL_QUESTION)
         frames = await receive_until_finished(communicator)
         await communicator.disconnect()
         await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
@@ -212,10 +232,7 @@ async def test_a_run_no_owner_took_is_said_so_to_its_page_and_cleared_once_one_d
     settings, monkeypatch, caplog
 ):
     monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.05)
-    user, conversation = await make_conversation()
-    communicator = await connect(conversation.pk, user)
-    await communicator.connect()
-    await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+    communicator = await a_socket_asking(TRAVEL_QUESTION)
     frames = await receive_until(communicator, lambda frame: owner.UNCLAIMED[:40] in frame)
     assert "no run owner took it" in caplog.text
     run = await database_sync_to_async(AgentRun.objects.get)()
@@ -243,10 +260,7 @@ async def test_a_run_an_owner_took_in_time_is_not_said_to_wait(monkeypatch, capl
     monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.05)
     (worker,) = await owners(1)
     try:
-        user, conversation = await make_conversation()
-        communicator = await connect(conversation.pk, user)
-        await communicator.connect()
-        await communicator.send_to(text_data=json.dumps({"content": TRAVEL_QUESTION}))
+        communicator = await a_socket_asking(TRAVEL_QUESTION)
         frames = await receive_until_finished(communicator)
         await asyncio.gather(*owner._checks)  # the check has looked
         await communicator.disconnect()
@@ -268,18 +282,18 @@ async def test_a_stopping_run_owner_claims_nothing():
     assert (await reload(run.pk)).owner_channel == ""
 
 
-def _claims_held_until_released(monkeypatch):
-    """Hold each run_claim_start in its thread until ``go`` is set; ``started`` is set
-    once one is under way."""
+def held_in_its_thread(monkeypatch, module, name: str):
+    """Hold each call of ``module.name`` (sync, run in the ORM's thread) until ``go`` is
+    set; ``started`` is set once one is under way. Return ``(started, go)``."""
     started, go = threading.Event(), threading.Event()
-    real = store.run_claim_start
+    real = getattr(module, name)
 
     def held(**kwargs):
         started.set()
         go.wait(WAIT_S)
         return real(**kwargs)
 
-    monkeypatch.setattr(store, "run_claim_start", held)
+    monkeypatch.setattr(module, name, held)
     return started, go
 
 
@@ -292,7 +306,7 @@ async def test_an_owner_that_starts_stopping_during_its_claim_leaves_the_run_to_
     stopped it', though the other owners could have run it."""
     run = await a_stored_run()
     (worker,) = await owners(1)
-    started, go = _claims_held_until_released(monkeypatch)
+    started, go = held_in_its_thread(monkeypatch, store, "run_claim_start")
     try:
         claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
         await asyncio.to_thread(started.wait, WAIT_S)
@@ -314,7 +328,7 @@ async def test_an_owner_closed_during_its_claim_leaves_the_run_to_the_others(mon
     never started, until the stale sweep called it interrupted."""
     run = await a_stored_run()
     (worker,) = await owners(1)
-    started, go = _claims_held_until_released(monkeypatch)
+    started, go = held_in_its_thread(monkeypatch, store, "run_claim_start")
     try:
         claim = asyncio.ensure_future(worker.claim_start(run.pk, run.conversation_id))
         await asyncio.to_thread(started.wait, WAIT_S)
@@ -337,23 +351,8 @@ async def test_an_owner_that_starts_stopping_while_taking_a_queued_message_leave
     """As with a claim: the queued message taken as finish_runs begins became a run the
     graceful stop did not count, cut by the process's exit. Left unclaimed, another
     owner's sweep starts it."""
-    run = await a_stored_run()
-    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
-        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
-    )
-    await database_sync_to_async(QueuedMessage.objects.create)(
-        conversation_id=run.conversation_id, content="And the day after?",
-        created_at=timezone.now(), client_id="c-3",
-    )  # fmt: skip
-    started, go = threading.Event(), threading.Event()
-    real = queued.take_next
-
-    def held(**kwargs):
-        started.set()
-        go.wait(WAIT_S)
-        return real(**kwargs)
-
-    monkeypatch.setattr(queued, "take_next", held)
+    run = await an_ended_run_with_a_queued_message()
+    started, go = held_in_its_thread(monkeypatch, queued, "take_next")
     (worker,) = await owners(1)
     try:
         sending = asyncio.ensure_future(worker.send_next(run.conversation_id))
@@ -374,14 +373,7 @@ async def test_the_queues_next_message_is_sent_by_a_run_owner():
     """A conversation with a queued message and no run going (a Stop of a waiting run
     leaves it so): the web side sends the run owners the conversation, one of them takes
     the message and runs it."""
-    run = await a_stored_run()
-    await database_sync_to_async(AgentRun.objects.filter(pk=run.pk).update)(
-        status=RunStatus.SUCCEEDED, finished_at=timezone.now(), owner_channel="elsewhere"
-    )
-    await database_sync_to_async(QueuedMessage.objects.create)(
-        conversation_id=run.conversation_id, content="And the day after?",
-        created_at=timezone.now(), client_id="c-2",
-    )  # fmt: skip
+    run = await an_ended_run_with_a_queued_message()
     (worker,) = await owners(1)
     try:
         await owner.send_next(get_channel_layer(), run.conversation_id)

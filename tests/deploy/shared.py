@@ -43,3 +43,24 @@ def with_database_name(database_url: str, name: str) -> str:
     """Return ``database_url`` naming database ``name`` (pytest-django's ``test_...``)."""
     parts = urlsplit(database_url)
     return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """Return the environment of a server process of the deployment tests: this one's,
+    on the test database (pytest-django's) and Redis of :func:`shared_urls`, with the
+    offline demo model quick, no rate limit and no API key; ``extra`` on top."""
+    from django.db import connection
+
+    database_url, redis_url = shared_urls()
+    env = {
+        **os.environ,
+        "DATABASE_URL": with_database_name(database_url, connection.settings_dict["NAME"]),
+        "REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DEMO_TOKEN_DELAY_MS": "5",
+        "DEMO_TOOL_DELAY_MS": "50",
+        "CHAT_RUNS_PER_MINUTE": "0",
+        **extra,
+    }
+    env.pop("OPENAI_API_KEY", None)
+    return env

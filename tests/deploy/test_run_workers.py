@@ -6,7 +6,6 @@ channel layer (docs/deploy.md, "Runs in processes of their own").
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -22,7 +21,7 @@ from agents.demo.scenarios import EXAMPLES
 from chat.models import AgentRun
 from chat.runs import CANCELLED
 from scripts.serving import RUN_OWNER_READY, daphne, run_owner
-from tests.deploy.shared import shared_urls, with_database_name
+from tests.deploy.shared import server_env
 from tests.deploy.test_two_processes import (
     FINAL,
     RUNNING_TOOL_CALL,
@@ -67,18 +66,7 @@ def owner_channel(log: Path) -> str:
 def deployment(tmp_path) -> Iterator[Callable[..., Deployment]]:
     """Return ``start(**env)``: Daphne with ``CHAT_RUN_WORKERS=1`` on the test database and
     Redis, and a way to start run owners beside it; all stopped, logs printed, at the end."""
-    database_url, redis_url = shared_urls()
-    env = {
-        **os.environ,
-        "DATABASE_URL": with_database_name(database_url, connection.settings_dict["NAME"]),
-        "REDIS_URL": redis_url,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DEMO_TOKEN_DELAY_MS": "5",
-        "DEMO_TOOL_DELAY_MS": "50",
-        "CHAT_RUNS_PER_MINUTE": "0",
-        "CHAT_RUN_WORKERS": "1",
-    }
-    env.pop("OPENAI_API_KEY", None)
+    env = server_env(CHAT_RUN_WORKERS="1")
     stack = ExitStack()
 
     def start(**extra: str) -> Deployment:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import os
 import re
 import signal
 import subprocess
@@ -25,13 +24,12 @@ from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
 
 from agents.demo.scenarios import EXAMPLES
 from chat.models import AgentRun, Approval
 from chat.runs import CANCELLED, STOPPED
 from scripts.serving import daphne
-from tests.deploy.shared import shared_urls, with_database_name
+from tests.deploy.shared import server_env
 from tests.timing import WAIT_S
 
 CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
@@ -66,17 +64,7 @@ def two_servers(tmp_path) -> Iterator[Callable[..., tuple[Server, Server]]]:
     Both run the offline demo model; ``env`` adds to their environment. They are stopped
     before the test database is flushed, and their logs printed (shown on failure).
     """
-    database_url, redis_url = shared_urls()
-    env = {
-        **os.environ,
-        "DATABASE_URL": with_database_name(database_url, connection.settings_dict["NAME"]),
-        "REDIS_URL": redis_url,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DEMO_TOKEN_DELAY_MS": "5",
-        "DEMO_TOOL_DELAY_MS": "50",
-        "CHAT_RUNS_PER_MINUTE": "0",
-    }
-    env.pop("OPENAI_API_KEY", None)
+    env = server_env()
     stack = ExitStack()
 
     def start(**extra: str) -> tuple[Server, Server]:
