@@ -258,6 +258,11 @@ class RunOwner:
             finally:
                 if heartbeat is not None:
                     heartbeat.cancel()
+            if channel and finished.owner_channel != channel:
+                # Not taken here (chat.runs._load_start: a Stop ended it unclaimed, another
+                # owner has it): its row is not this task's end. Whoever ended or runs it
+                # sends the queue's next; no title, no resume from here.
+                return finished
             if finished.status != RunStatus.WAITING:
                 self.title_after(finished)
             if finished.status == RunStatus.WAITING:

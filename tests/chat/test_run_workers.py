@@ -459,3 +459,21 @@ async def test_without_run_owners_a_run_whose_process_died_unrecorded_is_still_i
     interrupted = await database_sync_to_async(interrupt_stale_runs)(now=timezone.now())
     assert [conversation_id for conversation_id, _ in interrupted] == [run.conversation_id]
     assert (await reload(run.pk)).status == RunStatus.INTERRUPTED
+
+
+async def test_an_owners_task_that_took_no_run_does_not_act_as_if_it_had_run_it(monkeypatch):
+    """_load_start returns None when the task may not take its run (a Stop ended it
+    unclaimed, another owner took it): the row it gets back is not this task's end, so
+    it asks for no title (a cancelled run that never ran would get one; a run another
+    owner ran, a second) and resumes nothing."""
+    titled: list[int] = []
+    monkeypatch.setattr(RunOwner, "title_after", lambda self, run: titled.append(run.pk))
+    run = await a_stored_run()
+    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
+    (worker,) = await owners(1)
+    try:
+        finished = await asyncio.wait_for(worker.start(run.pk), WAIT_S)
+    finally:
+        await worker.close()
+    assert finished is not None and finished.status == RunStatus.CANCELLED
+    assert titled == []
