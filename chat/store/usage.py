@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from chat.models import AgentRun, ModelPrice, StepKind
 from chat.pricing import ConversationUsage, cost_of, price_for, summarise
@@ -19,13 +19,17 @@ def usage_settle(run: AgentRun, usage: Mapping[str, int] | None = None) -> None:
     stopped, interrupted or crashed outside the loop, whose end event carries no usage)
     they are the sums of the counts stored on its finished model turns, so a stopped run
     keeps what its finished turns used. A turn cut off mid-stream has no counts and adds
-    nothing. Counts no turn reported stay None ("tokens unknown", never 0). The cost is
-    :func:`chat.pricing.cost_of` at the price that applies now, or None.
+    nothing. Counts no turn reported stay None ("tokens unknown", never 0); a run that
+    has no model turn (stopped before its first) called no model and used none: 0. The
+    cost is :func:`chat.pricing.cost_of` at the price that applies now, or None.
     """
     counts = {name: (usage or {}).get(name) for name in TOKEN_FIELDS}
     if all(value is None for value in counts.values()):
         turns = run.steps.filter(kind=StepKind.MODEL_TURN)
-        counts = turns.aggregate(**{name: Sum(name) for name in TOKEN_FIELDS})
+        sums = {name: Sum(name) for name in TOKEN_FIELDS}
+        counts = turns.aggregate(turns=Count("id"), **sums)
+        if counts.pop("turns") == 0:
+            counts = dict.fromkeys(TOKEN_FIELDS, 0)
     for name, value in counts.items():
         setattr(run, name, value)
     price = price_for(ModelPrice.objects.all(), provider=run.provider, model_name=run.model_name)

@@ -170,6 +170,18 @@ def test_a_run_with_no_token_counts_says_tokens_unknown_and_has_no_cost():
     assert "no price" not in html
 
 
+def test_a_run_stopped_before_its_first_model_turn_used_no_tokens_not_unknown_ones():
+    """A chat whose only run was stopped before the model was called said "tokens
+    unknown" in its header (a new-user walk): it used none."""
+    _price()
+    conversation = Conversation.objects.create()
+    run = _finish(_start(conversation), RunStatus.CANCELLED, error="Stopped at your request.")
+    assert (run.input_tokens, run.output_tokens, run.total_tokens) == (0, 0, 0)
+    assert RunPresenter(run).tokens_label == "0 tokens"
+    assert "tokens unknown" not in fragments.run_ended(run)
+    assert run.conversation_usage.tokens_label == "0 tokens"
+
+
 def test_estimated_tokens_make_an_estimated_cost():
     _price("demo-*")
     run = _finish(_start(Conversation.objects.create(), DEMO),
@@ -314,7 +326,9 @@ def test_a_conversation_sums_its_runs_costs_as_decimals_and_counts_those_with_no
     _finish(_start(conversation, {"provider": "anthropic", "model_name": "claude-x"}),
             usage=tokens)  # fmt: skip
     _finish(_start(conversation, {"provider": "ollama", "model_name": "qwen3"}), usage=tokens)
-    last = _finish(_start(conversation))  # no tokens at all
+    last = _start(conversation)
+    _turn(last, 1, None)  # a turn that reported no tokens at all
+    last = _finish(last)
     usage = last.conversation_usage
     assert usage.costs == {"USD": Decimal("0.00135"), "EUR": Decimal("0.0105")}
     assert (usage.runs, usage.tokens, usage.unpriced, usage.unknown) == (6, 7500, 1, 1)
@@ -391,7 +405,9 @@ def test_the_admin_run_list_and_page_show_cost_no_price_and_the_tool_error_warni
                      usage=tokens(1000, 500))  # fmt: skip
     _finish(_start(Conversation.objects.create(), {"provider": "openai", "model_name": "o9"}),
             usage=tokens(1, 1))  # fmt: skip
-    _finish(_start(Conversation.objects.create()))
+    unknown = _start(Conversation.objects.create())
+    _turn(unknown, 1, None)
+    _finish(unknown)
     warned = _with_tool_error()
     html = client.get("/admin/chat/agentrun/").content.decode()
     assert '<td class="field-cost_shown">$0.00045</td>' in html
