@@ -31,6 +31,7 @@ import asyncio
 import enum
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -67,7 +68,8 @@ OWNERS_GROUP = "chat-run-owners"
 
 STOP_MESSAGE_TYPE = "run.stop"  # {"run_id": N}: to the run's owner_channel
 RESUME_MESSAGE_TYPE = "run.resume"  # {"run_ids": [N, ...]}: to OWNERS_GROUP
-START_MESSAGE_TYPE = "run.start"  # {"run_id": N, "conversation_id": N}: to OWNERS_GROUP
+# {"run_id": N, "conversation_id": N, "sent_at": time.time()}: to OWNERS_GROUP
+START_MESSAGE_TYPE = "run.start"
 NEXT_MESSAGE_TYPE = "queue.next"  # {"conversation_id": N}: to OWNERS_GROUP
 
 # With CHAT_RUN_WORKERS: seconds after which a web process tells a run's pages (and its
@@ -179,7 +181,11 @@ class RunOwner:
             case {"type": "run.resume", "run_ids": list(run_ids)}:
                 await self.resume_ready([int(run_id) for run_id in run_ids])
             case {"type": "run.start", "run_id": int(run_id), "conversation_id": int(chat)}:
-                await self.claim_start(run_id, chat)
+                sent_at = message.get("sent_at")
+                late = isinstance(sent_at, int | float) and (
+                    time.time() - sent_at >= UNCLAIMED_NOTICE_S
+                )
+                await self.claim_start(run_id, chat, late=late)
             case {"type": "queue.next", "conversation_id": int(conversation_id)}:
                 await self.send_next(conversation_id)
             case {"type": "layer.missed"}:
@@ -224,7 +230,8 @@ class RunOwner:
     def start(
         self, run_id: int, *, listeners: Sequence[Listener] = (), resume: bool = False
     ) -> asyncio.Task[AgentRun | None]:
-        """Run the stored run ``run_id`` in a task of this process; return the task.
+        """Run the stored run ``run_id`` in a task of this process, unless another owner
+        has it or a Stop ended it first (then the task does nothing); return the task.
 
         Each event goes to ``listeners`` (for a resumed run: its conversation's group).
         The run records this owner's channel. It has a heartbeat until it ends; a run
@@ -444,10 +451,12 @@ class RunOwner:
         """Return the run tasks this owner runs, by run id (a copy, without ended ones)."""
         return {run_id: local.task for run_id, local in self._runs.items() if not local.task.done()}
 
-    async def claim_start(self, run_id: int, conversation_id: int) -> bool:
+    async def claim_start(self, run_id: int, conversation_id: int, *, late: bool = False) -> bool:
         """Start the new run ``run_id`` (of ``conversation_id``) here if this owner claims
         it first (:func:`chat.store.run_claim_start`); return whether it did. Its events
-        go to its conversation's group. An owner that is not a ``server``, or is
+        go to its conversation's group; ``late`` (its start was heard, or found by the
+        sweep, past :data:`UNCLAIMED_NOTICE_S`), its pages' notice that no owner took it
+        (:data:`UNCLAIMED`) is cleared first. An owner that is not a ``server``, or is
         stopping, takes none."""
         if not self.server or self.stopping:
             return False
@@ -467,7 +476,10 @@ class RunOwner:
             await self._release(run_id, channel)
             return False
         if claimed:
-            self.start(run_id, listeners=[GroupPublisher(self.layer, conversation_id)])
+            publisher = GroupPublisher(self.layer, conversation_id)
+            if late:
+                await publisher.publish(fragments.error(""))
+            self.start(run_id, listeners=[publisher])
         return claimed
 
     async def _release(self, run_id: int, channel: str) -> None:
@@ -490,12 +502,8 @@ class RunOwner:
         cleared."""
         before = utcnow() - timedelta(seconds=2 * settings.AGENT_HEARTBEAT_S)
         unclaimed = await database_sync_to_async(store.runs_unclaimed)(before=before)
-        started = []
-        for run_id, conversation_id in unclaimed:
-            if await self.claim_start(run_id, conversation_id):
-                started.append(run_id)
-                await GroupPublisher(self.layer, conversation_id).publish(fragments.error(""))
-        return started
+        return [run_id for run_id, conversation_id in unclaimed
+                if await self.claim_start(run_id, conversation_id, late=True)]  # fmt: skip
 
     async def resume_ready(self, run_ids: Sequence[int]) -> list[int]:
         """Resume each run of ``run_ids`` whose calls are all decided, if this owner
@@ -641,8 +649,8 @@ async def request_stop(layer: Any, conversation_id: int, run_id: int | None = No
     is recorded here; a running run gets a stop request in
     the database and a message to its owner's channel (its heartbeat finds the request
     if the message is lost). A run that ended here is followed by the conversation's
-    first queued message, sent by this process's owner (:meth:`RunOwner.send_next`);
-    a running run's owner sends it when the run ends.
+    first queued message (:func:`send_next`: this process's owner, or the run owners'
+    with ``CHAT_RUN_WORKERS``); a running run's owner sends it when the run ends.
     """
     outcome = await _tell(layer, await database_sync_to_async(_stop_rows)(conversation_id, run_id))
     if outcome in (StopOutcome.INTERRUPTED, StopOutcome.STOPPED_WAITING,
@@ -662,6 +670,7 @@ async def start_run(layer: Any, run_id: int, conversation_id: int) -> None:
         return
     await layer.group_send(OWNERS_GROUP, {
         "type": START_MESSAGE_TYPE, "run_id": run_id, "conversation_id": conversation_id,
+        "sent_at": time.time(),
     })  # fmt: skip
     check = asyncio.get_running_loop().create_task(
         _tell_if_unclaimed(layer, run_id, conversation_id), name=f"unclaimed-{run_id}"

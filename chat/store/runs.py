@@ -185,7 +185,8 @@ def run_take_owner(*, run_id: int, owner_channel: str) -> bool:
     """Record ``owner_channel`` as the owner of the new run ``run_id`` it is about to run,
     if the run still runs with no other owner (blank, or this one after
     :func:`run_claim_start`); return whether it did. False: a Stop ended it before any
-    owner took it (:func:`run_request_cancel` with ``unclaimed``), and it must not run."""
+    owner took it (:func:`run_request_cancel` with ``unclaimed``), or another owner has
+    it; either way it must not run here."""
     mine = AgentRun.objects.filter(
         pk=run_id, status=RunStatus.RUNNING, owner_channel__in=("", owner_channel)
     )

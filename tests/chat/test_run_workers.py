@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -479,10 +480,6 @@ async def test_an_owners_task_that_took_no_run_does_not_act_as_if_it_had_run_it(
     assert titled == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: only start_unclaimed clears the notice; a run.start heard late is not",
-)
 async def test_a_run_said_to_wait_has_the_notice_cleared_when_its_start_message_is_heard_late(
     monkeypatch,
 ):
@@ -496,7 +493,10 @@ async def test_a_run_said_to_wait_has_the_notice_cleared_when_its_start_message_
     run = await database_sync_to_async(AgentRun.objects.get)()
     (worker,) = await owners(1)
     try:
-        assert await worker.claim_start(run.pk, run.conversation_id)  # the late run.start
+        await get_channel_layer().group_send(owner.OWNERS_GROUP, {  # the run.start, late
+            "type": owner.START_MESSAGE_TYPE, "run_id": run.pk,
+            "conversation_id": run.conversation_id, "sent_at": time.time() - 60,
+        })  # fmt: skip
         frames = await receive_until_finished(communicator)
         await asyncio.wait_for(asyncio.gather(*worker.running().values()), WAIT_S)
     finally:
