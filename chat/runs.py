@@ -201,9 +201,10 @@ async def execute_run(
 ) -> AgentRun:
     """Run the agent for the stored run ``run_id``; return the finished (or paused) run
     row, or the row as it is when this task may not take the run (another owner has it,
-    or a Stop ended it before any owner did: :func:`chat.store.run_take_owner`). With ``resume``, go on with a run that waited for decisions on its tool calls
-    and was claimed by this process (:meth:`chat.owner.RunOwner.resume_ready`), from its
-    stored steps. ``local`` is the run's entry in its owner (how a Stop reaches this
+    or a Stop ended it before any owner did: :func:`chat.store.run_take_owner`). With
+    ``resume``, go on with a run that waited for decisions on its tool calls and was
+    claimed by this process (:meth:`chat.owner.RunOwner.resume_ready`), from its stored
+    steps. ``local`` is the run's entry in its owner (how a Stop reaches this
     task); ``owner_channel`` is recorded on the run, and a Stop asked before that is
     honoured at once.
 
