@@ -165,10 +165,14 @@ async def test_a_stop_before_any_owner_claimed_the_run_ends_it_at_once():
         await worker.close()
 
 
-async def test_a_run_an_owner_starts_itself_is_not_run_once_a_stop_ended_it():
+async def test_a_run_an_owner_starts_itself_is_not_run_once_a_stop_ended_it(monkeypatch):
     """An owner's own start (the queue's next message: RunOwner.send_next) records its
     channel as the run begins, not as the run is stored: a Stop in between ends the run
-    as unclaimed, and the owner's task must then leave it, not run its tools."""
+    as unclaimed, and the owner's task must then leave it, not run its tools. The row it
+    gets back is not its end either: it asks for no title (a cancelled run that never
+    ran got one) and resumes nothing."""
+    titled: list[int] = []
+    monkeypatch.setattr(RunOwner, "title_after", lambda self, run: titled.append(run.pk))
     run = await a_stored_run()
     await request_stop(get_channel_layer(), run.conversation_id, run.pk)
     (worker,) = await owners(1)
@@ -180,6 +184,7 @@ async def test_a_run_an_owner_starts_itself_is_not_run_once_a_stop_ended_it():
     row = await reload(run.pk)
     assert (row.status, row.error, row.owner_channel) == (RunStatus.CANCELLED, STOPPED, "")
     assert await database_sync_to_async(row.steps.count)() == 0
+    assert titled == []
 
 
 async def test_a_run_stopped_unclaimed_is_not_taken_for_a_dead_process_when_an_owner_comes(
@@ -460,24 +465,6 @@ async def test_without_run_owners_a_run_whose_process_died_unrecorded_is_still_i
     interrupted = await database_sync_to_async(interrupt_stale_runs)(now=timezone.now())
     assert [conversation_id for conversation_id, _ in interrupted] == [run.conversation_id]
     assert (await reload(run.pk)).status == RunStatus.INTERRUPTED
-
-
-async def test_an_owners_task_that_took_no_run_does_not_act_as_if_it_had_run_it(monkeypatch):
-    """_load_start returns None when the task may not take its run (a Stop ended it
-    unclaimed, another owner took it): the row it gets back is not this task's end, so
-    it asks for no title (a cancelled run that never ran would get one; a run another
-    owner ran, a second) and resumes nothing."""
-    titled: list[int] = []
-    monkeypatch.setattr(RunOwner, "title_after", lambda self, run: titled.append(run.pk))
-    run = await a_stored_run()
-    await request_stop(get_channel_layer(), run.conversation_id, run.pk)
-    (worker,) = await owners(1)
-    try:
-        finished = await asyncio.wait_for(worker.start(run.pk), WAIT_S)
-    finally:
-        await worker.close()
-    assert finished is not None and finished.status == RunStatus.CANCELLED
-    assert titled == []
 
 
 async def test_a_run_said_to_wait_has_the_notice_cleared_when_its_start_message_is_heard_late(
