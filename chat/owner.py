@@ -41,7 +41,6 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
 
 from agents.events import RunStatus, utcnow
 from chat import fragments, queued, store
@@ -614,14 +613,11 @@ def _stop_rows(conversation_id: int, run_id: int | None = None) -> _Stop:
         return _Stop(StopOutcome.STOPPED_WAITING, conversation_id,
                      ended=end_if_running(waiting.pk))  # fmt: skip
     if settings.CHAT_RUN_WORKERS:
-        # A run no run owner took yet has no task to tell: end it here, under its lock.
-        with transaction.atomic():
-            unclaimed = store.run_request_cancel(
-                conversation_id=conversation_id, at=now, run_id=run_id, unclaimed=True
-            )
-            if unclaimed is not None:
-                return _Stop(StopOutcome.STOPPED_UNCLAIMED, conversation_id,
-                             ended=end_if_running(unclaimed.pk))  # fmt: skip
+        # A run no run owner took yet has no task to tell: its end is recorded here.
+        ended = store.run_stop_unclaimed(conversation_id=conversation_id, at=now,
+                                         run_id=run_id, end=end_if_running)  # fmt: skip
+        if ended is not None:
+            return _Stop(StopOutcome.STOPPED_UNCLAIMED, conversation_id, ended=ended)
     run = store.run_request_cancel(conversation_id=conversation_id, at=now, run_id=run_id)
     if run is None:
         return _Stop(StopOutcome.NOTHING, conversation_id)

@@ -185,7 +185,7 @@ def run_take_owner(*, run_id: int, owner_channel: str) -> bool:
     """Record ``owner_channel`` as the owner of the new run ``run_id`` it is about to run,
     if the run still runs with no other owner (blank, or this one after
     :func:`run_claim_start`); return whether it did. False: a Stop ended it before any
-    owner took it (:func:`run_request_cancel` with ``unclaimed``), or another owner has
+    owner took it (:func:`run_stop_unclaimed`), or another owner has
     it; either way it must not run here."""
     mine = AgentRun.objects.filter(
         pk=run_id, status=RunStatus.RUNNING, owner_channel__in=("", owner_channel)
@@ -240,10 +240,8 @@ def run_request_cancel(
 
     Only records the request (``cancel_requested_at``); the run's owner cancels its task
     when told (:func:`chat.owner.request_stop`) or when its heartbeat notices. With
-    ``unclaimed``, only a run no run owner has taken yet (``CHAT_RUN_WORKERS``), locked
-    until the caller's transaction ends: the caller records its end in it, and a run
-    owner's claim (:func:`run_claim_start`, :func:`run_take_owner`) waits for the lock,
-    then finds the run ended.
+    ``unclaimed``, only a run no run owner has taken yet, its row locked until the
+    caller's transaction ends (:func:`run_stop_unclaimed`).
     """
     with transaction.atomic():
         running = AgentRun.objects.filter(conversation_id=conversation_id, status=RunStatus.RUNNING)
@@ -258,6 +256,20 @@ def run_request_cancel(
             run.cancel_requested_at = at
             run.save(update_fields=["cancel_requested_at"])
         return run
+
+
+def run_stop_unclaimed(
+    *, conversation_id: int, at: datetime, end: Callable[[int], Any], run_id: int | None = None
+) -> Any:
+    """Stop the conversation's running run that no run owner has taken yet (only if it
+    is ``run_id``, when given; ``CHAT_RUN_WORKERS``): record its stop request and call
+    ``end(its id)`` to record its end, in one transaction that holds the run's row, so a
+    run owner's claim (:func:`run_claim_start`, :func:`run_take_owner`) waits and then
+    finds it ended. Return what ``end`` returned, or None when no such run goes."""
+    with transaction.atomic():
+        run = run_request_cancel(conversation_id=conversation_id, at=at, run_id=run_id,
+                                 unclaimed=True)  # fmt: skip
+        return None if run is None else end(run.pk)
 
 
 def run_cancel_requested(*, run_id: int) -> bool:
