@@ -263,14 +263,21 @@ async def test_a_run_no_owner_took_is_said_so_to_its_page_and_cleared_once_one_d
 
 
 async def test_a_run_an_owner_took_in_time_is_not_said_to_wait(monkeypatch, caplog):
-    monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.05)
+    # The check looks once the run was claimed, whatever the machine's speed: the one
+    # start_run scheduled waits an hour (cancelled at the end), this one looks now.
+    monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 3600.0)
     (worker,) = await owners(1)
     try:
         communicator = await a_socket_asking(TRAVEL_QUESTION)
         frames = await receive_until_finished(communicator)
-        await asyncio.gather(*owner._checks)  # the check has looked
+        run = await database_sync_to_async(AgentRun.objects.get)()
+        monkeypatch.setattr(owner, "UNCLAIMED_NOTICE_S", 0.0)
+        await owner._tell_if_unclaimed(get_channel_layer(), run.pk, run.conversation_id)
+        assert await communicator.receive_nothing()
         await communicator.disconnect()
     finally:
+        for check in list(owner._checks):
+            check.cancel()
         await worker.close()
     assert not any(owner.UNCLAIMED[:40] in frame for frame in frames)
     assert "no run owner took it" not in caplog.text
