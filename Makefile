@@ -128,7 +128,7 @@ test-browser: install-dev browser-deps
 bench: install-bench
 	$(PY) bench/all.py
 
-bench-tiny: install-bench
+bench-tiny: install-bench deploy-deps
 	$(PY) bench/all.py --tiny
 
 lint: install-dev

@@ -65,6 +65,23 @@ BENCHMARKS = (
         None,
         ("--tiny", "--redis-url", "redis://127.0.0.1:6379/8", "--run-owners", "1"),
     ),
+    # Two Daphne processes behind nginx (docs/deploy.md's layout; make deploy-deps installs
+    # nginx) and a run owner; the 200- and 1,000-conversation figures are in
+    # docs/benchmarks.md.
+    Benchmark(
+        "load_web_processes",
+        "load.py",
+        None,
+        (
+            "--tiny",
+            "--redis-url",
+            "redis://127.0.0.1:6379/8",
+            "--web-processes",
+            "2",
+            "--run-owners",
+            "1",
+        ),
+    ),
     Benchmark("loop", "loop.py", (), ("--tiny",)),
     Benchmark("layer", "layer.py", (), ("--tiny",)),
     Benchmark("page", "page.py", (), ("--tiny",)),

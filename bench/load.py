@@ -31,6 +31,12 @@ With ``--run-owners N`` (and ``--redis-url``) the runs go to N run owners' proce
 (``manage.py runowner``, ``CHAT_RUN_WORKERS=1``) and Daphne serves pages and sockets only;
 their CPU counts in the CPU per run and their logs in the error lines.
 
+With ``--web-processes N`` (N > 1, and ``--redis-url``) N Daphne processes serve behind an
+nginx with the upstream and proxy settings of ``deploy/nginx/agentchat.conf`` (plain http,
+one worker; ``make deploy-deps`` installs nginx), as docs/deploy.md deploys them. The
+clients talk to nginx; the Daphne figures are the processes' sums, nginx's CPU is printed
+apart and counts in the CPU per run.
+
 With ``--otel``, a sink collector (``bench/otlp_sink.py``, a process of its own) counts
 spans and Daphne's live OpenTelemetry export points at it (``--otel-content`` captures
 message content too); the server's CPU is read once the sink has every run's spans, and
@@ -66,8 +72,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.serving import (  # noqa: E402
+    ServerDidNotStart,
+    free_port,
+    run_owner,
+    terminate,
+    wait_listening,
+)
 from scripts.serving import daphne as serve  # noqa: E402
-from scripts.serving import run_owner  # noqa: E402
 
 MIB = 1024 * 1024
 FINAL_STEP = ("success", "error")
@@ -115,6 +127,15 @@ def proc_status(pid: int) -> dict[str, int]:
     return figures
 
 
+def proc_status_sum(pids: Sequence[int]) -> dict[str, int]:
+    """Return :func:`proc_status` summed over ``pids`` (the web processes)."""
+    total: dict[str, int] = {}
+    for pid in pids:
+        for key, value in proc_status(pid).items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
 def open_files_limit(pid: int) -> int:
     """Return the soft limit of open files of process ``pid`` (``/proc/<pid>/limits``)."""
     with open(f"/proc/{pid}/limits") as limits:
@@ -132,16 +153,18 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float:
 
 @contextmanager
 def daphne(
-    env: dict[str, str], log: Path, *, profile_dir: Path | None = None
+    env: dict[str, str], log: Path, *, profile_dir: Path | None = None, migrate: bool = True
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """Migrate, start Daphne on a free port, yield (process, port); always stop it.
+    """Migrate (unless ``migrate`` is false), start Daphne on a free port, yield (process,
+    port); always stop it.
 
     With ``profile_dir``, Daphne loads ``bench/profiling/sitecustomize.py``, which
     profiles and counts its work from the SIGUSR1 :func:`measure` sends until it exits,
     and writes ``server.prof`` and ``counts.json`` there.
     """
-    manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
-    subprocess.run(manage, cwd=ROOT, env=env, check=True)
+    if migrate:
+        manage = [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"]
+        subprocess.run(manage, cwd=ROOT, env=env, check=True)
     if profile_dir is not None:
         path = [str(ROOT / "bench" / "profiling"), env.get("PYTHONPATH", "")]
         env = {**env, "BENCH_PROFILE_DIR": str(profile_dir),
@@ -181,6 +204,105 @@ def wait_for_spans(url: str, expected: int, timeout_s: float) -> dict[str, int]:
         time.sleep(0.25)
         counts = sink_counts(url)
     return counts
+
+
+NGINX_CONF = """\
+# deploy/nginx/agentchat.conf's upstream and proxy settings, on plain http (bench only).
+daemon off;
+{user}
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid {prefix}/nginx.pid;
+error_log {prefix}/nginx-error.log;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    upstream agentchat {{
+        least_conn;
+{servers}
+        keepalive 16;
+    }}
+    map $http_upgrade $agentchat_connection {{
+        default upgrade;
+        ""      "";
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        proxy_set_header Host $http_host;
+        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_set_header Upgrade $http_upgrade;
+        proxy_set_header Connection $agentchat_connection;
+        proxy_http_version 1.1;
+        location /ws/ {{
+            proxy_pass http://agentchat;
+            proxy_read_timeout 1h;
+            proxy_send_timeout 1h;
+            proxy_buffering off;
+        }}
+        location / {{
+            proxy_pass http://agentchat;
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str | None:
+    """Return nginx's path (Debian puts it in /usr/sbin, often not on a user's PATH)."""
+    return shutil.which("nginx") or next(
+        (path for path in ("/usr/sbin/nginx",) if Path(path).exists()), None
+    )
+
+
+@contextmanager
+def nginx_front(
+    ports: Sequence[int], workdir: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Start nginx on a free port in front of Daphne processes on ``ports``; yield (master
+    process, port); always stop it. Raises ``ServerDidNotStart`` with its error log if it
+    does not listen within 10 s."""
+    binary = nginx_binary()
+    assert binary is not None  # main() checks
+    prefix = workdir / "nginx"
+    prefix.mkdir()
+    port = free_port()
+    servers = "\n".join(
+        f"        server 127.0.0.1:{p} max_fails=3 fail_timeout=10s;" for p in ports
+    )
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(
+        prefix=prefix, port=port, servers=servers,
+        # Its workers write temporary files here, in a directory only its owner may enter.
+        user="user root;" if os.geteuid() == 0 else "",
+    ))  # fmt: skip
+    log = prefix / "nginx-error.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf), "-e", str(log)],
+                                   stderr=out)  # fmt: skip
+    try:
+        try:
+            wait_listening(process, port, timeout_s=10)
+        except ServerDidNotStart as failure:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise ServerDidNotStart(f"nginx {failure}\n{tail}".rstrip()) from None
+        yield process, port
+    finally:
+        terminate(process)
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """Return the CPU seconds of process ``pid`` and its children (nginx's workers)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        pids = [pid, *(int(child) for child in children.read().split())]
+    return sum(cpu_seconds(p) for p in pids)
 
 
 # --- the clients --------------------------------------------------------------------------
@@ -300,13 +422,14 @@ async def open_page(probe: Probe, base: str, delay: float, timeout: float,
 
 
 async def play(
-    clients: list[Client], base: str, pid: int, *, ramp_s: float, timeout_s: float,
+    clients: list[Client], base: str, pids: Sequence[int], *, ramp_s: float, timeout_s: float,
     probes: Sequence[Probe] = (), probe_every_s: float = 1.0,
 ) -> dict[str, int]:  # fmt: skip
     """Run every client, starts spread evenly over ``ramp_s``; cancel the rest at the timeout.
     Each of ``probes`` opens a page after the ramp, one every ``probe_every_s``.
 
-    Return the peaks of the server's ``/proc`` figures (``proc_status``), sampled every 0.5 s.
+    Return the peaks of the web processes' ``/proc`` figures, summed over ``pids``
+    (``proc_status_sum``), sampled every 0.5 s.
     """
     n = len(clients)
     tasks = [
@@ -321,7 +444,7 @@ async def play(
 
     async def sample() -> None:
         while True:
-            for key, value in proc_status(pid).items():
+            for key, value in proc_status_sum(pids).items():
                 peaks[key] = max(peaks.get(key, 0), value)
             await asyncio.sleep(0.5)
 
@@ -548,6 +671,10 @@ def report(figures: dict[str, Any]) -> str:
     """Return the figures as the text table and the verdict line."""
     m, runs, mem = figures["machine"], figures["runs"], figures["server"]
     per_run = figures["frames"] / max(1, runs["completed"])
+    # Several web processes: their sums (behind nginx).
+    daphnes = "Daphne" if mem["web_processes"] == 1 else f"Daphne x{mem['web_processes']}"
+    payers = (("Daphne's", True), ("run owners'", mem["run_owners"]),
+              ("nginx's", mem["web_processes"] > 1))  # fmt: skip
     lost = ", ".join(f"{k} {v}" for k, v in figures["lost"].items())
     lines = [
         f"$ {figures['command']}",
@@ -577,12 +704,14 @@ def report(figures: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Daphne VmRSS       {mem['rss_before_mib']:.0f} MiB before, {mem['rss_after_mib']:.0f} MiB"
+        f"{daphnes + ' VmRSS':<19}{mem['rss_before_mib']:.0f} MiB before, "
+        f"{mem['rss_after_mib']:.0f} MiB"
         f" after; VmHWM {mem['hwm_after_mib']:.0f} MiB",
-        f"Daphne threads     {mem['threads_before']} before, {mem['threads_peak']} at peak; "
+        f"{daphnes + ' threads':<19}{mem['threads_before']} before, {mem['threads_peak']} at peak; "
         f"open files {mem['fds_before']} before, {mem['fds_peak']} at peak "
         f"(limit {mem['fds_limit']})",
-        f"CPU seconds        Daphne {mem['cpu_s']:.1f} (event loop thread "
+        f"CPU seconds        {daphnes} {mem['cpu_s']:.1f} (event loop thread"
+        f"{'s' if mem['web_processes'] > 1 else ''} "
         f"{mem['cpu_event_loop_s']:.1f}, other threads "
         f"{mem['cpu_s'] - mem['cpu_event_loop_s']:.1f}), this client "
         f"{figures['client_cpu_s']:.1f}"
@@ -590,10 +719,11 @@ def report(figures: dict[str, Any]) -> str:
             f", {mem['run_owners']} run owner(s) {mem['cpu_run_owners_s']:.1f}"
             if mem["run_owners"]
             else ""
-        ),
+        )
+        + (f", nginx {mem['cpu_nginx_s']:.1f}" if mem["web_processes"] > 1 else ""),
         f"CPU per run        {mem['cpu_per_run_ms']:.0f} ms ("
-        + ("Daphne and run owners' CPU" if mem["run_owners"] else "Daphne CPU")
-        + " / runs completed)",
+        + ", ".join(name for name, on in payers if on)
+        + " CPU / runs completed)",
         "load average       {:.2f} {:.2f} {:.2f} (1, 5, 15 min, at the end)".format(
             *figures["load_average"]
         ),
@@ -707,22 +837,36 @@ def _measure(
     if args.counts_only:
         env["BENCH_PROFILE_COUNTS_ONLY"] = "1"
     with contextlib.ExitStack() as stack:
-        process, port = stack.enter_context(daphne(env, log, profile_dir=profile_dir))
+        web = [
+            stack.enter_context(daphne(
+                env, log if i == 0 else workdir / f"daphne-{i}.log",
+                profile_dir=profile_dir, migrate=i == 0,
+            ))
+            for i in range(args.web_processes)
+        ]  # fmt: skip
+        process, port = web[0]
+        pids = [p.pid for p, _ in web]
+        front = None
+        if args.web_processes > 1:
+            front, port = stack.enter_context(nginx_front([p for _, p in web], workdir))
         owners = [
             stack.enter_context(run_owner(env, timeout_s=30, log=workdir / f"runowner-{i}.log"))
             for i in range(args.run_owners)
         ]  # fmt: skip
-        before, cpu_before = proc_status(process.pid), cpu_seconds(process.pid)
-        loop_cpu_before = cpu_seconds(process.pid, process.pid)
+        before, cpu_before = proc_status_sum(pids), sum(cpu_seconds(pid) for pid in pids)
+        loop_cpu_before = sum(cpu_seconds(pid, pid) for pid in pids)
         owners_cpu_before = sum(cpu_seconds(owner.pid) for owner in owners)
+        front_cpu_before = process_tree_cpu_seconds(front.pid) if front else 0.0
         if profile_dir is not None:
             process.send_signal(signal.SIGUSR1)  # start profiling (bench/profiling/)
-        say(f"Daphne {process.pid} on port {port}; {args.conversations} conversations...")
+        say(f"Daphne {', '.join(map(str, pids))}"
+            + (f" behind nginx on port {port}" if front else f" on port {port}")
+            + f"; {args.conversations} conversations...")  # fmt: skip
         began = time.time()
         base = f"http://127.0.0.1:{port}"
         probes = [Probe() for _ in range(args.probes)]
         peaks = asyncio.run(
-            play(clients, base, process.pid, ramp_s=args.ramp_s, timeout_s=args.timeout_s,
+            play(clients, base, pids, ramp_s=args.ramp_s, timeout_s=args.timeout_s,
                  probes=probes, probe_every_s=args.probe_every_s)
         )  # fmt: skip
         # Until the last status line; until the give-up when a client never got one.
@@ -737,9 +881,10 @@ def _measure(
             runs, steps = read_rows(database_url, ids) if ids else ([], [])
             expected = len(runs) + len(steps)
             otel = {"spans_expected": expected, **wait_for_spans(sink, expected, 30.0)}
-        after, cpu_after = proc_status(process.pid), cpu_seconds(process.pid)
-        loop_cpu = cpu_seconds(process.pid, process.pid) - loop_cpu_before
+        after, cpu_after = proc_status_sum(pids), sum(cpu_seconds(pid) for pid in pids)
+        loop_cpu = sum(cpu_seconds(pid, pid) for pid in pids) - loop_cpu_before
         owners_cpu = sum(cpu_seconds(owner.pid) for owner in owners) - owners_cpu_before
+        front_cpu = process_tree_cpu_seconds(front.pid) - front_cpu_before if front else 0.0
         fds_limit = open_files_limit(process.pid)
         load_average = os.getloadavg()
     counts = None
@@ -759,7 +904,7 @@ def _measure(
                 f"{c.final_status or 'no final status'}, database says "
                 f"{run.get('status', 'no run')} {run.get('error') or ''} {c.error}".rstrip()
             )
-    logs = [log, *sorted(workdir.glob("runowner-*.log"))]
+    logs = [log, *sorted(workdir.glob("daphne-*.log")), *sorted(workdir.glob("runowner-*.log"))]
     log_problems = [line for path in logs for line in path.read_text().splitlines()
                     if LOG_PROBLEMS.search(line)]  # fmt: skip
     if otel is not None:
@@ -843,7 +988,11 @@ def _measure(
             # With --run-owners, theirs too: a run costs both processes.
             "run_owners": args.run_owners,
             "cpu_run_owners_s": owners_cpu,
-            "cpu_per_run_ms": (cpu_after - cpu_before + owners_cpu) * 1000 / max(1, completed),
+            "web_processes": args.web_processes,
+            "cpu_nginx_s": front_cpu,
+            "cpu_per_run_ms": (cpu_after - cpu_before + owners_cpu + front_cpu)
+            * 1000
+            / max(1, completed),
         },
         "load_average": load_average,
         "profile": counts,
@@ -896,6 +1045,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run the runs in N processes of their own (manage.py runowner, "
         "CHAT_RUN_WORKERS=1) beside Daphne; needs --redis-url",
     )  # fmt: skip
+    parser.add_argument(
+        "--web-processes", type=int, default=1, metavar="N",
+        help="serve with N Daphne processes behind nginx (docs/deploy.md); needs --redis-url",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
         "--profile",
@@ -932,6 +1085,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--conversations must be at least 1")
     if args.run_owners and not args.redis_url:
         parser.error("--run-owners needs --redis-url: the processes share the channel layer")
+    if args.web_processes < 1:
+        parser.error("--web-processes must be at least 1")
+    if args.web_processes > 1:
+        if not args.redis_url:
+            parser.error("--web-processes needs --redis-url: the processes share the groups")
+        if args.profile or args.otel:
+            parser.error("--profile and --otel measure one web process: no --web-processes")
+        if nginx_binary() is None:
+            parser.error("--web-processes needs nginx: make deploy-deps installs it")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
