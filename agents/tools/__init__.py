@@ -56,7 +56,8 @@ BUNDLED: tuple[BaseTool, ...] = (
 def default_tools(*, latency_s: float = 0.0) -> list[BaseTool]:
     """Return the bundled tools, in a fixed order: travel search, weather, B&B, maths, time.
 
-    The list is new on every call; the tools in it are shared, stateless instances.
+    The list is new on every call; the tools in it are shared, stateless instances (the
+    delayed ones too, one per tool and latency).
     ``latency_s``: see :func:`with_simulated_latency`.
     """
     return with_simulated_latency(BUNDLED, latency_s=latency_s)
@@ -71,7 +72,17 @@ def with_simulated_latency(tools: Sequence[BaseTool], *, latency_s: float) -> li
     the others. Another agent's tools have latencies of their own.
     """
     bundled = {id(tool) for tool in BUNDLED}
-    return [
-        with_latency(tool, latency_s * LATENCY_FACTORS[tool.name]) if id(tool) in bundled else tool
-        for tool in tools
-    ]
+    return [_delayed(tool, latency_s) if id(tool) in bundled else tool for tool in tools]
+
+
+_DELAYED: dict[tuple[str, float], BaseTool] = {}
+
+
+def _delayed(tool: BaseTool, latency_s: float) -> BaseTool:
+    """Return bundled ``tool`` waiting ``latency_s`` times its factor, made once per process
+    and latency: a tool made anew for every run had its schema (a pydantic model) built
+    again for each of the run's requests and counts, about 9 ms of a demo run's CPU."""
+    key = (tool.name, latency_s * LATENCY_FACTORS[tool.name])
+    if key not in _DELAYED:
+        _DELAYED[key] = with_latency(tool, key[1])
+    return _DELAYED[key]

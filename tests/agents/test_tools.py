@@ -466,6 +466,10 @@ async def test_simulated_latency_keeps_the_tool_and_its_result():
         "result": 391,
     }
     assert with_latency(plain["calculator"], 0) is plain["calculator"]
+    # Made once per process: a run's requests and counts reuse the schema built for it.
+    again = {tool.name: tool for tool in default_tools(latency_s=0.01)}
+    assert all(again[name] is slow[name] for name in slow)
+    assert default_tools(latency_s=0.02)[0] is not slow[default_tools()[0].name]
 
 
 async def test_the_booking_search_is_the_slow_tool_of_the_demo(monkeypatch):
