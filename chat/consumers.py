@@ -78,6 +78,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_DELETED = 4410
 CLOSE_SESSION_ENDED = 4401
 CLOSE_FLOOD = 4429
+CLOSE_ABNORMAL = 1006  # RFC 6455: the connection went without a close frame
 # Frames a socket may send: a burst of FRAME_BURST, then FRAME_RATE a second. Past that,
 # frames are dropped with a notice (at most one a second); a socket that keeps going
 # until FLOOD_CLOSE_AFTER frames were dropped is closed with CLOSE_FLOOD.
@@ -408,6 +409,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=code)
             return
         self.conversation_id = opened.conversation_id
+        try:
+            await self._opened(opened)
+        except BaseException:
+            # The client left as it was accepted or caught up (a send failed, or Daphne
+            # cancelled the application): no disconnect will come, so leave the group here.
+            await self.disconnect(CLOSE_ABNORMAL)
+            raise
+
+    async def _opened(self, opened: Opened) -> None:
+        """Accept the socket ``_open`` let in, start its watches, send its catch-up."""
         await self.accept()
         self._rejoin = asyncio.get_running_loop().create_task(self._rejoin_group())
         if self._session_key() is not None:

@@ -77,3 +77,33 @@ async def test_a_socket_refused_while_its_conversation_was_deleted_is_closed_onc
 
     await refused_after(monkeypatch, conversation.pk, session_id, deleted)
     assert [record.close_code for record in refusals(caplog)] == [4404]
+
+
+@pytest.mark.parametrize("failing", ["accept", "catch-up"])
+async def test_a_socket_that_fails_once_let_in_leaves_the_group_it_joined(
+    client, monkeypatch, failing
+):
+    """The client leaves as its socket is accepted or sent its catch-up: the send fails
+    (or Daphne cancels the application), connect raises and no disconnect comes, so the
+    group joined before the check must be left there too."""
+    _, conversation, session_id = await logged_in(client, "alice")
+    opened = chat.consumers._open
+
+    def with_catch_up(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = opened(*args, **kwargs)
+        result.caught_up.append("<div>missed</div>")
+        return result
+
+    async def gone(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ConnectionResetError("the client went away")
+
+    if failing == "accept":
+        monkeypatch.setattr(chat.consumers.ChatConsumer, "accept", gone)
+    else:
+        monkeypatch.setattr(chat.consumers, "_open", with_catch_up)
+        monkeypatch.setattr(chat.consumers.ChatConsumer, "send", gone)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    await socket.send_input({"type": "websocket.connect"})
+    with pytest.raises(ConnectionResetError):
+        await socket.future
+    assert members(conversation.pk) == set()
