@@ -109,9 +109,12 @@ class GroupPublisher:
     and a loaded process (whose sends take longer) sends fewer, bigger fragments instead
     of falling behind.
 
-    Fragments leave in the order the updates came: a delta of another element, or any
-    other update, queues behind what is held; a whole-text snapshot drops the held deltas
-    of its element (it holds their text). Each fragment's ``data-offset`` is its first
+    Fragments leave in the order the updates came, except that held text of different
+    elements may pass each other (each goes to its own place on the page): a delta joins
+    its element's held text unless a whole fragment has queued since, so interleaved
+    reasoning and text are held as two fragments, not one per switch; any other update
+    queues behind what is held; a whole-text snapshot drops the held deltas of its
+    element (it holds their text). Each fragment's ``data-offset`` is its first
     delta's. A call with a delta returns at once (the run never waits for the network on a
     token); a call with any other fragment returns once that fragment (and so everything
     before it) has been sent, and raises what ``group_send`` raised for it. A failing
@@ -168,10 +171,14 @@ class GroupPublisher:
 
     def _hold(self, streamed: StreamedText) -> None:
         element = (streamed.step_id, streamed.target)
-        tail = self._queue[-1] if self._queue else None
-        if tail is not None and tail.element == element:
-            tail.parts.append(streamed.text)  # not sent yet: the line is busy
-            return
+        # Joined to its element's held text if no whole fragment queued after it: a turn's
+        # reasoning and text, interleaved, are two held fragments, not one per switch.
+        for held in reversed(self._queue):
+            if held.element is None:
+                break
+            if held.element == element:
+                held.parts.append(streamed.text)  # not sent yet: the line is busy
+                return
         self._enqueue(_Outgoing(element=element, offset=streamed.offset, parts=[streamed.text]))
 
     def _enqueue(self, item: _Outgoing) -> None:
@@ -180,21 +187,29 @@ class GroupPublisher:
         if self._sender is None or self._sender.done():
             self._sender = asyncio.get_running_loop().create_task(self._send_queued())
 
+    def _sent_at(self, item: _Outgoing) -> float:
+        """Return when the last text fragment of ``item``'s element began to be sent."""
+        assert item.element is not None
+        return self._last_sent.get(item.element, -1e9)
+
     async def _send_queued(self) -> None:
         """Send the queue's fragments one at a time, in order, until it is empty."""
         try:
             while self._queue:
-                head = self._queue[0]
-                if head.element is not None and len(self._queue) == 1:
+                if all(held.element is not None for held in self._queue):
+                    # Only held text: the element sent longest ago goes first, once the
+                    # rate cap allows, unless a new element or a whole fragment queues.
+                    item = min(self._queue, key=self._sent_at)
                     now = time.monotonic()
-                    interval = STREAM_LOAD.interval(self.flush_s, now)
-                    wait = self._last_sent.get(head.element, -1e9) + interval - now
-                    if wait > 0:  # held for the rate cap, unless something queues behind
+                    wait = self._sent_at(item) + STREAM_LOAD.interval(self.flush_s, now) - now
+                    if wait > 0:
                         self._queued.clear()
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._queued.wait(), wait)
                         continue
-                item = self._queue.popleft()
+                    self._queue.remove(item)
+                else:
+                    item = self._queue.popleft()
                 started = time.monotonic()  # the cap spaces sends' starts: a rate
                 try:
                     await self.publish(item.render())

@@ -153,7 +153,7 @@ async def test_a_snapshot_replaces_the_held_text_of_its_element(layer, publisher
     ]
 
 
-async def test_two_elements_interleaved_keep_their_order_and_offsets(layer, publisher):
+async def test_two_elements_interleaved_keep_their_offsets(layer, publisher):
     layer.gate.clear()
     await publisher(delta("Hm", 0, target="reasoning"))
     await layer.sends_begun(1)
@@ -166,13 +166,12 @@ async def test_two_elements_interleaved_keep_their_order_and_offsets(layer, publ
     layer.gate.set()
     await publisher.drain()
 
-    assert layer.html() == [
-        fragments.text_delta(STEP, "Hm", 0, target="reasoning"),
-        fragments.text_delta(STEP, "m.", 2, target="reasoning"),
-        fragments.text_delta(STEP, "So it", 0),
-        fragments.text_delta(STEP, " Ok", 4, target="reasoning"),
-        fragments.text_delta(STEP, " is", 5),
-    ]
+    # Held as one fragment per element (in no set order: each has its own place).
+    assert layer.html()[0] == fragments.text_delta(STEP, "Hm", 0, target="reasoning")
+    assert sorted(layer.html()[1:]) == sorted([
+        fragments.text_delta(STEP, "m. Ok", 2, target="reasoning"),
+        fragments.text_delta(STEP, "So it is", 0),
+    ])  # fmt: skip
     # Placed by their offsets, as static/js/chat.js does, each element adds up.
     texts: dict[str, str] = {}
     for html in layer.html():
@@ -237,6 +236,54 @@ async def test_the_rate_cap_holds_later_deltas_until_something_queues_behind_the
         fragments.text_delta(STEP, "Sun", 0),
         fragments.text_delta(STEP, "ny day", 3),
         "<div id='end'></div>",
+    ]
+
+
+async def test_the_rate_cap_holds_interleaved_reasoning_and_text_too(layer):
+    """A model that switches between reasoning and text at every token: each element's
+    deltas are held under the cap, not sent at each switch (which bypassed the cap and
+    the frame budget), and a whole fragment still goes after all of them."""
+    publisher = GroupPublisher(layer, 1, flush_s=3600)
+    await publisher(delta("Hm", 0, target="reasoning"))
+    await publisher(delta("So", 0))  # each element's first delta goes at once
+    await layer.sends_begun(2)
+    for i in range(10):
+        await publisher(delta(".", 2 + i, target="reasoning"))
+        await publisher(delta("!", 2 + i))
+    await asyncio.sleep(0)
+    assert len(layer.attempted) == 2  # held for the cap
+
+    await publisher(plain("<div id='end'></div>"))
+
+    assert layer.html() == [
+        fragments.text_delta(STEP, "Hm", 0, target="reasoning"),
+        fragments.text_delta(STEP, "So", 0),
+        fragments.text_delta(STEP, "." * 10, 2, target="reasoning"),
+        fragments.text_delta(STEP, "!" * 10, 2),
+        "<div id='end'></div>",
+    ]
+
+
+async def test_held_text_never_passes_a_whole_fragment(layer, publisher):
+    """Deltas after a whole fragment wait behind it, even when their element has text
+    held before it: the page must see a step's end after the text sent before it."""
+    layer.gate.clear()
+    await publisher(delta("Sun", 0))
+    await layer.sends_begun(1)
+    await publisher(delta("ny", 3))
+    ending = asyncio.ensure_future(publisher(plain("<div id='end'></div>")))
+    await asyncio.sleep(0)  # queued
+    await publisher(delta(" day", 5))
+
+    layer.gate.set()
+    await ending
+    await publisher.drain()
+
+    assert layer.html() == [
+        fragments.text_delta(STEP, "Sun", 0),
+        fragments.text_delta(STEP, "ny", 3),
+        "<div id='end'></div>",
+        fragments.text_delta(STEP, " day", 5),
     ]
 
 
