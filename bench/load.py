@@ -35,7 +35,7 @@ With ``--web-processes N`` (N > 1, and ``--redis-url``) N Daphne processes serve
 nginx with the upstream and proxy settings of ``deploy/nginx/agentchat.conf`` (plain http,
 one worker; ``make deploy-deps`` installs nginx), as docs/deploy.md deploys them. The
 clients talk to nginx; the Daphne figures are the processes' sums, nginx's CPU is printed
-apart and counts in the CPU per run.
+apart and counts in the CPU per run, and its error log is read with the servers' logs.
 
 With ``--otel``, a sink collector (``bench/otlp_sink.py``, a process of its own) counts
 spans and Daphne's live OpenTelemetry export points at it (``--otel-content`` captures
@@ -100,7 +100,10 @@ EXPORT_COST_RE = re.compile(
     r"telemetry: (\d+) run\(s\) exported; CPU ([\d.]+) s reading and building spans, "
     r"([\d.]+) s sending"
 )
-LOG_PROBLEMS = re.compile(r"Traceback|ERROR|CRITICAL|locked|Too many open files|over capacity")
+LOG_PROBLEMS = re.compile(
+    r"Traceback|ERROR|CRITICAL|locked|Too many open files|over capacity"
+    r"|\[(?:error|crit|alert|emerg)\]"  # nginx's levels, in its error log
+)
 
 
 def examples() -> list[str]:
@@ -284,7 +287,7 @@ def nginx_front(
         user="user root;" if os.geteuid() == 0 else "",
     ))  # fmt: skip
     log = prefix / "nginx-error.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # appended to, as nginx does: not written over its lines
         process = subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf), "-e", str(log)],
                                    stderr=out)  # fmt: skip
     try:
@@ -303,6 +306,18 @@ def process_tree_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/task/{pid}/children") as children:
         pids = [pid, *(int(child) for child in children.read().split())]
     return sum(cpu_seconds(p) for p in pids)
+
+
+def server_log_problems(workdir: Path) -> list[str]:
+    """Return the lines of the servers' logs in ``workdir`` that say something went wrong
+    (``LOG_PROBLEMS``): Daphne's (``daphne.log``, ``daphne-N.log``), the run owners' and,
+    with ``--web-processes``, nginx's (an upstream that refused or timed out is said there
+    only: nginx passes the request on to another Daphne)."""
+    logs = [workdir / "daphne.log", *sorted(workdir.glob("daphne-*.log")),
+            *sorted(workdir.glob("runowner-*.log")),
+            *sorted(workdir.glob("nginx/nginx-error.log"))]  # fmt: skip
+    return [line for path in logs for line in path.read_text().splitlines()
+            if LOG_PROBLEMS.search(line)]  # fmt: skip
 
 
 # --- the clients --------------------------------------------------------------------------
@@ -904,9 +919,7 @@ def _measure(
                 f"{c.final_status or 'no final status'}, database says "
                 f"{run.get('status', 'no run')} {run.get('error') or ''} {c.error}".rstrip()
             )
-    logs = [log, *sorted(workdir.glob("daphne-*.log")), *sorted(workdir.glob("runowner-*.log"))]
-    log_problems = [line for path in logs for line in path.read_text().splitlines()
-                    if LOG_PROBLEMS.search(line)]  # fmt: skip
+    log_problems = server_log_problems(workdir)
     if otel is not None:
         # What the export's own threads spent (logged by Daphne as it stopped): the cost
         # of export without the noise of comparing two whole runs on a shared machine.

@@ -3,11 +3,17 @@ non-zero, so `make bench-tiny` (CI) cannot pass without it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,3 +40,45 @@ def test_the_page_benchmark_counts_the_statements_of_a_page_load():
     count = re.search(r"SQL statements per load (\d+)", result.stdout)
     assert count and int(count.group(1)) > 0, result.stdout
     assert "INSERT INTO" in result.stdout  # a new visitor's conversation and session
+
+
+def _bench_module(name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_load_benchmark_reads_nginx_error_log_with_several_web_processes(tmp_path):
+    """bench/load.py --web-processes N said "server log 0 lines matching errors" without
+    reading nginx's error log: a Daphne that refused connections went unsaid (nginx passed
+    each request on to another one, and logged the refusal in its own log only)."""
+    load = _bench_module("load")
+    if load.nginx_binary() is None:
+        pytest.skip("nginx is not installed: make deploy-deps installs it")
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    answering = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=answering.serve_forever, daemon=True).start()
+    (tmp_path / "daphne.log").write_text("")
+    try:
+        refusing = load.free_port()  # nothing listens there
+        with load.nginx_front([refusing, answering.server_port], tmp_path) as (_, port):
+            for _ in range(4):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+                    assert page.read() == b"ok"  # passed on: the client sees nothing wrong
+    finally:
+        answering.shutdown()
+    problems = load.server_log_problems(tmp_path)
+    assert any("Connection refused" in line for line in problems), problems
