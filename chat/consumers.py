@@ -200,6 +200,13 @@ def _catch_up(
     return interrupted, caught_up
 
 
+def _log_failed_leave(leaving: asyncio.Future[None]) -> None:
+    """Log a group discard that failed after its socket's task stopped waiting for it
+    (:meth:`ChatConsumer._leave_group`)."""
+    if not leaving.cancelled() and leaving.exception() is not None:
+        logger.error("leaving a conversation's group failed", exc_info=leaving.exception())
+
+
 def _refused_who(cookie: str | None, user: Any) -> tuple[bool, str]:
     """Return whether the session ``cookie`` names has ended
     (:func:`chat.security.session_ended`) and who the refused socket is, for the log.
@@ -397,7 +404,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # The check failed, or the socket was cancelled while it waited (Daphne, once
             # its client left): the application ends without a disconnect, so the group
             # is left here, or every fragment of the conversation goes to a dead channel.
-            await self.channel_layer.group_discard(group, self.channel_name)
+            await self._leave_group(conversation_id)
             raise
         if opened is None:
             await self.channel_layer.group_discard(group, self.channel_name)
@@ -458,9 +465,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self._recheck is not None:
             self._recheck.cancel()
         if self.conversation_id is not None:
-            await self.channel_layer.group_discard(
-                group_name(self.conversation_id), self.channel_name
-            )
+            await self._leave_group(self.conversation_id)
+
+    async def _leave_group(self, conversation_id: int) -> None:
+        """Leave the conversation's group, and finish leaving it if cancelled meanwhile:
+        Daphne cancels an application whose client left again every second, and a
+        discard cut short would leave a dead channel in the group."""
+        leaving = asyncio.ensure_future(
+            self.channel_layer.group_discard(group_name(conversation_id), self.channel_name)
+        )
+        try:
+            await asyncio.shield(leaving)
+        except asyncio.CancelledError:
+            leaving.add_done_callback(_log_failed_leave)  # nobody else will see its end
+            raise
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation_id is None:

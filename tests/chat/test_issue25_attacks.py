@@ -14,6 +14,7 @@ from chat.live import conversation_deleted_sync
 from chat.models import Conversation
 from tests.chat.test_refused_sockets import communicator, refusals
 from tests.chat.test_socket_access import logged_in, members, refused_after
+from tests.timing import WAIT_S
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,4 +107,41 @@ async def test_a_socket_that_fails_once_let_in_leaves_the_group_it_joined(
     await socket.send_input({"type": "websocket.connect"})
     with pytest.raises(ConnectionResetError):
         await socket.future
+    assert members(conversation.pk) == set()
+
+
+async def test_a_socket_cancelled_again_while_it_leaves_its_group_still_leaves_it(
+    client, monkeypatch
+):
+    """Daphne cancels an application whose client left again every second: a second
+    cancel that lands while the failed socket leaves its group (a Redis round trip)
+    must not cut the leaving short, or the group keeps a dead channel."""
+    from channels.layers import get_channel_layer
+
+    _, conversation, session_id = await logged_in(client, "alice")
+
+    def locked(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OperationalError("database is locked")
+
+    layer = get_channel_layer()
+    discard = layer.group_discard
+    leaving, release, left = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def slow_discard(group: str, channel: str) -> None:
+        leaving.set()
+        await release.wait()
+        await discard(group, channel)
+        left.set()
+
+    monkeypatch.setattr(chat.consumers, "_open", locked)
+    monkeypatch.setattr(layer, "group_discard", slow_discard)
+    socket = communicator(f"/ws/chat/{conversation.pk}/", session_id=session_id)
+    await socket.send_input({"type": "websocket.connect"})
+    await asyncio.wait_for(leaving.wait(), WAIT_S)
+    socket.future.cancel()  # the second cancel, during the leaving
+    with pytest.raises(asyncio.CancelledError):
+        await socket.future
+    release.set()
+    # Cut short, the leaving would never end (the wait would time out).
+    await asyncio.wait_for(left.wait(), WAIT_S)
     assert members(conversation.pk) == set()
