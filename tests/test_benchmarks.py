@@ -82,3 +82,17 @@ def test_the_load_benchmark_reads_nginx_error_log_with_several_web_processes(tmp
         answering.shutdown()
     problems = load.server_log_problems(tmp_path)
     assert any("Connection refused" in line for line in problems), problems
+
+
+def test_the_load_benchmarks_nginx_proxies_as_the_example_site_does():
+    """bench/load.py --web-processes measures the layout of docs/deploy.md: its nginx
+    config copies the example site's upstream and proxy settings by hand (no TLS, no
+    static files), so a change to the site must reach it too."""
+    load = _bench_module("load")
+    site = (ROOT / "deploy" / "nginx" / "agentchat.conf").read_text()
+    conf = load.NGINX_CONF.format(prefix="/tmp/bench", port=8000, servers="", user="")
+    ours = {line.strip() for line in conf.splitlines()}
+    kept = ("proxy_", "least_conn", "keepalive", "map ", "default ", '""')
+    wanted = {line.strip() for line in site.splitlines() if line.strip().startswith(kept)}
+    assert len(wanted) >= 12  # the site's proxy settings were found
+    assert wanted <= ours, sorted(wanted - ours)
