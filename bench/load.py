@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 from scripts.serving import (  # noqa: E402
     ServerDidNotStart,
     free_port,
+    nginx_binary,
     run_owner,
     terminate,
     wait_listening,
@@ -256,13 +257,6 @@ http {{
     }}
 }}
 """
-
-
-def nginx_binary() -> str | None:
-    """Return nginx's path (Debian puts it in /usr/sbin, often not on a user's PATH)."""
-    return shutil.which("nginx") or next(
-        (path for path in ("/usr/sbin/nginx",) if Path(path).exists()), None
-    )
 
 
 @contextmanager

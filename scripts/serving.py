@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,14 @@ reconnect after its back-off instead of waiting a second more."""
 class ServerDidNotStart(RuntimeError):
     """The server could not be started, its process ended, or it did not answer in time;
     the message says why."""
+
+
+def nginx_binary() -> str | None:
+    """Return nginx's path, or None when it is not installed (Debian puts it in /usr/sbin,
+    often not on a user's PATH; ``make deploy-deps`` installs it)."""
+    return shutil.which("nginx") or next(
+        (path for path in ("/usr/sbin/nginx",) if Path(path).exists()), None
+    )
 
 
 def free_port() -> int:

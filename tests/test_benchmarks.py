@@ -13,7 +13,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
+from tests.deploy.shared import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_the_load_benchmark_reads_nginx_error_log_with_several_web_processes(tmp
     each request on to another one, and logged the refusal in its own log only)."""
     load = _bench_module("load")
     if load.nginx_binary() is None:
-        pytest.skip("nginx is not installed: make deploy-deps installs it")
+        skip_or_fail("nginx is not installed: make deploy-deps installs it")
 
     class Answer(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

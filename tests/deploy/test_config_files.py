@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.serving import nginx_binary
 from tests.deploy.shared import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +43,6 @@ http {{
 """
 
 
-def nginx() -> str | None:
-    return shutil.which("nginx") or next(
-        (path for path in ("/usr/sbin/nginx",) if Path(path).exists()), None
-    )
-
-
 def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
     """Write a throwaway certificate and key with openssl; return their paths."""
     cert, key = directory / "cert.pem", directory / "key.pem"
@@ -60,7 +55,7 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
 
 
 def test_the_nginx_site_passes_nginx_t(tmp_path):
-    binary = nginx()
+    binary = nginx_binary()
     if binary is None:
         skip_or_fail("nginx is not installed: make deploy-deps installs it")
     if shutil.which("openssl") is None:
