@@ -382,9 +382,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         published to it from now on are not relayed to a closed socket (an error in the
         log for each, "Attempt to send on a closed protocol")."""
         if self.conversation_id is not None:
-            await self.channel_layer.group_discard(
-                group_name(self.conversation_id), self.channel_name
-            )
+            await self._leave_group(self.conversation_id)
             self.conversation_id = None
         await self.close(code=code)
 
@@ -392,8 +390,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         # Joined before the page's catch-up is read, so nothing published after that read
         # is missed (it waits in this channel until connect returns); left on a refusal.
-        group = group_name(conversation_id)
-        await self.channel_layer.group_add(group, self.channel_name)
+        await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
         query = self.scope.get("query_string", b"")
         try:
             opened = await database_sync_to_async(_open)(
@@ -407,7 +404,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._leave_group(conversation_id)
             raise
         if opened is None:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            await self._leave_group(conversation_id)
             code, reason = await self._refusal(conversation_id)
             log_refusal(self.scope, code, reason)
             # Accept, then close with our code: a refused handshake looks like a network
