@@ -83,6 +83,19 @@ TOOL_CALLS = [
 TITLE_REQUEST = b"Write a title of at most six words for a chat"
 FAKE_TITLE = "Fake provider chat"
 TEXT_STEPS = {"ok": ANSWER, "long": LONG_ANSWER, "tools": TOOLS_TEXT, "markdown": MARKDOWN_ANSWER}
+
+
+def _held_at(words: list[str]) -> int:
+    """Return the index of the word a ``+hold`` text step holds before: halfway."""
+    return len(words) // 2
+
+
+def held_text(kind: str) -> str:
+    """Return the text a ``<kind>+hold`` step (``markdown+hold``) has streamed when it holds."""
+    words = TEXT_STEPS[kind].split(" ")
+    return "".join(word + " " for word in words[: _held_at(words)])
+
+
 SHAPE_STEPS = ("args-object", "repeated-names", "reasoning", "markup", "usage-every-chunk",
                "empty", "drop")  # fmt: skip
 REASONING = "The user asked something simple; a short answer will do."
@@ -216,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(_chunk({"role": "assistant", "content": ""}))
         words = TEXT_STEPS[kind].split(" ")
         for index, word in enumerate(words):
-            if hold and index == len(words) // 2:
+            if hold and index == _held_at(words):
                 self.wfile.flush()
                 print(f"request {self.server.count}: held", flush=True)
                 self.server.holds.acquire()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chat.markdown import render_markdown
+from scripts.fake_provider import held_text
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.test_accessibility import assert_accessible
 
@@ -102,14 +103,21 @@ SAMPLES = [
 
 
 def assert_live_renders_as_the_server(page, samples: list[str]) -> None:
-    """Put each of ``samples`` in the streaming answer's source, as a whole-text snapshot
-    from the server would, and check the live render equals ``render_markdown``'s, tag
-    for tag, and that nothing in them ran."""
+    """Once the ``markdown+hold`` stream holds, put each of ``samples`` in the streaming
+    answer's source, as a whole-text snapshot from the server would, and check the live
+    render equals ``render_markdown``'s, tag for tag, and that nothing in them ran."""
     page.wait_for_function(
         "sel => { const e = document.querySelector(sel); return e && e.textContent; }",
         arg=LIVE,
     )
     source_id = page.locator(LIVE).get_attribute("data-markdown-from")
+    # Held: no delta comes after this (nor a whole-text re-send, which rides on a delta),
+    # so the text put in below stays until its render. Before it, the stream could replace
+    # that text and its render never come (seen on a loaded machine: a 300 s time-out).
+    page.wait_for_function(
+        "([id, held]) => document.getElementById(id).textContent.trimEnd() === held",
+        arg=[source_id, held_text("markdown").rstrip()],
+    )
     for sample in samples:
         shown = page.evaluate(
             # Rendered once the live element holds this text (markdown-live.js spaces
