@@ -50,7 +50,8 @@ BENCHMARKS = (
         ("--sizes", "1000", "--methods", "ours,ours-unredacted,ours-jsonl,ours-otlp-json,naive"),
     ),
     Benchmark("admin_export", "admin_export.py", (), ("--steps", "1000")),
-    Benchmark("load", "load.py", (), ("--tiny",)),
+    # The app against the stack's floor (bench/floor_asgi.py) for the same visitors.
+    Benchmark("load", "load.py", ("--against-floor",), ("--tiny", "--against-floor")),
     # The server's profiler (bench/profiling/) must not rot either; its full use is by hand.
     Benchmark("load_profile", "load.py", None, ("--tiny", "--counts-only", "--profile", "{tmp}")),
     # Live OpenTelemetry export to a sink collector; its 200-conversation figures, export on

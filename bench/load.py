@@ -37,6 +37,13 @@ one worker; ``make deploy-deps`` installs nginx), as docs/deploy.md deploys them
 clients talk to nginx; the Daphne figures are the processes' sums, nginx's CPU is printed
 apart and counts in the CPU per run, and its error log is read with the servers' logs.
 
+With ``--app floor`` Daphne serves ``bench/floor_asgi.py`` instead: the same visitors'
+work (pages, sockets, each run's rows and frames) through Django and Channels as they
+come, with no code of ours, which its docstring details: the stack's floor. Its frames
+mark runs and steps as the app's do, so its events are checked and timed the same way
+(its text is not compared). ``--against-floor`` measures the floor, then the app, with the
+same options (the floor keeps its runs in Daphne) and prints ours / floor.
+
 With ``--otel``, a sink collector (``bench/otlp_sink.py``, a process of its own) counts
 spans and Daphne's live OpenTelemetry export points at it (``--otel-content`` captures
 message content too); the server's CPU is read once the sink has every run's spans, and
@@ -95,6 +102,8 @@ DELTA_RE = re.compile(
 SNAPSHOT_RE = re.compile(
     r'<div class="turn-text streaming" id="step-(\d+)-text" hx-swap-oob="true">(.*?)</div>', re.S
 )
+APPS = {"app": "project.asgi:application", "floor": "bench.floor_asgi:application"}
+FLOOR_SETTINGS = "bench.floor_settings"
 CONVERSATION_RE = re.compile(r"/c/(\d+)/$")
 # Errors, and what channels-redis logs (at INFO) when it drops a message: "over capacity".
 EXPORT_COST_RE = re.compile(
@@ -157,7 +166,12 @@ def cpu_seconds(pid: int, tid: int | None = None) -> float:
 
 @contextmanager
 def daphne(
-    env: dict[str, str], log: Path, *, profile_dir: Path | None = None, migrate: bool = True
+    env: dict[str, str],
+    log: Path,
+    *,
+    profile_dir: Path | None = None,
+    migrate: bool = True,
+    application: str = "project.asgi:application",
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """Migrate (unless ``migrate`` is false), start Daphne on a free port, yield (process,
     port); always stop it.
@@ -173,7 +187,7 @@ def daphne(
         path = [str(ROOT / "bench" / "profiling"), env.get("PYTHONPATH", "")]
         env = {**env, "BENCH_PROFILE_DIR": str(profile_dir),
                "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
-    with serve(env, timeout_s=30, log=log) as started:
+    with serve(env, timeout_s=30, log=log, application=application) as started:
         yield started
 
 
@@ -580,8 +594,11 @@ def read_frames(frames: list[tuple[float, str]], run_id: int) -> Seen:
     return seen
 
 
-def check(clients: list[Client], runs: list[dict], steps: list[dict]) -> Check:
-    """Compare each client's frames with its run's rows: lost events and latencies."""
+def check(
+    clients: list[Client], runs: list[dict], steps: list[dict], *, texts: bool = True
+) -> Check:
+    """Compare each client's frames with its run's rows: lost events and latencies; with
+    ``texts``, each model turn's streamed text with its stored text too."""
     result = Check()
     run_of = {r["conversation_id"]: r for r in runs}
     steps_of: dict[int, list[dict]] = {}
@@ -611,7 +628,7 @@ def check(clients: list[Client], runs: list[dict], steps: list[dict]) -> Check:
                     result.lose(kind, f"{where}: step {sid} ({step['kind']}) never {kind[5:]}")
                 elif (db_at := _utc_seconds(step[column])) is not None:
                     result.latency_ms[kind].append((arrivals[sid] - db_at) * 1000)
-            if step["kind"] != "model_turn":
+            if not texts or step["kind"] != "model_turn":
                 continue
             stored, streamed = step["text"] or "", seen.text.get(sid, "")
             result.texts += 1 if stored else 0
@@ -687,6 +704,7 @@ def report(figures: dict[str, Any]) -> str:
     lost = ", ".join(f"{k} {v}" for k, v in figures["lost"].items())
     lines = [
         f"$ {figures['command']}",
+        *([] if figures["app"] == "app" else ["the stack's floor (bench/floor_asgi.py):"]),
         f"{m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, "
         f"{m['database']}, {m['channel_layer']} channel layer, Django {m['Django']}, "
         f"Daphne {m['daphne']}, Channels {m['channels']}, websockets {m['websockets']}; "
@@ -759,6 +777,44 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# What --against-floor compares: (label, figure's path in the JSON).
+AGAINST_FLOOR = (
+    ("CPU per run, ms", ("server", "cpu_per_run_ms")),
+    ("GET / -> page loaded p95, ms", ("latency_ms", "GET / -> page loaded (client)", "p95")),
+    ("GET / -> socket open p50, ms", ("latency_ms", "GET / -> socket open (client)", "p50")),
+    ("GET / -> socket open p95, ms", ("latency_ms", "GET / -> socket open (client)", "p95")),
+    ("mid-run visitor: socket open p50, ms",
+     ("latency_ms", "mid-run visitor: GET / -> socket open", "p50")),
+    ("mid-run visitor: socket open p95, ms",
+     ("latency_ms", "mid-run visitor: GET / -> socket open", "p95")),
+    ("step events p50, ms", ("latency_ms", "all step events", "p50")),
+    ("step events p95, ms", ("latency_ms", "all step events", "p95")),
+    ("send -> first frame p50, ms", ("latency_ms", "send -> first frame (client)", "p50")),
+    ("wall time, s", ("wall_s",)),
+)  # fmt: skip
+
+
+def _figure(figures: dict[str, Any], where: tuple[str, ...]) -> float | None:
+    value: Any = figures
+    for key in where:
+        value = value[key]
+    return value
+
+
+def floor_lines(app: dict[str, Any], floor: dict[str, Any]) -> list[str]:
+    """Return the app's figures against the floor's (``--against-floor``) as lines: each
+    figure, both sides and ours / floor."""
+    lines = [
+        "ours against the stack's floor (bench/floor_asgi.py), measured in this invocation:",
+        f"{'':<38}{'ours':>9}{'floor':>9}{'ratio':>8}",
+    ]
+    for label, where in AGAINST_FLOOR:
+        ours, bare = _figure(app, where), _figure(floor, where)
+        ratio = f"{ours / bare:.1f}x" if ours is not None and bare else "-"
+        lines.append(f"{label:<38}{_ms(ours):>9}{_ms(bare):>9}{ratio:>8}")
+    return lines
+
+
 def profile_lines(counts: dict[str, Any], runs: int) -> list[str]:
     """Return the counts of ``bench/profiling/sitecustomize.py``, per run, as lines."""
     per = max(1, runs)
@@ -812,7 +868,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "DATABASE_URL": database_url,
         "DEMO_TOKEN_DELAY_MS": f"{args.token_delay_ms:g}",
         "DEMO_TOOL_DELAY_MS": f"{args.tool_delay_ms:g}",
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": FLOOR_SETTINGS if args.app == "floor" else "project.settings",
     }
     env.pop("OPENAI_API_KEY", None)
     env.pop("REDIS_URL", None)
@@ -849,7 +905,7 @@ def _measure(
         web = [
             stack.enter_context(daphne(
                 env, log if i == 0 else workdir / f"daphne-{i}.log",
-                profile_dir=profile_dir, migrate=i == 0,
+                profile_dir=profile_dir, migrate=i == 0, application=APPS[args.app],
             ))
             for i in range(args.web_processes)
         ]  # fmt: skip
@@ -901,7 +957,8 @@ def _measure(
         counts = json.loads((profile_dir / "counts.json").read_text())
     conversation_ids = [c.conversation_id for c in clients if c.conversation_id is not None]
     runs, steps = read_rows(database_url, conversation_ids) if conversation_ids else ([], [])
-    result = check(clients, runs, steps)
+    # The floor's frames mark its runs and steps as the app's do; its text is no answer's.
+    result = check(clients, runs, steps, texts=args.app == "app")
 
     run_of = {r["conversation_id"]: r for r in runs}
     failures = []
@@ -957,17 +1014,20 @@ def _measure(
     wall = ended - began
     verdict = (
         f"verdict: {'OK' if clean else 'FAILED'}: {succeeded}/{args.conversations} "
-        f"conversations succeeded, {result.lost_total} events lost, step events p95 "
+        f"{'floor ' if args.app == 'floor' else ''}conversations succeeded, "
+        f"{result.lost_total} events lost, step events p95 "
         f"{_ms(latency['all step events']['p95'])} ms"
     )
     return {
         "command": " ".join([".venv/bin/python", "bench/load.py", *sys.argv[1:]]),
+        "app": args.app,
         "machine": machine(database_url, args.redis_url),
         "conversations": args.conversations,
         "ramp_s": args.ramp_s,
         "token_delay_ms": args.token_delay_ms,
         "tool_delay_ms": args.tool_delay_ms,
         "runs": {"completed": completed, "succeeded": succeeded, "in_database": len(runs)},
+        "steps_in_database": len(steps),
         "wall_s": wall,
         "runs_per_s": completed / wall if wall > 0 else 0.0,
         "frames": sum(len(c.frames) for c in clients),
@@ -1056,6 +1116,17 @@ def main(argv: list[str] | None = None) -> int:
         "--web-processes", type=int, default=1, metavar="N",
         help="serve with N Daphne processes behind nginx (docs/deploy.md); needs --redis-url",
     )  # fmt: skip
+    parser.add_argument(
+        "--app", choices=sorted(APPS), default="app",
+        help="what Daphne serves: the app, or the stack's floor for the same visitors "
+        "(bench/floor_asgi.py: the framework's requests, relay and minimal writes, no code "
+        "of ours)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--against-floor", action="store_true",
+        help="measure the floor first (--app floor, its runs in Daphne), then the app, and "
+        "print ours / floor",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
         "--profile",
@@ -1092,6 +1163,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--conversations must be at least 1")
     if args.run_owners and not args.redis_url:
         parser.error("--run-owners needs --redis-url: the processes share the channel layer")
+    if args.against_floor and (args.app == "floor" or args.profile or args.otel):
+        parser.error("--against-floor measures the app and the floor as they are: "
+                     "no --app floor, --profile or --otel")  # fmt: skip
+    if args.app == "floor" and (args.run_owners or args.otel):
+        parser.error("--app floor runs its runs in Daphne and exports nothing: "
+                     "no --run-owners or --otel")  # fmt: skip
     if args.web_processes < 1:
         parser.error("--web-processes must be at least 1")
     if args.web_processes > 1:
@@ -1103,18 +1180,28 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--web-processes needs nginx: make deploy-deps installs it")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    workdir = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    try:
-        figures = measure(args, workdir)
-    except KeyboardInterrupt:
-        say("Interrupted; Daphne was stopped.")
-        return 130
-    finally:
-        if args.keep:
-            say(f"Kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    text = report(figures)
+    # The floor runs its runs in Daphne: no run owner to start for it.
+    sides = [argparse.Namespace(**{**vars(args), "app": "floor", "run_owners": 0}), args]
+    measured = []
+    for side in sides if args.against_floor else [args]:
+        workdir = Path(tempfile.mkdtemp(prefix=f"bench-load-{side.app}-"))
+        try:
+            measured.append(measure(side, workdir))
+        except KeyboardInterrupt:
+            say("Interrupted; Daphne was stopped.")
+            return 130
+        finally:
+            if args.keep:
+                say(f"Kept {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+    text = "\n\n".join(report(figures) for figures in measured)
+    if args.against_floor:
+        floor, figures = measured
+        text += "\n\n" + "\n".join(floor_lines(figures, floor))
+        figures = {**figures, "floor": floor, "ok": figures["ok"] and floor["ok"]}
+    else:
+        figures = measured[0]
     if args.json:
         say(text)
         print(json.dumps(figures, indent=2))

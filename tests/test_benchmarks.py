@@ -3,7 +3,9 @@ non-zero, so `make bench-tiny` (CI) cannot pass without it."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -96,3 +98,66 @@ def test_the_load_benchmarks_nginx_proxies_as_the_example_site_does():
     wanted = {line.strip() for line in site.splitlines() if line.strip().startswith(kept)}
     assert len(wanted) >= 12  # the site's proxy settings were found
     assert wanted <= ours, sorted(wanted - ours)
+
+
+def _constants(path: Path, *names: str) -> dict[str, object]:
+    """Return module-level constants of ``path`` without importing it (bench/floor_asgi.py
+    sets Django up with settings of its own)."""
+    tree = ast.parse(path.read_text())
+    found = {
+        target.id: ast.literal_eval(node.value)
+        for node in tree.body if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Name) and target.id in names
+    }  # fmt: skip
+    assert set(found) == set(names), found
+    return found
+
+
+def test_the_floor_does_the_work_it_stands_for(tmp_path):
+    """bench/load.py --app floor: every visitor's page, socket and message, each run's
+    rows (the run, its steps started and finished, both messages) and its frames through
+    the channel layer, as bench/floor_asgi.py says; a floor doing less would flatter it."""
+    shape = _constants(ROOT / "bench" / "floor_asgi.py", "RUN_SHAPE", "FRAMES_PER_RUN")
+    command = [sys.executable, "bench/load.py", "--app", "floor", "--tiny", "--json"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(result.stdout)
+    conversations = figures["conversations"]
+    assert figures["runs"] == {"completed": conversations, "succeeded": conversations,
+                               "in_database": conversations}  # fmt: skip
+    assert figures["steps_in_database"] == conversations * len(shape["RUN_SHAPE"])
+    assert figures["frames"] == conversations * shape["FRAMES_PER_RUN"]
+    # Its events are checked as the app's are: each step's start and end, the status line.
+    assert figures["steps"] == figures["steps_in_database"] and figures["lost_total"] == 0
+    assert figures["latency_ms"]["all step events"]["count"] == 2 * figures["steps"]
+    assert "the stack's floor" in result.stderr
+
+
+def test_the_floor_comparison_refuses_what_it_cannot_compare():
+    """--against-floor measures both sides as they are: a profile or an export would run
+    on the app's side only."""
+    for extra in (["--otel"], ["--profile", "/tmp/x"], ["--app", "floor"]):
+        command = [sys.executable, "bench/load.py", "--against-floor", "--tiny", *extra]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 2 and "--against-floor" in result.stderr, extra
+    command = [sys.executable, "bench/load.py", "--app", "floor", "--run-owners", "1",
+               "--redis-url", "redis://127.0.0.1:6379/8", "--tiny"]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and "--app floor" in result.stderr
+
+
+def test_the_floor_comparison_prints_each_figure_and_its_ratio():
+    load = _bench_module("load")
+    app = {"server": {"cpu_per_run_ms": 150.0}, "wall_s": 30.0,
+           "latency_ms": {name: {"p50": 300.0, "p95": 900.0} for name in (
+               "GET / -> page loaded (client)", "GET / -> socket open (client)",
+               "mid-run visitor: GET / -> socket open", "send -> first frame (client)",
+               "all step events")}}  # fmt: skip
+    floor = json.loads(json.dumps(app))
+    floor["server"]["cpu_per_run_ms"] = 50.0
+    floor["latency_ms"]["mid-run visitor: GET / -> socket open"] = {"p50": None, "p95": None}
+    lines = load.floor_lines(app, floor)
+    assert any(re.search(r"CPU per run, ms\s+150\s+50\s+3\.0x", line) for line in lines), lines
+    # No mid-run visitor on one side: no ratio, not a crash.
+    assert any(re.search(r"mid-run visitor: socket open p95, ms\s+900\s+-\s+-$", line)
+               for line in lines), lines  # fmt: skip
