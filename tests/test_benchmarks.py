@@ -161,3 +161,37 @@ def test_the_floor_comparison_prints_each_figure_and_its_ratio():
     # No mid-run visitor on one side: no ratio, not a crash.
     assert any(re.search(r"mid-run visitor: socket open p95, ms\s+900\s+-\s+-$", line)
                for line in lines), lines  # fmt: skip
+
+
+def test_the_load_benchmarks_client_cpu_is_its_clients_not_its_process(tmp_path, monkeypatch):
+    """bench/load.py printed as "this client" the CPU its process had used since it began:
+    with --against-floor, the app's figure held the floor's half too."""
+    import argparse
+    import contextlib
+    import time
+
+    load = _bench_module("load")
+
+    @contextlib.contextmanager
+    def no_daphne(env, log, **_):  # type: ignore[no-untyped-def]
+        log.write_text("")
+        yield argparse.Namespace(pid=os.getpid()), 1
+
+    async def busy_clients(clients, base, pids, **_):  # type: ignore[no-untyped-def]
+        ends = time.process_time() + 0.2
+        while time.process_time() < ends:
+            pass
+        return {}
+
+    monkeypatch.setattr(load, "daphne", no_daphne)
+    monkeypatch.setattr(load, "play", busy_clients)
+    args = argparse.Namespace(
+        database_url=None, redis_url=None, token_delay_ms=15.0, tool_delay_ms=400.0,
+        app="floor", run_owners=0, web_processes=1, otel=False, otel_content=False,
+        profile=None, counts_only=False, conversations=1, probes=0, ramp_s=0.0,
+        timeout_s=1.0, probe_every_s=1.0,
+    )  # fmt: skip
+    began = time.process_time()
+    figures = load.measure(args, tmp_path)
+    spent = time.process_time() - began
+    assert 0.2 <= figures["client_cpu_s"] <= spent, (figures["client_cpu_s"], spent)
