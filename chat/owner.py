@@ -137,7 +137,8 @@ class RunOwner:
         for task in [*self._background, *self._titles]:
             task.cancel()
         await asyncio.gather(*self._background, *self._titles, return_exceptions=True)
-        if self._channel.done() and not self._channel.cancelled():
+        # Closed while the layer was still giving it a channel: no channel, no group.
+        if self._channel.done() and not self._channel.cancelled() and not self._channel.exception():
             try:
                 await self.layer.group_discard(OWNERS_GROUP, self._channel.result())
             except Exception:

@@ -4,6 +4,7 @@ each xdist worker's own Redis prefix; and which tests CI's PostgreSQL + Redis pa
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import uuid
@@ -93,6 +94,25 @@ def _fresh_channel_layers():
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+async def _run_owner_closed():
+    """Close the run owner a test opened in its event loop (``chat.owner.current``) before
+    pytest-asyncio closes that loop.
+
+    Closing the loop cancels every task at once, the Redis layer's receiver with the
+    owner's ``receive``, which then unsubscribes its channel and waits for a reply no
+    receiver reads: the loop's close hung for ever (seen once in CI's PostgreSQL + Redis
+    pass, until pytest-timeout failed the test after 300 s). Closed here, the owner's
+    receive ends while the receiver lives, as ``RunOwner.close`` does in a server.
+    """
+    yield
+    from chat import owner
+
+    current = owner._current
+    if current is not None and current.loop is asyncio.get_running_loop() and not current.closed:
+        await current.close()
 
 
 @pytest.fixture(autouse=True)

@@ -142,6 +142,25 @@ async def test_a_message_of_unknown_shape_is_dropped_and_the_owner_goes_on(caplo
     assert not this.closed and all(not task.done() for task in this._background)
 
 
+async def test_an_owner_closed_while_its_layer_gives_it_a_channel_closes():
+    """An owner closed while ``new_channel`` was still waiting on the layer (a server
+    stopped as it started; a slow Redis) raised the cancellation from ``close``, its
+    channel's future holding it: the tests' loops failed to tear down on Redis."""
+    asked = asyncio.Event()
+
+    class SlowLayer:
+        async def new_channel(self) -> str:
+            asked.set()
+            await asyncio.Event().wait()  # never answers
+            return "never"
+
+    this = RunOwner(SlowLayer())
+    this.open()
+    await asked.wait()
+    await this.close()
+    assert all(task.done() for task in this._background)
+
+
 async def test_an_owner_on_redis_shares_the_sockets_reader(redis_url):
     """channels-redis' core layer reads a process's channels through one blocking read per
     prefix: an owner's channel of its own prefix had a read of its own, which queued the
