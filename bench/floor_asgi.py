@@ -1,46 +1,56 @@
 """The stack's floor for one of ``bench/load.py``'s visitors: the same work with no code of ours.
 
 Served by ``bench/load.py --app floor`` as ``bench.floor_asgi:application``, under
-``bench.floor_settings`` (the project's settings with Django's ``startproject``
+``bench.floor_settings`` (the project's settings, with Django's ``startproject``
 middleware and this module as the URLconf). A visitor of the load benchmark gets from it
-what it gets from the app, through Django and Channels as they come:
+what it gets from the app, through Django, Channels and Daphne:
 
 - ``GET /``: a new visitor is given a guest key in its session and sent round the cookie
   check (``/?welcome=1``), which stores a new conversation row and redirects to
-  ``/c/<id>/``; that page reads the row (the session's own) and renders a template;
-- ``/ws/chat/<id>/`` (Channels' ``AuthMiddlewareStack`` behind its origin check): the
-  socket reads the conversation (the session's own) and joins its group;
-- a message: the user message and a running run are stored, and a task in this process
-  plays a run of the demo's shape (:data:`RUN_SHAPE`): each step's row stored at its
-  start and updated at its end, and :data:`FRAMES_PER_RUN` frames sent through the
-  channel layer to the conversation's group, relayed to the socket as they are; then the
-  run's row ends as succeeded, the answer is stored, and the last frame carries the final
-  status in the markup ``bench/load.py`` reads (``STATUS_RE``).
+  ``/c/<id>/``; that page reads the row (the session's own) and renders a template as
+  long as the app's page;
+- ``/ws/chat/<id>/`` (Channels' session middleware behind its origin check): the socket
+  reads the conversation (the session's own) and joins its group;
+- a message (the app's JSON frame): the user message and a running run are stored, and a
+  task in this process plays a run of the demo's shape: a model turn, two or three tool
+  calls (:data:`TOOL_CALLS`), the answer, each step's row stored at its start and updated
+  at its end; :data:`FRAMES_PER_RUN` frames of :data:`FRAME_BYTES` each go through the
+  channel layer to the conversation's group and are relayed to the socket as they are,
+  over a run as long as the demo's; then the run's row ends as succeeded, the answer is
+  stored, and the last frame carries the final status. Frames mark the run and its steps
+  in the markup ``bench/load.py`` reads, so the floor's events are checked and timed as
+  the app's are.
 
-No model, no agent loop, no recorder, no fragment drawn: what is left is the ORM's
-writes an audit trail needs at least, the framework's requests and the frames' relay. Its
-CPU per conversation is what a run costs here before anything of ours. The shape's
-figures are the demo's as ``bench/load.py`` counted them at 200 conversations on
-PostgreSQL + Redis (docs/benchmarks.md, "The stack's floor"): 4.5 steps and 37.6 frames a
-run.
+No model, no agent loop, no recorder, no fragment drawn: what is left is the rows an
+audit trail needs at least, the framework's requests and the frames' relay, so its CPU
+per conversation is what a run costs here before anything of ours. It is lean where the
+app is: the middleware chain runs in one thread (``project.middleware.SyncMiddlewareChain``)
+and a relayed frame takes no hop to the database thread (Channels' ``dispatch`` would);
+with either hop back, it costs more. The shape is the app's at 200 conversations
+(docs/benchmarks.md, "The stack's floor"): 4.5 steps, 34-43 frames and about 44 KiB of
+them a run, a page of 11.8 KB. Under lighter load the app streams in more, smaller frames
+(143 a run at 3 conversations), so compare the two at 200.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import secrets
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.floor_settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.db import database_sync_to_async  # noqa: E402
 from channels.generic.websocket import AsyncWebsocketConsumer  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.http import Http404, HttpRequest, HttpResponse  # noqa: E402
 from django.shortcuts import redirect  # noqa: E402
 from django.template import engines  # noqa: E402
@@ -49,12 +59,15 @@ from django.utils import timezone  # noqa: E402
 
 from chat.models import AgentRun, AgentStep, Conversation, Message  # noqa: E402
 
+logger = logging.getLogger(__name__)
+
 GUEST = "floor_guest"
 TOKEN_S = float(os.environ.get("DEMO_TOKEN_DELAY_MS", "15")) / 1000
 TOOL_S = float(os.environ.get("DEMO_TOOL_DELAY_MS", "400")) / 1000
-# A run of the demo's shape: a model turn that asks for tools, the calls, the answer.
-RUN_SHAPE = ("model_turn", "tool_call", "tool_call", "model_turn")
-FRAMES_PER_RUN = 38  # the frame with the run, the status line and the rest spread over steps
+TOOL_CALLS = (2, 3)  # by the run id's parity: the demo's 4.5 steps a run
+FRAMES_PER_RUN = 38
+FRAME_BYTES = 1180  # each frame's UTF-8 length: 38 of them, the app's 44 KiB a run
+PAGE_BYTES = 11_800
 # Chunks streamed, one per TOKEN_S: with the tools' waits, a run as long as the demo's
 # unloaded (3.8 s at 5 conversations).
 CHUNKS_PER_RUN = 190
@@ -63,7 +76,9 @@ PAGE = engines["django"].from_string(
     "<!doctype html><html><head><title>{{ conversation.title|default:'New chat' }}</title>"
     '</head><body><main data-ws="/ws/chat/{{ conversation.pk }}/">'
     "<h1>{{ conversation.title|default:'New chat' }}</h1><form><textarea name=content>"
-    "</textarea><button>Send</button></form></main></body></html>"
+    "</textarea><button>Send</button></form><!--"
+    + "-" * PAGE_BYTES  # the app's page is as long: its bytes cost the server too
+    + "--></main></body></html>"
 )
 
 
@@ -95,8 +110,8 @@ def page(request: HttpRequest, conversation_id: int) -> HttpResponse:
 urlpatterns = [path("", home), path("c/<int:conversation_id>/", page)]
 
 
-def _owned(session: object, conversation_id: int) -> bool:
-    guest = session.get(GUEST, "") if session is not None else ""  # type: ignore[attr-defined]
+def _owned(session: Any, conversation_id: int) -> bool:
+    guest = session.get(GUEST, "") if session is not None else ""
     return bool(guest) and Conversation.objects.filter(pk=conversation_id, guest_key=guest).exists()
 
 
@@ -134,14 +149,21 @@ def _run_finish(run_id: int, conversation_id: int, answer: str) -> None:
                            content=answer)  # fmt: skip
 
 
-def _frame(run_id: int, n: int, body: str) -> str:
-    """A frame about as long as the app's (a step card, a delta)."""
-    return f'<div id="run-{run_id}-part-{n}" hx-swap-oob="beforeend">{body}</div>'
+def frame(head: str, tail: str = "</div>") -> str:
+    """Return ``head`` and ``tail`` with filler between: :data:`FRAME_BYTES` long in all."""
+    return head + "x" * max(0, FRAME_BYTES - len(head) - len(tail)) + tail
+
+
+def shape(run_id: int) -> list[str]:
+    """Return the kinds of a run's steps: a model turn, its tool calls, the answer."""
+    calls = TOOL_CALLS[run_id % len(TOOL_CALLS)]
+    return ["model_turn", *["tool_call"] * calls, "model_turn"]
 
 
 class FloorConsumer(AsyncWebsocketConsumer):
     """Join the conversation's group; store a message's run and play it (one task)."""
 
+    conversation_id = 0
     group = ""
     run: asyncio.Task[None] | None = None
 
@@ -163,50 +185,64 @@ class FloorConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.run is not None and not self.run.done():
             return
-        run_id = await database_sync_to_async(_store_message)(self.conversation_id, text_data or "")
+        content = json.loads(text_data or "{}").get("content", "")
+        run_id = await database_sync_to_async(_store_message)(self.conversation_id, content)
         self.run = asyncio.get_running_loop().create_task(self.play(run_id))
+        self.run.add_done_callback(_log_failure)
 
-    async def send_frame(self, text: str) -> None:
-        await self.channel_layer.group_send(self.group, {"type": "floor.frame", "text": text})
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Relay a frame with no hop to the database thread, as the app's consumer does."""
+        if message["type"] == "floor.frame":
+            await self.send(text_data=message["text"])
+            return
+        await super().dispatch(message)
 
     async def play(self, run_id: int) -> None:
-        sent = 0
-
-        async def frame(body: str) -> None:
-            nonlocal sent
-            sent += 1
-            await self.send_frame(_frame(run_id, sent, body))
-
-        await frame(f'<section class="run" id="run-{run_id}">{TEXT[:80]}</section>')
+        """Play a run of :func:`shape` (see the module's docstring)."""
+        send = self.channel_layer.group_send
+        frames = [frame(f'<section class="run" id="run-{run_id}">', "</section>")]
+        await send(self.group, {"type": "floor.frame", "text": frames[0]})
+        kinds = shape(run_id)
         # The frames left after each step's start and end frames and the status line.
-        text_frames = FRAMES_PER_RUN - 2 - 2 * len(RUN_SHAPE)
-        turns = RUN_SHAPE.count("model_turn")
-        for ordinal, kind in enumerate(RUN_SHAPE, 1):
+        text_frames = FRAMES_PER_RUN - 2 - 2 * len(kinds)
+        turns = kinds.count("model_turn")
+        sent = 1
+        for ordinal, kind in enumerate(kinds, 1):
             step_id = await database_sync_to_async(_step_start)(run_id, ordinal, kind)
-            await frame(f'<article id="step-{step_id}" data-status="running">{kind}</article>')
+            head = f'<article id="step-{step_id}" data-status="running">'
+            await send(self.group, {"type": "floor.frame", "text": frame(head, "</article>")})
             if kind == "model_turn":
-                chunks, frames = CHUNKS_PER_RUN // turns, text_frames // turns
+                chunks = CHUNKS_PER_RUN // turns
+                wanted = text_frames // turns + (ordinal == len(kinds)) * (text_frames % turns)
                 for i in range(chunks):
                     await asyncio.sleep(TOKEN_S)
-                    if (i + 1) * frames // chunks > i * frames // chunks:  # coalesced
-                        await frame(TEXT[i % 40 : i % 40 + 12])
+                    if (i + 1) * wanted // chunks > i * wanted // chunks:  # coalesced chunks
+                        text = frame(f'<div id="step-{step_id}-text" data-chunk="{i}">')
+                        await send(self.group, {"type": "floor.frame", "text": text})
+                        sent += 1
             else:
                 await asyncio.sleep(TOOL_S)
             await database_sync_to_async(_step_finish)(step_id, TEXT)
-            await frame(f'<article id="step-{step_id}" data-status="success">{TEXT}</article>')
+            head = f'<article id="step-{step_id}" data-status="success">'
+            await send(self.group, {"type": "floor.frame", "text": frame(head, "</article>")})
+            sent += 2
         await database_sync_to_async(_run_finish)(run_id, self.conversation_id, TEXT)
-        sent += 1
-        await self.send_frame(f'<p id="run-{run_id}-status" data-status="succeeded">done</p>')
+        status = frame(f'<p id="run-{run_id}-status" data-status="succeeded">', "</p>")
+        await send(self.group, {"type": "floor.frame", "text": status})
+        assert sent + 1 == FRAMES_PER_RUN, sent
 
-    async def floor_frame(self, message: dict[str, str]) -> None:
-        await self.send(text_data=message["text"])
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    """Log a run that failed: its client would otherwise only time out."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("floor run failed", exc_info=task.exception())
 
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(
+            SessionMiddlewareStack(
                 URLRouter([path("ws/chat/<int:conversation_id>/", FloorConsumer.as_asgi())])
             )
         ),

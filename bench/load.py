@@ -522,6 +522,11 @@ def read_rows(database_url: str, conversation_ids: list[int]) -> tuple[list[dict
     return tables[0], tables[1]
 
 
+def _utf8(frame: str | bytes) -> int:
+    """Return a frame's size on the wire, in bytes (text frames are UTF-8)."""
+    return len(frame.encode()) if isinstance(frame, str) else len(frame)
+
+
 def _utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
@@ -718,7 +723,8 @@ def report(figures: dict[str, Any]) -> str:
         f"wall time          {figures['wall_s']:.1f} s (first request to "
         f"{'last status line' if runs['completed'] == figures['conversations'] else 'give-up'}), "
         f"{figures['runs_per_s']:.1f} runs/s",
-        f"frames received    {figures['frames']:,} ({per_run:.0f} per run); steps checked "
+        f"frames received    {figures['frames']:,} ({per_run:.0f} per run, "
+        f"{figures['frame_bytes'] / max(1, runs['completed']) / 1024:.1f} KiB); steps checked "
         f"{figures['steps']:,}, streamed texts checked {figures['texts']:,}",
         f"lost events        {figures['lost_total']} ({lost})",
         "",
@@ -790,15 +796,28 @@ AGAINST_FLOOR = (
     ("step events p50, ms", ("latency_ms", "all step events", "p50")),
     ("step events p95, ms", ("latency_ms", "all step events", "p95")),
     ("send -> first frame p50, ms", ("latency_ms", "send -> first frame (client)", "p50")),
+    ("frames per run", ("frames",)),
+    ("frame KiB per run", ("frame_bytes",)),
     ("wall time, s", ("wall_s",)),
 )  # fmt: skip
+# Figures given per run, and their units' scale: the rest are printed as they are.
+PER_RUN = {"frames": 1, "frame_bytes": 1024}
 
 
 def _figure(figures: dict[str, Any], where: tuple[str, ...]) -> float | None:
     value: Any = figures
     for key in where:
         value = value[key]
+    if where[0] in PER_RUN:
+        return value / max(1, figures["runs"]["completed"]) / PER_RUN[where[0]]
     return value
+
+
+def _one(value: float | None) -> str:
+    """Return ``value`` whole from 100 on, else with one decimal ("-" for None)."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def floor_lines(app: dict[str, Any], floor: dict[str, Any]) -> list[str]:
@@ -811,7 +830,7 @@ def floor_lines(app: dict[str, Any], floor: dict[str, Any]) -> list[str]:
     for label, where in AGAINST_FLOOR:
         ours, bare = _figure(app, where), _figure(floor, where)
         ratio = f"{ours / bare:.1f}x" if ours is not None and bare else "-"
-        lines.append(f"{label:<38}{_ms(ours):>9}{_ms(bare):>9}{ratio:>8}")
+        lines.append(f"{label:<38}{_one(ours):>9}{_one(bare):>9}{ratio:>8}")
     return lines
 
 
@@ -1034,6 +1053,7 @@ def _measure(
         "wall_s": wall,
         "runs_per_s": completed / wall if wall > 0 else 0.0,
         "frames": sum(len(c.frames) for c in clients),
+        "frame_bytes": sum(_utf8(frame) for c in clients for _, frame in c.frames),
         "steps": result.steps,
         "texts": result.texts,
         "lost": result.lost,

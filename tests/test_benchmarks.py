@@ -113,11 +113,13 @@ def _constants(path: Path, *names: str) -> dict[str, object]:
     return found
 
 
-def test_the_floor_does_the_work_it_stands_for(tmp_path):
+def test_the_floor_does_the_work_it_stands_for():
     """bench/load.py --app floor: every visitor's page, socket and message, each run's
     rows (the run, its steps started and finished, both messages) and its frames through
     the channel layer, as bench/floor_asgi.py says; a floor doing less would flatter it."""
-    shape = _constants(ROOT / "bench" / "floor_asgi.py", "RUN_SHAPE", "FRAMES_PER_RUN")
+    shape = _constants(
+        ROOT / "bench" / "floor_asgi.py", "TOOL_CALLS", "FRAMES_PER_RUN", "FRAME_BYTES"
+    )
     command = [sys.executable, "bench/load.py", "--app", "floor", "--tiny", "--json"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -125,8 +127,10 @@ def test_the_floor_does_the_work_it_stands_for(tmp_path):
     conversations = figures["conversations"]
     assert figures["runs"] == {"completed": conversations, "succeeded": conversations,
                                "in_database": conversations}  # fmt: skip
-    assert figures["steps_in_database"] == conversations * len(shape["RUN_SHAPE"])
+    fewest, most = (2 + min(shape["TOOL_CALLS"]), 2 + max(shape["TOOL_CALLS"]))
+    assert fewest * conversations <= figures["steps_in_database"] <= most * conversations
     assert figures["frames"] == conversations * shape["FRAMES_PER_RUN"]
+    assert figures["frame_bytes"] == figures["frames"] * shape["FRAME_BYTES"]
     # Its events are checked as the app's are: each step's start and end, the status line.
     assert figures["steps"] == figures["steps_in_database"] and figures["lost_total"] == 0
     assert figures["latency_ms"]["all step events"]["count"] == 2 * figures["steps"]
@@ -148,16 +152,21 @@ def test_the_floor_comparison_refuses_what_it_cannot_compare():
 
 def test_the_floor_comparison_prints_each_figure_and_its_ratio():
     load = _bench_module("load")
-    app = {"server": {"cpu_per_run_ms": 150.0}, "wall_s": 30.0,
+    app = {"server": {"cpu_per_run_ms": 150.0}, "wall_s": 30.0, "runs": {"completed": 10},
+           "frames": 400, "frame_bytes": 10 * 44 * 1024,
            "latency_ms": {name: {"p50": 300.0, "p95": 900.0} for name in (
                "GET / -> page loaded (client)", "GET / -> socket open (client)",
                "mid-run visitor: GET / -> socket open", "send -> first frame (client)",
                "all step events")}}  # fmt: skip
     floor = json.loads(json.dumps(app))
     floor["server"]["cpu_per_run_ms"] = 50.0
+    floor["runs"]["completed"] = 20  # the per-run rows divide by each side's own runs
     floor["latency_ms"]["mid-run visitor: GET / -> socket open"] = {"p50": None, "p95": None}
     lines = load.floor_lines(app, floor)
-    assert any(re.search(r"CPU per run, ms\s+150\s+50\s+3\.0x", line) for line in lines), lines
+    assert any(re.search(r"CPU per run, ms\s+150\s+50\.0\s+3\.0x", line) for line in lines), lines
+    assert any(re.search(r"frames per run\s+40\.0\s+20\.0\s+2\.0x", line) for line in lines)
+    assert any(re.search(r"frame KiB per run\s+44\.0\s+22\.0\s+2\.0x", line) for line in lines)
+    assert any(re.search(r"wall time, s\s+30\.0\s+30\.0\s+1\.0x", line) for line in lines)
     # No mid-run visitor on one side: no ratio, not a crash.
     assert any(re.search(r"mid-run visitor: socket open p95, ms\s+900\s+-\s+-$", line)
                for line in lines), lines  # fmt: skip
