@@ -7,8 +7,8 @@ what it gets from the app, through Django, Channels and Daphne:
 
 - ``GET /``: a new visitor is given a guest key in its session and sent round the cookie
   check (``/?welcome=1``), which stores a new conversation row and redirects to
-  ``/c/<id>/``; that page reads the row (the session's own) and renders a template as
-  long as the app's page;
+  ``/c/<id>/``; that page reads the row (the session's own) and renders a template about
+  as long as the app's page;
 - ``/ws/chat/<id>/`` (Channels' session middleware behind its origin check): the socket
   reads the conversation (the session's own) and joins its group;
 - a message (the app's JSON frame): the user message and a running run are stored, and a
@@ -23,13 +23,15 @@ what it gets from the app, through Django, Channels and Daphne:
 
 No model, no agent loop, no recorder, no fragment drawn: what is left is the rows an
 audit trail needs at least, the framework's requests and the frames' relay, so its CPU
-per conversation is what a run costs here before anything of ours. It is lean where the
-app is: the middleware chain runs in one thread (``project.middleware.SyncMiddlewareChain``)
-and a relayed frame takes no hop to the database thread (Channels' ``dispatch`` would);
-with either hop back, it costs more. The shape is the app's at 200 conversations
-(docs/benchmarks.md, "The stack's floor"): 4.5 steps, 34-43 frames and about 44 KiB of
-them a run, a page of 11.8 KB. Under lighter load the app streams in more, smaller frames
-(143 a run at 3 conversations), so compare the two at 200.
+per conversation estimates what a run costs here before anything of ours. It is lean
+where the app is: the middleware chain runs in one thread
+(``project.middleware.SyncMiddlewareChain``) and a relayed frame takes no hop to the
+database thread (Channels' ``dispatch`` would); its connect, message and close still take
+that hop, which the app's consumer skips (three a visitor). The shape is the app's at 200
+conversations (docs/benchmarks.md, "The stack's floor"): 4.5 steps, 36-50 frames and
+43-46 KiB of them a run, a page of 11.8 KB (the floor's: 12.0 KB). Under lighter load the
+app streams in more, smaller frames (143 a run at 3 conversations), so compare the two at
+200.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ TOOL_S = float(os.environ.get("DEMO_TOOL_DELAY_MS", "400")) / 1000
 TOOL_CALLS = (2, 3)  # by the run id's parity: the demo's 4.5 steps a run
 FRAMES_PER_RUN = 38
 FRAME_BYTES = 1180  # each frame's UTF-8 length: 38 of them, the app's 44 KiB a run
-PAGE_BYTES = 11_800
+PAGE_BYTES = 11_800  # the filler; with the markup, 12.0 KB (the app's page: 11.8 KB)
 # Chunks streamed, one per TOKEN_S: with the tools' waits, a run as long as the demo's
 # unloaded (3.8 s at 5 conversations).
 CHUNKS_PER_RUN = 190
@@ -77,7 +79,7 @@ PAGE = engines["django"].from_string(
     '</head><body><main data-ws="/ws/chat/{{ conversation.pk }}/">'
     "<h1>{{ conversation.title|default:'New chat' }}</h1><form><textarea name=content>"
     "</textarea><button>Send</button></form><!--"
-    + "-" * PAGE_BYTES  # the app's page is as long: its bytes cost the server too
+    + "-" * PAGE_BYTES  # about as long as the app's page: its bytes cost the server too
     + "--></main></body></html>"
 )
 
