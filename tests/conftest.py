@@ -97,9 +97,20 @@ def _fresh_channel_layers():
 
 
 @pytest.fixture(autouse=True)
-async def _run_owner_closed():
-    """Close the run owner a test opened in its event loop (``chat.owner.current``) before
-    pytest-asyncio closes that loop.
+def _run_owner_closed(request: pytest.FixtureRequest) -> None:
+    """Close the run owner an async test opened in its event loop (``chat.owner.current``)
+    before pytest-asyncio closes that loop (:func:`_close_run_owner`).
+
+    Only for async tests: an async fixture on a sync test runs in a loop of its own, which
+    fails under Playwright's sync API (its loop runs in the test's thread).
+    """
+    if request.node.get_closest_marker("asyncio") is not None:
+        request.getfixturevalue("_close_run_owner")
+
+
+@pytest.fixture
+async def _close_run_owner():
+    """Close this test loop's run owner, if it has one, as the loop's last work.
 
     Closing the loop cancels every task at once, the Redis layer's receiver with the
     owner's ``receive``, which then unsubscribes its channel and waits for a reply no
