@@ -580,6 +580,15 @@ def running_tasks() -> set[asyncio.Task[Any]]:
     return set(owner.running().values()) | owner.background_jobs()
 
 
+async def close_current() -> None:
+    """Close this event loop's run owner, if it has one still open (before the loop itself
+    closes: a test's loop, whose close would cancel the owner's receive and the layer's
+    reader at once, and on Redis hang in the unsubscribe between them)."""
+    owner = _current
+    if owner is not None and owner.loop is asyncio.get_running_loop() and not owner.closed:
+        await owner.close()
+
+
 def current() -> RunOwner:
     """Return this process's run owner, opening one in the running event loop if it has
     none there (the first use in a test's or a command's loop; Daphne opens it at start)."""

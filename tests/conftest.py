@@ -4,7 +4,6 @@ each xdist worker's own Redis prefix; and which tests CI's PostgreSQL + Redis pa
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 import uuid
@@ -119,11 +118,9 @@ async def _close_run_owner():
     receive ends while the receiver lives, as ``RunOwner.close`` does in a server.
     """
     yield
-    from chat import owner
+    from chat.owner import close_current
 
-    current = owner._current
-    if current is not None and current.loop is asyncio.get_running_loop() and not current.closed:
-        await current.close()
+    await close_current()
 
 
 @pytest.fixture(autouse=True)

@@ -82,14 +82,11 @@ async def test_a_socket_refused_while_its_conversation_was_deleted_is_closed_onc
 
 @pytest.mark.parametrize("failing", ["accept", "catch-up"])
 async def test_a_socket_that_fails_once_let_in_leaves_the_group_it_joined(
-    client, monkeypatch, settings, failing
+    client, monkeypatch, failing
 ):
     """The client leaves as its socket is accepted or sent its catch-up: the send fails
     (or Daphne cancels the application), connect raises and no disconnect comes, so the
     group joined before the check must be left there too."""
-    # No run owner in this test's loop: on Redis, closing the loop once hung for ever in
-    # the owner's cancelled receive (channels-redis unsubscribes its channel there).
-    settings.CHAT_RUN_WORKERS = True
     _, conversation, session_id = await logged_in(client, "alice")
     opened = chat.consumers._open
 
