@@ -201,37 +201,36 @@ class FloorConsumer(AsyncWebsocketConsumer):
 
     async def play(self, run_id: int) -> None:
         """Play a run of :func:`shape` (see the module's docstring)."""
-        send = self.channel_layer.group_send
-        frames = [frame(f'<section class="run" id="run-{run_id}">', "</section>")]
-        await send(self.group, {"type": "floor.frame", "text": frames[0]})
+        sent = 0
+
+        async def send(head: str, tail: str = "</div>") -> None:
+            nonlocal sent
+            sent += 1
+            message = {"type": "floor.frame", "text": frame(head, tail)}
+            await self.channel_layer.group_send(self.group, message)
+
+        await send(f'<section class="run" id="run-{run_id}">', "</section>")
         kinds = shape(run_id)
         # The frames left after each step's start and end frames and the status line.
         text_frames = FRAMES_PER_RUN - 2 - 2 * len(kinds)
         turns = kinds.count("model_turn")
-        sent = 1
         for ordinal, kind in enumerate(kinds, 1):
             step_id = await database_sync_to_async(_step_start)(run_id, ordinal, kind)
-            head = f'<article id="step-{step_id}" data-status="running">'
-            await send(self.group, {"type": "floor.frame", "text": frame(head, "</article>")})
+            await send(f'<article id="step-{step_id}" data-status="running">', "</article>")
             if kind == "model_turn":
                 chunks = CHUNKS_PER_RUN // turns
                 wanted = text_frames // turns + (ordinal == len(kinds)) * (text_frames % turns)
                 for i in range(chunks):
                     await asyncio.sleep(TOKEN_S)
                     if (i + 1) * wanted // chunks > i * wanted // chunks:  # coalesced chunks
-                        text = frame(f'<div id="step-{step_id}-text" data-chunk="{i}">')
-                        await send(self.group, {"type": "floor.frame", "text": text})
-                        sent += 1
+                        await send(f'<div id="step-{step_id}-text" data-chunk="{i}">')
             else:
                 await asyncio.sleep(TOOL_S)
             await database_sync_to_async(_step_finish)(step_id, TEXT)
-            head = f'<article id="step-{step_id}" data-status="success">'
-            await send(self.group, {"type": "floor.frame", "text": frame(head, "</article>")})
-            sent += 2
+            await send(f'<article id="step-{step_id}" data-status="success">', "</article>")
         await database_sync_to_async(_run_finish)(run_id, self.conversation_id, TEXT)
-        status = frame(f'<p id="run-{run_id}-status" data-status="succeeded">', "</p>")
-        await send(self.group, {"type": "floor.frame", "text": status})
-        assert sent + 1 == FRAMES_PER_RUN, sent
+        await send(f'<p id="run-{run_id}-status" data-status="succeeded">', "</p>")
+        assert sent == FRAMES_PER_RUN, sent
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -171,7 +171,7 @@ def daphne(
     *,
     profile_dir: Path | None = None,
     migrate: bool = True,
-    application: str = "project.asgi:application",
+    application: str = APPS["app"],
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """Migrate (unless ``migrate`` is false), start Daphne on a free port, yield (process,
     port); always stop it.
@@ -1203,10 +1203,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--web-processes needs nginx: make deploy-deps installs it")
     # A plain `kill` should stop Daphne too: turn SIGTERM into an exception.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # The floor runs its runs in Daphne: no run owner to start for it.
-    sides = [argparse.Namespace(**{**vars(args), "app": "floor", "run_owners": 0}), args]
+    sides = [args]
+    if args.against_floor:  # the floor first; it runs its runs in Daphne, with no run owner
+        sides.insert(0, argparse.Namespace(**{**vars(args), "app": "floor", "run_owners": 0}))
     measured = []
-    for side in sides if args.against_floor else [args]:
+    for side in sides:
         workdir = Path(tempfile.mkdtemp(prefix=f"bench-load-{side.app}-"))
         try:
             measured.append(measure(side, workdir))
