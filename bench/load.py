@@ -709,7 +709,7 @@ def report(figures: dict[str, Any]) -> str:
     lost = ", ".join(f"{k} {v}" for k, v in figures["lost"].items())
     lines = [
         f"$ {figures['command']}",
-        *([] if figures["app"] == "app" else ["the stack's floor (bench/floor_asgi.py):"]),
+        "the app:" if figures["app"] == "app" else "the stack's floor (bench/floor_asgi.py):",
         f"{m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, "
         f"{m['database']}, {m['channel_layer']} channel layer, Django {m['Django']}, "
         f"Daphne {m['daphne']}, Channels {m['channels']}, websockets {m['websockets']}; "
@@ -824,7 +824,9 @@ def floor_lines(app: dict[str, Any], floor: dict[str, Any]) -> list[str]:
     """Return the app's figures against the floor's (``--against-floor``) as lines: each
     figure, both sides and ours / floor."""
     lines = [
-        "ours against the stack's floor (bench/floor_asgi.py), measured in this invocation:",
+        "ours against the stack's floor (bench/floor_asgi.py), measured in this invocation",
+        "(ratio: ours / floor, higher is worse; the floor has the app's shape at 200 "
+        "conversations, where the comparison holds; ratios of a few ms are mostly noise):",
         f"{'':<38}{'ours':>9}{'floor':>9}{'ratio':>8}",
     ]
     for label, where in AGAINST_FLOOR:
